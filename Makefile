@@ -1,0 +1,35 @@
+# One-command set-up: `make run` serves, `make test` tests. Both install from scratch.
+PYTHON ?= python3
+VENV   := .venv
+UV     := $(VENV)/bin/uv
+UV_VERSION := 0.13.8
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: install run test bench lint clean
+
+$(UV):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --inexact --quiet
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/gateway serve
+
+test: install
+	$(VENV)/bin/pytest
+
+bench: install
+	$(VENV)/bin/python -m bench
+
+lint: install
+	$(VENV)/bin/ruff check gateway tests bench
+	$(VENV)/bin/ruff format --check gateway tests bench
+	$(VENV)/bin/mypy gateway
+
+clean:
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache
