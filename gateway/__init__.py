@@ -1,1 +1,3 @@
-"""A2A v0.3.0 gateway."""
+"""A2A v0.3.0 gateway between clinical applications and AI agents."""
+
+__version__ = "0.1.0"

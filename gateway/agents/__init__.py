@@ -1,0 +1,1 @@
+"""Agent backends behind one small protocol."""

@@ -1,0 +1,81 @@
+"""What an agent is given, what it may report, and the protocol every backend follows."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "Agent",
+    "AgentRequest",
+    "AgentSkill",
+    "AgentUpdate",
+    "ArtifactUpdate",
+    "ReplyUpdate",
+    "StatusUpdate",
+]
+
+JSON = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """One run: the user's message plus the context the gateway hands over.
+
+    ``message``, ``history`` and ``referenced_tasks`` are A2A v0.3.0 JSON objects
+    (Message, Message…, Task…) exactly as stored.
+    """
+
+    task_id: str
+    context_id: str
+    message: JSON
+    history: Sequence[JSON]
+    referenced_tasks: Sequence[JSON]
+    recalled: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """The task moves to ``state``; ``text`` becomes the status message when given."""
+
+    state: str
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class ArtifactUpdate:
+    parts: Sequence[JSON]
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplyUpdate:
+    """An agent message appended to the task's history."""
+
+    parts: Sequence[JSON]
+
+
+AgentUpdate = StatusUpdate | ArtifactUpdate | ReplyUpdate
+
+
+@dataclass(frozen=True)
+class AgentSkill:
+    id: str
+    name: str
+    description: str
+    tags: Sequence[str] = field(default_factory=tuple)
+
+
+class Agent(Protocol):
+    id: str
+    name: str
+    description: str
+    version: str
+    input_modes: Sequence[str]
+    output_modes: Sequence[str]
+    skills: Sequence[AgentSkill]
+
+    def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
+        """Yield updates; the last StatusUpdate yielded decides the task's final state."""
+        ...

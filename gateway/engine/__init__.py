@@ -1,0 +1,1 @@
+"""Task execution: running agents outside the request, and waiting for their outcome."""

@@ -1,0 +1,91 @@
+"""Task state notifications over Redis pub/sub, fanned out to local watchers.
+
+Every state change is published by the store's scripts on ``gw:ev:<task id>``.
+One pattern subscription per process receives them all and hands each to the
+watchers of that task: blocking requests waiting for an outcome, and runners
+that must stop a canceled run. The listener reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from gateway.store.keys import EVENTS_PATTERN
+
+__all__ = ["TaskEvents"]
+
+log = logging.getLogger("gateway.events")
+_PREFIX_LEN = len(EVENTS_PATTERN) - 1
+
+
+class TaskEvents:
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self._watchers: defaultdict[str, set[asyncio.Queue[str]]] = defaultdict(set)
+        self._listeners: list[Callable[[str, str], None]] = []
+        self._listener: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    async def start(self, timeout: float) -> None:
+        self._listener = asyncio.create_task(self._listen(), name="task-events")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), timeout)
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+
+    def add_listener(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(task_id, state)`` for every event this process receives."""
+        self._listeners.append(callback)
+
+    @contextlib.contextmanager
+    def watch(self, task_id: str) -> Iterator[asyncio.Queue[str]]:
+        """A queue of the task's new states for as long as the block runs."""
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._watchers[task_id].add(queue)
+        try:
+            yield queue
+        finally:
+            watchers = self._watchers.get(task_id)
+            if watchers is not None:
+                watchers.discard(queue)
+                if not watchers:
+                    del self._watchers[task_id]
+
+    def _dispatch(self, channel: bytes, state: bytes) -> None:
+        task_id, text = channel[_PREFIX_LEN:].decode(), state.decode()
+        for queue in self._watchers.get(task_id, ()):
+            queue.put_nowait(text)
+        for callback in self._listeners:
+            callback(task_id, text)
+
+    async def _listen(self) -> None:
+        delay = 0.05
+        while True:
+            pubsub = self._client.pubsub()
+            try:
+                await pubsub.psubscribe(EVENTS_PATTERN)
+                self._ready.set()
+                delay = 0.05
+                while True:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
+                    if msg is not None and msg["type"] == "pmessage":
+                        self._dispatch(msg["channel"], msg["data"])
+            except (RedisError, OSError) as exc:
+                self._ready.clear()
+                log.warning("event subscription lost; reconnecting", extra={"error": type(exc).__name__})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()

@@ -1,0 +1,50 @@
+"""Pure builders of the A2A TaskStatus and Message JSON the engine stores."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from gateway.store.records import iso_from_ms, now_ms
+
+__all__ = ["TERMINAL", "agent_message", "artifact", "settled", "status_json"]
+
+TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
+INTERRUPTED = frozenset({"input-required", "auth-required"})
+
+
+def settled(state: str) -> bool:
+    """Whether a blocking request should return on this state."""
+    return state in TERMINAL or state in INTERRUPTED
+
+
+def agent_message(
+    context_id: str, task_id: str, parts: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "role": "agent",
+        "messageId": str(uuid.uuid4()),
+        "contextId": context_id,
+        "taskId": task_id,
+        "parts": list(parts),
+    }
+
+
+def status_json(
+    state: str, context_id: str = "", task_id: str = "", text: str | None = None
+) -> bytes:
+    status: dict[str, Any] = {"state": state, "timestamp": iso_from_ms(now_ms())}
+    if text:
+        status["message"] = agent_message(context_id, task_id, [{"kind": "text", "text": text}])
+    return orjson.dumps(status)
+
+
+def artifact(parts: Sequence[Mapping[str, Any]], name: str | None) -> bytes:
+    body: dict[str, Any] = {"artifactId": str(uuid.uuid4()), "parts": list(parts)}
+    if name:
+        body["name"] = name
+    return orjson.dumps(body)

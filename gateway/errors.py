@@ -1,0 +1,162 @@
+"""The gateway's one error hierarchy, mapped to A2A error codes and HTTP statuses.
+
+::
+
+    GatewayError                      (500, -32603 InternalError)
+     ├── JSONParseError               (400, -32700)
+     ├── InvalidParamsError           (400, -32602)
+     ├── MethodNotFoundError          (404, -32601)
+     ├── TaskNotFoundError            (404, -32001)
+     ├── ContextNotFoundError         (404, -32010)
+     ├── AgentNotFoundError           (404, -32011)
+     ├── TaskNotCancelableError       (409, -32002)
+     ├── TaskNotContinuableError      (409, -32012)
+     ├── IdempotencyConflictError     (409, -32013)
+     ├── PushNotificationNotSupportedError (501, -32003)
+     ├── UnsupportedOperationError    (501, -32004)
+     ├── ContentTypeNotSupportedError (415, -32005)
+     ├── InvalidAgentResponseError    (502, -32006)
+     ├── UnauthenticatedError         (401, -32020)
+     ├── ForbiddenError               (403, -32021)
+     ├── PayloadTooLargeError         (413, -32022)
+     └── StoreUnavailableError        (503, -32603 InternalError, Retry-After)
+
+Messages are fixed, safe sentences: never user content, never a stack trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentNotFoundError",
+    "ContentTypeNotSupportedError",
+    "ContextNotFoundError",
+    "ForbiddenError",
+    "GatewayError",
+    "IdempotencyConflictError",
+    "InvalidAgentResponseError",
+    "InvalidParamsError",
+    "JSONParseError",
+    "MethodNotFoundError",
+    "PayloadTooLargeError",
+    "PushNotificationNotSupportedError",
+    "StoreUnavailableError",
+    "TaskNotCancelableError",
+    "TaskNotContinuableError",
+    "TaskNotFoundError",
+    "UnauthenticatedError",
+    "UnsupportedOperationError",
+]
+
+
+class GatewayError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[int] = -32603
+    name: ClassVar[str] = "InternalError"
+    default_message: ClassVar[str] = "Internal error"
+
+    def __init__(self, message: str | None = None, data: dict[str, Any] | None = None) -> None:
+        self.message = message or self.default_message
+        self.data = data
+        super().__init__(self.message)
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.name, "code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+class JSONParseError(GatewayError):
+    status, code, name = 400, -32700, "JSONParseError"
+    default_message = "Request body is not valid JSON"
+
+
+class InvalidParamsError(GatewayError):
+    status, code, name = 400, -32602, "InvalidParamsError"
+    default_message = "Invalid parameters"
+
+
+class MethodNotFoundError(GatewayError):
+    status, code, name = 404, -32601, "MethodNotFoundError"
+    default_message = "Method not found"
+
+
+class TaskNotFoundError(GatewayError):
+    status, code, name = 404, -32001, "TaskNotFoundError"
+    default_message = "Task not found"
+
+
+class ContextNotFoundError(GatewayError):
+    status, code, name = 404, -32010, "ContextNotFoundError"
+    default_message = "Context not found"
+
+
+class AgentNotFoundError(GatewayError):
+    status, code, name = 404, -32011, "AgentNotFoundError"
+    default_message = "Agent not found"
+
+
+class TaskNotCancelableError(GatewayError):
+    status, code, name = 409, -32002, "TaskNotCancelableError"
+    default_message = "Task is in a terminal state and cannot be canceled"
+
+
+class TaskNotContinuableError(GatewayError):
+    status, code, name = 409, -32012, "TaskNotContinuableError"
+    default_message = "Task is in a terminal state and cannot take more messages"
+
+
+class IdempotencyConflictError(GatewayError):
+    status, code, name = 409, -32013, "IdempotencyConflictError"
+    default_message = "messageId was already used with a different message"
+
+
+class PushNotificationNotSupportedError(GatewayError):
+    status, code, name = 501, -32003, "PushNotificationNotSupportedError"
+    default_message = "Push notifications are not supported"
+
+
+class UnsupportedOperationError(GatewayError):
+    status, code, name = 501, -32004, "UnsupportedOperationError"
+    default_message = "This operation is not supported"
+
+
+class ContentTypeNotSupportedError(GatewayError):
+    status, code, name = 415, -32005, "ContentTypeNotSupportedError"
+    default_message = "The agent cannot produce any of the accepted output modes"
+
+
+class InvalidAgentResponseError(GatewayError):
+    status, code, name = 502, -32006, "InvalidAgentResponseError"
+    default_message = "The agent backend returned an invalid response"
+
+
+class UnauthenticatedError(GatewayError):
+    status, code, name = 401, -32020, "UnauthenticatedError"
+    default_message = "Missing or invalid credentials"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="gateway"'}
+
+
+class ForbiddenError(GatewayError):
+    status, code, name = 403, -32021, "ForbiddenError"
+    default_message = "Forbidden"
+
+
+class PayloadTooLargeError(GatewayError):
+    status, code, name = 413, -32022, "PayloadTooLargeError"
+    default_message = "Request body is too large"
+
+
+class StoreUnavailableError(GatewayError):
+    status = 503
+    default_message = "The store is unavailable; retry later"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}

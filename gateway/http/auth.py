@@ -1,0 +1,78 @@
+"""Authentication: API keys (Bearer or X-API-Key) to principals, and the tenant check.
+
+Pure ASGI middleware. Keys are compared by their SHA-256 digest, so lookups take
+the same time whatever prefix of a key an attacker guesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.errors import ForbiddenError, GatewayError, UnauthenticatedError
+from gateway.http.responses import error_response
+from gateway.principal import Principal
+from gateway.settings import ApiKeyEntry
+
+__all__ = ["LOCAL_PRINCIPAL", "AuthMiddleware", "Authenticator"]
+
+LOCAL_PRINCIPAL = Principal("default", "local")
+
+_PUBLIC_SUFFIXES = ("/.well-known/agent-card.json", "/agent-card.json")
+_PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.yaml", "/metrics"})
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class Authenticator:
+    def __init__(self, api_keys: Mapping[str, ApiKeyEntry]) -> None:
+        self._by_digest = {
+            _digest(key): Principal(e.tenant, e.user, frozenset(e.roles))
+            for key, e in api_keys.items()
+        }
+
+    @property
+    def open(self) -> bool:
+        return not self._by_digest
+
+    def authenticate(self, headers: Headers) -> Principal:
+        principal = LOCAL_PRINCIPAL if self.open else self._from_key(headers)
+        tenant = headers.get("tenant-name")
+        if tenant is not None and tenant != principal.tenant:
+            raise ForbiddenError("Tenant-Name does not match the credentials")
+        return principal
+
+    def _from_key(self, headers: Headers) -> Principal:
+        key = headers.get("x-api-key")
+        auth = headers.get("authorization")
+        if key is None and auth is not None:
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() == "bearer":
+                key = token.strip()
+        principal = self._by_digest.get(_digest(key)) if key else None
+        if principal is None:
+            raise UnauthenticatedError()
+        return principal
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
+        self.app, self.authenticator = app, authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in _PUBLIC_PATHS or path.endswith(_PUBLIC_SUFFIXES):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal = self.authenticator.authenticate(Headers(scope=scope))
+        except GatewayError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)

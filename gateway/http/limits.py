@@ -1,0 +1,35 @@
+"""Request body size limit (pure ASGI): 413 before reading an oversized body."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.errors import PayloadTooLargeError
+from gateway.http.responses import error_response
+
+__all__ = ["BodyLimitMiddleware"]
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await error_response(PayloadTooLargeError())(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise PayloadTooLargeError()
+            return message
+
+        await self.app(scope, limited, send)

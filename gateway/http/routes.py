@@ -1,0 +1,161 @@
+"""Routes of the REST binding, built per agent base by small factories."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.http.cards import agent_card
+from gateway.http.params import json_body, query_int, validated
+from gateway.http.responses import JSONResponse
+from gateway.http.state import AppState
+from gateway.models import SendMessageRequest
+from gateway.principal import Principal
+from gateway.protojson import normalise_send_request
+
+__all__ = ["agent_routes", "openapi_text", "operational_routes"]
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+_OPENAPI_CANDIDATES = (
+    Path(__file__).resolve().parent.parent / "openapi.yaml",  # installed wheel
+    Path(__file__).resolve().parent.parent.parent / "openapi.yaml",  # source checkout
+)
+MAX_PAGE = 1000
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.gateway
+    return state
+
+
+def _principal(request: Request) -> Principal:
+    principal: Principal = request.scope["state"]["principal"]
+    return principal
+
+
+def _agent_id(request: Request) -> str:
+    agent_id = request.path_params.get("agent_id")
+    return agent_id if isinstance(agent_id, str) else _state(request).settings.default_agent
+
+
+async def send_message(request: Request) -> Response:
+    state = _state(request)
+    agent_id = _agent_id(request)
+    state.agents.get(agent_id)
+    body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
+    task = await state.messages.send(_principal(request), agent_id, body)
+    return JSONResponse({"task": task})
+
+
+async def get_task(request: Request) -> Response:
+    state = _state(request)
+    state.agents.get(_agent_id(request))
+    history = query_int(request, "historyLength", "history_length", default=None)
+    task = await state.tasks.get(_principal(request), request.path_params["task_id"], history)
+    return JSONResponse(task)
+
+
+async def cancel_task(request: Request) -> Response:
+    state = _state(request)
+    state.agents.get(_agent_id(request))
+    await json_body(request, optional=True)
+    task = await state.tasks.cancel(_principal(request), request.path_params["task_id"])
+    return JSONResponse(task)
+
+
+def _page(request: Request, default_limit: int) -> tuple[int, int]:
+    limit = query_int(request, "limit", default=default_limit, minimum=1, maximum=MAX_PAGE)
+    offset = query_int(request, "offset", default=0)
+    assert limit is not None and offset is not None
+    return limit, offset
+
+
+async def list_contexts(request: Request) -> Response:
+    state = _state(request)
+    state.agents.get(_agent_id(request))
+    limit, offset = _page(request, 50)
+    return JSONResponse(await state.contexts.list(_principal(request), limit, offset))
+
+
+async def read_context(request: Request) -> Response:
+    state = _state(request)
+    state.agents.get(_agent_id(request))
+    limit, offset = _page(request, 100)
+    page = await state.contexts.read(
+        _principal(request), request.path_params["context_id"], limit, offset
+    )
+    return JSONResponse(page)
+
+
+async def delete_context(request: Request) -> Response:
+    state = _state(request)
+    state.agents.get(_agent_id(request))
+    await state.contexts.delete(_principal(request), request.path_params["context_id"])
+    return Response(status_code=204)
+
+
+async def card(request: Request) -> Response:
+    state = _state(request)
+    agent_id = _agent_id(request)
+    agent = state.agents.get(agent_id)
+    origin = state.settings.public_url or str(request.base_url).rstrip("/")
+    url = origin if "agent_id" not in request.path_params else f"{origin}/agents/{agent_id}"
+    return JSONResponse(agent_card(agent, url, authenticated=not state.settings.open_mode))
+
+
+def agent_routes(prefix: str) -> list[BaseRoute]:
+    """The A2A surface of one agent base: ``""`` (default agent) or ``/agents/{agent_id}``."""
+    table: list[tuple[str, Endpoint, list[str]]] = [
+        ("/v1/message:send", send_message, ["POST"]),
+        ("/v1/tasks/{task_id}:cancel", cancel_task, ["POST"]),
+        ("/v1/tasks/{task_id}", get_task, ["GET"]),
+        ("/v1/contexts", list_contexts, ["GET"]),
+        ("/v1/contexts/{context_id}", read_context, ["GET"]),
+        ("/v1/contexts/{context_id}", delete_context, ["DELETE"]),
+        ("/.well-known/agent-card.json", card, ["GET"]),
+        ("/agent-card.json", card, ["GET"]),
+    ]
+    return [Route(prefix + path, fn, methods=methods) for path, fn, methods in table]
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    state = _state(request)
+    try:
+        ok = await state.store.ping()
+    except Exception:
+        ok = False
+    if ok:
+        return JSONResponse({"status": "ready", "checks": {"redis": "ok"}})
+    return JSONResponse(
+        {"status": "unavailable", "checks": {"redis": "unreachable"}},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
+
+
+def openapi_text() -> str:
+    """The served contract: ``openapi.yaml`` at the repository root (or in the wheel)."""
+    for path in _OPENAPI_CANDIDATES:
+        if path.is_file():
+            return path.read_text()
+    raise FileNotFoundError("openapi.yaml")
+
+
+async def openapi(request: Request) -> Response:
+    return PlainTextResponse(openapi_text(), media_type="application/yaml")
+
+
+def operational_routes() -> list[BaseRoute]:
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/openapi.yaml", openapi, methods=["GET"]),
+    ]

@@ -1,0 +1,24 @@
+"""What the routes share: settings, the store, the services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.agents.registry import AgentRegistry
+from gateway.service.contexts import ContextService
+from gateway.service.messages import MessageService
+from gateway.service.tasks import TaskService
+from gateway.settings import Settings
+from gateway.store.redis_store import Store
+
+__all__ = ["AppState"]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: Store
+    agents: AgentRegistry
+    messages: MessageService
+    tasks: TaskService
+    contexts: ContextService

@@ -1,0 +1,118 @@
+"""A2A v0.3.0 request models: the one place where untrusted input becomes typed.
+
+Only what clients send is modelled here. Stored objects are written from these
+models and read back as the JSON they were written as.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "DataPart",
+    "FileContent",
+    "FilePart",
+    "Message",
+    "Part",
+    "SendConfiguration",
+    "SendMessageRequest",
+    "TextPart",
+]
+
+_MAX_IDS = 100
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TextPart(_Model):
+    kind: Literal["text"] = "text"
+    text: str
+    metadata: dict[str, Any] | None = None
+
+
+class FileContent(_Model):
+    """A file given inline (base64 ``bytes``) or by reference (``uri``), never both."""
+
+    bytes: str | None = None
+    uri: str | None = Field(default=None, min_length=1, max_length=8192)
+    name: str | None = Field(default=None, max_length=1024)
+    mimeType: str | None = Field(default=None, max_length=255)
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> FileContent:
+        if (self.bytes is None) == (self.uri is None):
+            raise ValueError("file needs exactly one of 'bytes' or 'uri'")
+        return self
+
+    @field_validator("bytes")
+    @classmethod
+    def _is_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("file.bytes must be base64") from None
+        return value
+
+    @field_validator("uri")
+    @classmethod
+    def _has_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not urlsplit(value).scheme:
+            raise ValueError("file.uri must be an absolute URI")
+        return value
+
+
+class FilePart(_Model):
+    kind: Literal["file"] = "file"
+    file: FileContent
+    metadata: dict[str, Any] | None = None
+
+
+class DataPart(_Model):
+    kind: Literal["data"] = "data"
+    data: dict[str, Any]
+    metadata: dict[str, Any] | None = None
+
+
+Part = Annotated[TextPart | FilePart | DataPart, Field(discriminator="kind")]
+
+_Id = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class Message(_Model):
+    kind: Literal["message"] = "message"
+    role: Literal["user", "agent"]
+    parts: list[Part] = Field(min_length=1, max_length=1000)
+    messageId: _Id
+    contextId: _Id | None = None
+    taskId: _Id | None = None
+    referenceTaskIds: list[_Id] | None = Field(default=None, max_length=_MAX_IDS)
+    metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None
+
+    @field_validator("role")
+    @classmethod
+    def _from_user(cls, value: str) -> str:
+        if value != "user":
+            raise ValueError("role must be 'user'")
+        return value
+
+
+class SendConfiguration(_Model):
+    acceptedOutputModes: list[str] | None = Field(default=None, max_length=100)
+    blocking: bool = True
+    historyLength: int | None = Field(default=None, ge=0)
+    pushNotificationConfig: dict[str, Any] | None = None
+
+
+class SendMessageRequest(_Model):
+    message: Message
+    configuration: SendConfiguration = Field(default_factory=SendConfiguration)
+    metadata: dict[str, Any] | None = None

@@ -1,0 +1,26 @@
+"""Who is calling: a user within a tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from gateway.store.keys import UserKeys
+
+__all__ = ["Principal"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    user: str
+    roles: frozenset[str] = field(default_factory=frozenset)
+
+    @cached_property
+    def keys(self) -> UserKeys:
+        return UserKeys.of(self.tenant, self.user)
+
+    @property
+    def tag(self) -> str:
+        """An opaque, log-safe name for this principal."""
+        return self.keys.prefix[4:-1]

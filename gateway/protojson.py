@@ -1,0 +1,87 @@
+"""A tolerant reader for the proto-JSON spelling some A2A SDK REST clients send.
+
+Pure functions: rewrite snake_case field names, ``ROLE_USER`` enums, parts without
+``kind`` and proto's nested ``{"data": {"data": {...}}}`` into the canonical v0.3.0
+JSON shape before validation. The *contents* of DataParts and metadata are never
+touched: they are the caller's data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["normalise_send_request"]
+
+_REQUEST_FIELDS = {"request": "message", "configuration": "configuration"}
+_CONFIG_FIELDS = {
+    "accepted_output_modes": "acceptedOutputModes",
+    "history_length": "historyLength",
+    "push_notification_config": "pushNotificationConfig",
+    "push_notification": "pushNotificationConfig",
+}
+_MESSAGE_FIELDS = {
+    "message_id": "messageId",
+    "context_id": "contextId",
+    "task_id": "taskId",
+    "reference_task_ids": "referenceTaskIds",
+    "content": "parts",
+}
+_FILE_FIELDS = {
+    "file_with_uri": "uri",
+    "file_with_bytes": "bytes",
+    "mime_type": "mimeType",
+}
+_ROLES = {"ROLE_USER": "user", "ROLE_AGENT": "agent", "USER": "user", "AGENT": "agent"}
+
+
+def _rename(obj: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        canonical = names.get(key, key)
+        if canonical not in out or key == canonical:
+            out[canonical] = value
+    return out
+
+
+def _normalise_part(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part
+    part = dict(part)
+    if "kind" not in part:
+        for kind in ("text", "file", "data"):
+            if kind in part:
+                part["kind"] = kind
+                break
+    if part.get("kind") == "file" and isinstance(part.get("file"), dict):
+        part["file"] = _rename(part["file"], _FILE_FIELDS)
+    if part.get("kind") == "data":
+        data = part.get("data")
+        if isinstance(data, dict) and set(data) == {"data"} and isinstance(data["data"], dict):
+            part["data"] = data["data"]
+    return part
+
+
+def _normalise_message(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    message = _rename(message, _MESSAGE_FIELDS)
+    role = message.get("role")
+    if isinstance(role, str):
+        message["role"] = _ROLES.get(role, role)
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        message["parts"] = [_normalise_part(p) for p in parts]
+    return message
+
+
+def normalise_send_request(body: Any) -> Any:
+    """Return ``body`` in canonical A2A v0.3.0 JSON spelling (a new object)."""
+    if not isinstance(body, dict):
+        return body
+    body = _rename(body, _REQUEST_FIELDS)
+    if "message" in body:
+        body["message"] = _normalise_message(body["message"])
+    config = body.get("configuration")
+    if isinstance(config, dict):
+        body["configuration"] = _rename(config, _CONFIG_FIELDS)
+    return body

@@ -1,0 +1,1 @@
+"""Use cases: typed inputs in, A2A JSON out. No HTTP here, no Redis commands here."""

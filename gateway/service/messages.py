@@ -1,0 +1,119 @@
+"""message:send — accept a user message, run the agent outside the request, maybe wait."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.agents.registry import AgentRegistry
+from gateway.engine.events import TaskEvents
+from gateway.engine.jobs import JobQueue, RunJob
+from gateway.engine.status import settled, status_json
+from gateway.errors import (
+    ContentTypeNotSupportedError,
+    ContextNotFoundError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+)
+from gateway.ids import new_id
+from gateway.models import Message, SendMessageRequest
+from gateway.principal import Principal
+from gateway.service.output_modes import accepts_any
+from gateway.service.waiting import wait_until_settled
+from gateway.store.redis_store import SendResult, SendWrite, Store
+
+__all__ = ["MessageService"]
+
+
+def message_digest(message: Message) -> str:
+    """A fingerprint of what the client sent, to tell a retry from a reused messageId."""
+    body = message.model_dump(mode="json", exclude_none=True, exclude={"contextId"})
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+@dataclass
+class MessageService:
+    store: Store
+    agents: AgentRegistry
+    queue: JobQueue
+    events: TaskEvents
+    blocking_timeout: float
+
+    async def send(
+        self, principal: Principal, agent_id: str, request: SendMessageRequest
+    ) -> dict[str, Any]:
+        agent = self.agents.get(agent_id)
+        config = request.configuration
+        if config.pushNotificationConfig is not None:
+            raise PushNotificationNotSupportedError()
+        if not accepts_any(agent.output_modes, config.acceptedOutputModes):
+            raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
+        result = await self.store.send(principal.keys, await self._prepare(principal, request))
+        job = None
+        if not result.duplicate:
+            job = RunJob(
+                tenant=principal.tenant,
+                user=principal.user,
+                agent_id=agent.id,
+                context_id=result.context_id,
+                task_id=result.task_id,
+                seq=result.seq,
+                reference_ids=tuple(request.message.referenceTaskIds or ()),
+            )
+        if config.blocking:
+            await self._run_and_wait(principal, result, job)
+        elif job is not None:
+            await self.queue.enqueue(job)
+        task = await self.store.read_task(
+            principal.keys, result.context_id, result.task_id, config.historyLength or 0
+        )
+        if task is None:
+            raise ContextNotFoundError()
+        return task
+
+    async def _prepare(self, principal: Principal, request: SendMessageRequest) -> SendWrite:
+        message = request.message
+        context_id, task_id = message.contextId, message.taskId
+        if task_id is not None and context_id is None:
+            context_id = await self.store.task_context(principal.keys, task_id)
+            if context_id is None:
+                raise TaskNotFoundError()
+        new_context = context_id is None
+        context_id = context_id or new_id()
+        continuing = task_id is not None
+        task_id = task_id or new_id()
+        stored = message.model_dump(mode="json", exclude_none=True)
+        stored["contextId"], stored["taskId"] = context_id, task_id
+        header: dict[str, Any] = {"id": task_id, "contextId": context_id, "kind": "task"}
+        if request.metadata:
+            header["metadata"] = request.metadata
+        return SendWrite(
+            context_id=context_id,
+            task_id=task_id,
+            continuing=continuing,
+            new_context=new_context,
+            message_id=message.messageId,
+            digest=message_digest(message),
+            message_json=orjson.dumps(stored),
+            header_json=orjson.dumps(header),
+            status_json=status_json("submitted"),
+            reference_ids=tuple(message.referenceTaskIds or ()),
+        )
+
+    async def _run_and_wait(
+        self, principal: Principal, result: SendResult, job: RunJob | None
+    ) -> None:
+        keys = principal.keys
+        with self.events.watch(result.task_id) as events:
+            if job is not None:
+                await self.queue.enqueue(job)
+            else:
+                state = await self.store.task_state(keys, result.context_id, result.task_id)
+                if state is None or settled(state):
+                    return
+            await wait_until_settled(
+                self.store, keys, result.context_id, result.task_id, events, self.blocking_timeout
+            )

@@ -1,0 +1,36 @@
+"""Waiting for a task to settle: on its events, with a bounded fallback poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from gateway.engine.status import settled
+from gateway.store.keys import UserKeys
+from gateway.store.redis_store import Store
+
+__all__ = ["wait_until_settled"]
+
+# A lost notification (a dropped subscription) delays a blocking request by at most this.
+FALLBACK_POLL_SECONDS = 2.0
+
+
+async def wait_until_settled(
+    store: Store,
+    keys: UserKeys,
+    context_id: str,
+    task_id: str,
+    events: asyncio.Queue[str],
+    timeout: float,
+) -> None:
+    """Return when the task is terminal or interrupted, gone, or ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            state: str | None = await asyncio.wait_for(
+                events.get(), min(remaining, FALLBACK_POLL_SECONDS)
+            )
+        except TimeoutError:
+            state = await store.task_state(keys, context_id, task_id)
+        if state is None or settled(state):
+            return

@@ -1,0 +1,70 @@
+"""Typed configuration, read once from the environment at start-up.
+
+Every setting is an environment variable with the ``GATEWAY_`` prefix, except the
+Redis URL, which also answers to the conventional ``REDIS_URL``. Invalid values
+fail fast with pydantic's message naming the variable.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import orjson
+from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["ApiKeyEntry", "Settings"]
+
+THIRTY_DAYS = 30 * 24 * 3600
+
+
+class ApiKeyEntry(BaseModel):
+    """The principal an API key stands for."""
+
+    tenant: str = Field(min_length=1, max_length=128)
+    user: str = Field(min_length=1, max_length=256)
+    roles: list[str] = Field(default_factory=list)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="ignore")
+
+    redis_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_URL", "GATEWAY_REDIS_URL")
+    )
+    redis_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    data_dir: str = ".data"
+    public_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    context_ttl_seconds: int = Field(default=THIRTY_DAYS, ge=1)
+    blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
+    default_agent: str = "echo"
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    runner_concurrency: int = Field(default=64, ge=1, le=10_000)
+    agent_context_messages: int = Field(default=100, ge=0, le=10_000)
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    log_level: str = "INFO"
+    log_requests: bool = True
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_api_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return orjson.loads(value) if value.strip() else {}
+        return value
+
+    @property
+    def open_mode(self) -> bool:
+        """No keys configured: every caller is the local principal."""
+        return not self.api_keys
+
+    def host_is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False

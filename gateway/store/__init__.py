@@ -1,0 +1,1 @@
+"""Redis persistence: the keyspace, its Lua scripts, and the store built on them."""

@@ -1,0 +1,109 @@
+"""The whole Redis keyspace of the gateway.
+
+Every key of one principal shares the hash tag ``{<user tag>}``, so multi-key
+scripts are atomic and cluster-safe. The tag is a digest of ``(tenant, user)``:
+no user id, whatever characters it holds, can name another principal's keys.
+
+=====================================  ======  ==============================================
+key                                    type    holds
+=====================================  ======  ==============================================
+``gw:{u}:ctxs``                        zset    context id -> last write (ms): the user's index
+``gw:{u}:tix``                         hash    task id -> context id
+``gw:{u}:orig``                        hash    messageId -> context id, for sends that opened
+                                               a context (idempotent retries without contextId)
+``gw:{u}:c:<cid>``                     hash    context meta: created, updated, seq, tasks, origin
+``gw:{u}:c:<cid>:items``               list    task ids, oldest first
+``gw:{u}:c:<cid>:tasks``               hash    ``<tid>`` header json, ``<tid>:st`` state,
+                                               ``<tid>:s`` status json, ``<tid>:a`` artifacts
+                                               json array, ``<tid>:m`` message seqs "1,2,5"
+``gw:{u}:c:<cid>:msgs``                hash    seq -> message json (whole context, in order)
+``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
+=====================================  ======  ==============================================
+
+A context owns a fixed number of keys, so refreshing the sliding TTL of all of
+them on each write costs O(1) whatever the context holds.
+
+Channels: ``gw:ev:<tid>`` carries a task's new state on every change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+__all__ = ["EVENTS_PATTERN", "ContextKeys", "UserKeys", "event_channel", "user_tag"]
+
+EVENTS_PATTERN = "gw:ev:*"
+
+
+def event_channel(task_id: str) -> str:
+    return f"gw:ev:{task_id}"
+
+
+def user_tag(tenant: str, user: str) -> str:
+    """A fixed-width digest naming one principal; length-prefixed so no pair collides."""
+    raw = f"{len(tenant)}:{tenant}:{user}".encode()
+    return hashlib.blake2b(raw, digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ContextKeys:
+    """The keys of one context, in the order every context script takes them."""
+
+    contexts: str
+    task_index: str
+    origins: str
+    meta: str
+    items: str
+    tasks: str
+    msgs: str
+    mids: str
+
+    def all(self) -> list[str]:
+        return [
+            self.contexts,
+            self.task_index,
+            self.origins,
+            self.meta,
+            self.items,
+            self.tasks,
+            self.msgs,
+            self.mids,
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class UserKeys:
+    prefix: str
+
+    @classmethod
+    def of(cls, tenant: str, user: str) -> UserKeys:
+        return cls(prefix=f"gw:{{{user_tag(tenant, user)}}}")
+
+    @property
+    def contexts(self) -> str:
+        return f"{self.prefix}:ctxs"
+
+    @property
+    def task_index(self) -> str:
+        return f"{self.prefix}:tix"
+
+    @property
+    def origins(self) -> str:
+        return f"{self.prefix}:orig"
+
+    def meta(self, context_id: str) -> str:
+        return f"{self.prefix}:c:{context_id}"
+
+    def context(self, context_id: str) -> ContextKeys:
+        base = self.meta(context_id)
+        return ContextKeys(
+            contexts=self.contexts,
+            task_index=self.task_index,
+            origins=self.origins,
+            meta=base,
+            items=f"{base}:items",
+            tasks=f"{base}:tasks",
+            msgs=f"{base}:msgs",
+            mids=f"{base}:mids",
+        )

@@ -1,0 +1,327 @@
+"""The store: every read and write of gateway state, over one Redis client.
+
+Redis exceptions are translated here, and only here, into ``StoreUnavailableError``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, ParamSpec, TypeVar
+
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.errors import (
+    ContextNotFoundError,
+    IdempotencyConflictError,
+    InvalidParamsError,
+    StoreUnavailableError,
+    TaskNotContinuableError,
+    TaskNotFoundError,
+)
+from gateway.store.keys import UserKeys
+from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
+from gateway.store.scripts import Scripts
+
+__all__ = ["RunInputs", "SendResult", "SendWrite", "Store"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_TASK_FIELDS = ("", ":st", ":s", ":a", ":m")
+
+
+def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise StoreUnavailableError() from exc
+
+    return wrapper
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class SendWrite:
+    """Everything one accepted message writes."""
+
+    context_id: str
+    task_id: str
+    continuing: bool
+    new_context: bool
+    message_id: str
+    digest: str
+    message_json: bytes
+    header_json: bytes
+    status_json: bytes
+    reference_ids: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SendResult:
+    context_id: str
+    task_id: str
+    seq: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    message: dict[str, Any]
+    history: list[dict[str, Any]]
+    referenced: list[dict[str, Any]]
+
+
+class Store:
+    def __init__(self, client: Redis, ttl_seconds: int) -> None:
+        self.client = client
+        self.ttl_ms = ttl_seconds * 1000
+        self.scripts = Scripts.register(client)
+
+    @_translated
+    async def ping(self) -> bool:
+        return bool(await self.client.ping())
+
+    # -- writes ---------------------------------------------------------------------------
+
+    @_translated
+    async def send(self, keys: UserKeys, w: SendWrite) -> SendResult:
+        """Record a user message atomically; a repeated messageId returns the original."""
+        mode = "new" if w.new_context else "continue"
+        return await self._send(keys, w, mode, w.context_id, "")
+
+    async def _send(
+        self, keys: UserKeys, w: SendWrite, mode: str, context_id: str, stale: str
+    ) -> SendResult:
+        reply = await self.scripts.send(
+            keys=keys.context(context_id).all(),
+            args=[
+                mode,
+                context_id,
+                w.message_id,
+                w.digest,
+                w.task_id,
+                "1" if w.continuing else "0",
+                w.message_json,
+                w.header_json,
+                w.status_json,
+                now_ms(),
+                self.ttl_ms,
+                stale,
+                *w.reference_ids,
+            ],
+        )
+        kind = _text(reply[0])
+        if kind == "ok":
+            return SendResult(context_id, _text(reply[1]), int(reply[2]), duplicate=False)
+        if kind == "dup":
+            if _text(reply[2]) != w.digest:
+                raise IdempotencyConflictError()
+            return SendResult(context_id, _text(reply[1]), 0, duplicate=True)
+        if kind == "origin":
+            return await self._retry_opening(keys, w, _text(reply[1]))
+        self._raise_refusal(kind, [_text(r) for r in reply[1:]], w.continuing)
+        raise AssertionError(kind)  # pragma: no cover
+
+    async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
+        """The messageId already opened a context: replay it, or reopen if that one is gone."""
+        try:
+            return await self._send(keys, w, "continue", origin, "")
+        except ContextNotFoundError:
+            return await self._send(keys, w, "new", w.context_id, origin)
+
+    @staticmethod
+    def _raise_refusal(kind: str, rest: list[str], continuing: bool) -> None:
+        if kind == "nocontext":
+            raise ContextNotFoundError()
+        if kind == "notask":
+            raise TaskNotFoundError()
+        if kind == "terminal":
+            raise TaskNotContinuableError(data={"state": rest[0]})
+        if kind == "badrefs":
+            raise InvalidParamsError(
+                "referenceTaskIds name tasks that are not in this context",
+                data={"unknownTaskIds": rest},
+            )
+        raise StoreUnavailableError()
+
+    @_translated
+    async def update_task(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        task_id: str,
+        state: str,
+        status_json: bytes,
+        artifacts: Sequence[bytes] = (),
+        message_json: bytes | None = None,
+    ) -> Literal["ok", "gone", "terminal"]:
+        reply = await self.scripts.update(
+            keys=keys.context(context_id).all(),
+            args=[
+                context_id,
+                task_id,
+                state,
+                status_json,
+                b",".join(artifacts),
+                message_json or b"",
+                now_ms(),
+                self.ttl_ms,
+            ],
+        )
+        outcome = _text(reply)
+        assert outcome in ("ok", "gone", "terminal")
+        return outcome  # type: ignore[return-value]
+
+    @_translated
+    async def cancel_task(
+        self, keys: UserKeys, context_id: str, task_id: str, status_json: bytes
+    ) -> tuple[str, str | None]:
+        reply = await self.scripts.cancel(
+            keys=keys.context(context_id).all(),
+            args=[context_id, task_id, status_json, now_ms(), self.ttl_ms],
+        )
+        return _text(reply[0]), _text(reply[1]) if len(reply) > 1 else None
+
+    @_translated
+    async def scrub(self, keys: UserKeys, context_id: str) -> bool:
+        reply = await self.scripts.scrub(keys=keys.context(context_id).all(), args=[context_id])
+        return bool(reply)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @_translated
+    async def task_context(self, keys: UserKeys, task_id: str) -> str | None:
+        raw = await self.client.hget(keys.task_index, task_id)  # type: ignore[misc]
+        return _text(raw) if raw is not None else None
+
+    @_translated
+    async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
+        raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")  # type: ignore[misc]
+        return _text(raw) if raw is not None else None
+
+    @_translated
+    async def read_task(
+        self, keys: UserKeys, context_id: str, task_id: str, history_length: int | None
+    ) -> dict[str, Any] | None:
+        """The task as A2A JSON; ``history_length`` None means the whole history."""
+        ck = keys.context(context_id)
+        fields = [f"{task_id}{suffix}" for suffix in _TASK_FIELDS]
+        header, _, status, arts, seqs = await self.client.hmget(ck.tasks, fields)  # type: ignore[misc]
+        if header is None or status is None:
+            return None
+        history: list[bytes] | None = None
+        wanted = message_seqs(seqs, history_length)
+        if wanted:
+            history = [m for m in await self.client.hmget(ck.msgs, wanted) if m is not None]  # type: ignore[misc]
+        elif history_length is None or history_length > 0:
+            history = []
+        return assemble_task(header, status, arts, history)
+
+    @_translated
+    async def run_inputs(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        seq: int,
+        window: int,
+        reference_ids: Sequence[str],
+    ) -> RunInputs | None:
+        """The message at ``seq``, up to ``window`` messages before it, and referenced tasks."""
+        ck = keys.context(context_id)
+        first = max(1, seq - window)
+        ref_fields = [f"{tid}{suffix}" for tid in reference_ids for suffix in _TASK_FIELDS[:4]]
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(ck.msgs, list(range(first, seq + 1)))
+            if ref_fields:
+                pipe.hmget(ck.tasks, ref_fields)
+            replies = await pipe.execute()
+        msgs = replies[0]
+        if not msgs or msgs[-1] is None:
+            return None
+        history = [orjson.loads(m) for m in msgs[:-1] if m is not None]
+        referenced = []
+        if ref_fields:
+            raw = replies[1]
+            for i in range(0, len(raw), 4):
+                header, _, status, arts = raw[i : i + 4]
+                if header is not None and status is not None:
+                    referenced.append(assemble_task(header, status, arts, None))
+        return RunInputs(orjson.loads(msgs[-1]), history, referenced)
+
+    @_translated
+    async def list_contexts(
+        self, keys: UserKeys, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        ids = await self.client.zrevrange(keys.contexts, offset, offset + limit - 1)
+        total = int(await self.client.zcard(keys.contexts))
+        if not ids:
+            return [], total
+        async with self.client.pipeline(transaction=False) as pipe:
+            for raw in ids:
+                cid = _text(raw)
+                pipe.hmget(keys.meta(cid), ["created", "updated", "tasks"])
+                pipe.pttl(keys.meta(cid))
+            replies = await pipe.execute()
+        now = now_ms()
+        items, stale = [], []
+        for i, raw in enumerate(ids):
+            (created, updated, tasks), ttl = replies[2 * i], replies[2 * i + 1]
+            cid = _text(raw)
+            if created is None or ttl < 0:
+                stale.append(cid)
+                continue
+            items.append(
+                {
+                    "id": cid,
+                    "createdAt": iso_from_ms(int(created)),
+                    "updatedAt": iso_from_ms(int(updated)),
+                    "expiresAt": iso_from_ms(now + int(ttl)),
+                    "taskCount": int(tasks),
+                }
+            )
+        if stale:
+            await self.client.zrem(keys.contexts, *stale)
+        return items, max(total - len(stale), 0)
+
+    @_translated
+    async def read_context(
+        self, keys: UserKeys, context_id: str, limit: int, offset: int
+    ) -> dict[str, Any] | None:
+        ck = keys.context(context_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.pttl(ck.meta)
+            pipe.llen(ck.items)
+            pipe.lrange(ck.items, offset, offset + limit - 1)
+            ttl, total, tids = await pipe.execute()
+        if ttl < 0:
+            return None
+        fields = [f"{_text(t)}{suffix}" for t in tids for suffix in _TASK_FIELDS]
+        raw = await self.client.hmget(ck.tasks, fields) if fields else []  # type: ignore[misc]
+        all_seqs = [message_seqs(raw[i + 4]) for i in range(0, len(raw), 5)]
+        flat = [s for seqs in all_seqs for s in seqs]
+        msgs = await self.client.hmget(ck.msgs, flat) if flat else []  # type: ignore[misc]
+        items, pos = [], 0
+        for n, seqs in enumerate(all_seqs):
+            header, _, status, arts, _ = raw[5 * n : 5 * n + 5]
+            history = [m for m in msgs[pos : pos + len(seqs)] if m is not None]
+            pos += len(seqs)
+            if header is not None and status is not None:
+                items.append(assemble_task(header, status, arts, history))
+        return {
+            "id": context_id,
+            "items": items,
+            "total": int(total),
+            "limit": limit,
+            "offset": offset,
+            "expiresAt": iso_from_ms(now_ms() + int(ttl)),
+        }
