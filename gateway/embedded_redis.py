@@ -70,7 +70,7 @@ class EmbeddedRedis:
             "--logfile", str((self.data_dir / "redis.log").resolve()),
             *self.extra_args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

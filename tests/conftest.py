@@ -1,0 +1,121 @@
+"""Shared fixtures: one real redis-server per session, a real app per test, driven over HTTP."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.http.app import create_app
+from gateway.settings import Settings
+
+API_KEYS = {
+    "key-alice": {"tenant": "t1", "user": "alice"},
+    "key-bob": {"tenant": "t1", "user": "bob"},
+    "key-carol": {"tenant": "t2", "user": "alice"},
+    "key-admin": {"tenant": "t1", "user": "root", "roles": ["admin"]},
+}
+AppFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    await client.flushall()
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def make_app(redis_url: str, redis: Redis) -> AppFactory:
+    """Build a gateway with settings overrides; yields an HTTP client bound to it."""
+
+    @asynccontextmanager
+    async def factory(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
+        values: dict[str, Any] = {"redis_url": redis_url, "log_requests": False}
+        values.update(overrides)
+        app = create_app(Settings(**values))
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+                client.app = app  # type: ignore[attr-defined]
+                yield client
+
+    return factory
+
+
+@pytest.fixture
+async def client(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_app() as c:
+        yield c
+
+
+@pytest.fixture
+async def keyed(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    """A gateway with API keys; pass ``headers=auth("alice")`` per request."""
+    async with make_app(api_keys=orjson.dumps(API_KEYS).decode()) as c:
+        yield c
+
+
+def auth(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer key-{user}"}
+
+
+def message(
+    *parts: dict[str, Any] | str,
+    message_id: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    import uuid
+
+    built = [{"kind": "text", "text": p} if isinstance(p, str) else p for p in parts or ("hi",)]
+    body: dict[str, Any] = {
+        "role": "user",
+        "parts": built,
+        "messageId": message_id or str(uuid.uuid4()),
+    }
+    body.update(fields)
+    return body
+
+
+Send = Callable[..., Awaitable[httpx.Response]]
+
+
+@pytest.fixture
+def send(client: httpx.AsyncClient) -> Send:
+    async def _send(
+        *parts: dict[str, Any] | str,
+        configuration: dict[str, Any] | None = None,
+        path: str = "/v1/message:send",
+        via: httpx.AsyncClient | None = None,
+        headers: dict[str, str] | None = None,
+        **fields: Any,
+    ) -> httpx.Response:
+        body: dict[str, Any] = {"message": message(*parts, **fields)}
+        if configuration is not None:
+            body["configuration"] = configuration
+        return await (via or client).post(path, json=body, headers=headers)
+
+    return _send
+
+
+CONTRACTS = Path(__file__).parent / "contracts"

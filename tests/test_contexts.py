@@ -1,0 +1,138 @@
+"""Listing, reading, expiring and scrubbing contexts."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import httpx
+from redis.asyncio import Redis
+
+from tests.conftest import AppFactory, Send
+
+
+def _parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+async def test_list_contexts_newest_first_and_paged(client: httpx.AsyncClient, send: Send) -> None:
+    ids = [(await send(f"m{i}")).json()["task"]["contextId"] for i in range(5)]
+    page = (await client.get("/v1/contexts", params={"limit": 2, "offset": 1})).json()
+    assert page["total"] == 5 and page["limit"] == 2 and page["offset"] == 1
+    assert [c["id"] for c in page["items"]] == [ids[3], ids[2]]
+    item = page["items"][0]
+    assert item["taskCount"] == 1
+    assert _parse(item["expiresAt"]) > datetime.now(UTC)
+    await send("again", contextId=ids[0])
+    assert (await client.get("/v1/contexts")).json()["items"][0]["id"] == ids[0]
+
+
+async def test_read_context_oldest_first_with_total(client: httpx.AsyncClient, send: Send) -> None:
+    cid = (await send("t0")).json()["task"]["contextId"]
+    for i in range(1, 5):
+        await send(f"t{i}", contextId=cid)
+    page = (await client.get(f"/v1/contexts/{cid}", params={"limit": 2, "offset": 1})).json()
+    assert page["id"] == cid and page["total"] == 5 and page["limit"] == 2
+    texts = [t["history"][0]["parts"][0]["text"] for t in page["items"]]
+    assert texts == ["t1", "t2"]
+    assert all(t["kind"] == "task" for t in page["items"])
+    assert _parse(page["expiresAt"]) > datetime.now(UTC)
+
+
+async def test_bad_paging_is_400(client: httpx.AsyncClient, send: Send) -> None:
+    cid = (await send("x")).json()["task"]["contextId"]
+    for query in ("limit=0", "limit=-1", "offset=-1", "limit=abc", "limit=100000"):
+        for path in ("/v1/contexts", f"/v1/contexts/{cid}"):
+            r = await client.get(f"{path}?{query}")
+            assert r.status_code == 400, (path, query)
+            assert r.json()["error"] == "InvalidParamsError"
+
+
+async def test_delete_scrubs_every_key(
+    client: httpx.AsyncClient, send: Send, redis: Redis
+) -> None:
+    keep = (await send("keep")).json()["task"]
+    first = (await send("a", message_id="origin-mid")).json()["task"]
+    cid = first["contextId"]
+    second = (await send("b", contextId=cid, referenceTaskIds=[first["id"]])).json()["task"]
+    before = {k async for k in redis.scan_iter(count=1000)}
+    assert (await client.delete(f"/v1/contexts/{cid}")).status_code == 204
+    after = {k async for k in redis.scan_iter(count=1000)}
+    for key in after:
+        assert cid.encode() not in key
+        kind = await redis.type(key)
+        if kind == b"hash":
+            values = await redis.hgetall(key)
+            flat = b" ".join([*values.keys(), *values.values()])
+            for ident in (cid, first["id"], second["id"], "origin-mid"):
+                assert ident.encode() not in flat, (key, ident)
+        elif kind == b"zset":
+            assert cid.encode() not in await redis.zrange(key, 0, -1)
+    assert len(before) > len(after)
+    for r in (
+        await client.get(f"/v1/contexts/{cid}"),
+        await client.delete(f"/v1/contexts/{cid}"),
+        await send("c", contextId=cid),
+    ):
+        assert r.status_code == 404
+        assert r.json()["error"] == "ContextNotFoundError"
+    assert (await client.get(f"/v1/tasks/{first['id']}")).status_code == 404
+    assert (await client.get(f"/v1/tasks/{keep['id']}")).status_code == 200
+    assert [c["id"] for c in (await client.get("/v1/contexts")).json()["items"]] == [
+        keep["contextId"]
+    ]
+
+
+async def test_delete_cancels_running_task_and_nothing_resurrects(
+    client: httpx.AsyncClient, send: Send, redis: Redis
+) -> None:
+    meta = {"echo": {"delayMs": 300, "steps": 2}}
+    task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
+    await asyncio.sleep(0.05)
+    assert (await client.delete(f"/v1/contexts/{task['contextId']}")).status_code == 204
+    await asyncio.sleep(0.5)
+    keys = [k async for k in redis.scan_iter(count=1000)]
+    for key in keys:
+        assert task["contextId"].encode() not in key
+    assert (await client.get(f"/v1/tasks/{task['id']}")).status_code == 404
+    assert (await client.get("/v1/contexts")).json()["total"] == 0
+
+
+async def test_every_key_has_ttl_within_retention(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    async with make_app(context_ttl_seconds=1000) as c:
+        body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}}
+        cid = (await c.post("/v1/message:send", json=body)).json()["task"]["contextId"]
+        body["message"].update(messageId="2", contextId=cid)
+        await c.post("/v1/message:send", json=body)
+    keys = [k async for k in redis.scan_iter(count=1000)]
+    assert len(keys) >= 6
+    for key in keys:
+        ttl = await redis.pttl(key)
+        assert 0 < ttl <= 1000 * 1000, key
+
+
+async def test_context_expires_after_retention(make_app: AppFactory, redis: Redis) -> None:
+    async with make_app(context_ttl_seconds=2) as c:
+        body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}}
+        task = (await c.post("/v1/message:send", json=body)).json()["task"]
+        assert (await c.get(f"/v1/contexts/{task['contextId']}")).status_code == 200
+        await asyncio.sleep(2.3)
+        assert (await c.get(f"/v1/contexts/{task['contextId']}")).status_code == 404
+        assert (await c.get(f"/v1/tasks/{task['id']}")).status_code == 404
+        body["message"].update(messageId="2", contextId=task["contextId"])
+        assert (await c.post("/v1/message:send", json=body)).status_code == 404
+        assert (await c.get("/v1/contexts")).json()["items"] == []
+    assert [k async for k in redis.scan_iter(count=1000)] == []
+
+
+async def test_writes_slide_the_retention(make_app: AppFactory) -> None:
+    async with make_app(context_ttl_seconds=2) as c:
+        body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}}
+        task = (await c.post("/v1/message:send", json=body)).json()["task"]
+        for i in range(3):
+            await asyncio.sleep(0.9)
+            body["message"].update(messageId=f"n{i}", contextId=task["contextId"])
+            assert (await c.post("/v1/message:send", json=body)).status_code == 200
+        assert (await c.get(f"/v1/tasks/{task['id']}")).status_code == 200
