@@ -1,0 +1,97 @@
+"""Malformed input gets a clear 4xx with the protocol's error body, never a 500."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import AppFactory
+
+BAD_BODIES: list[tuple[bytes, str]] = [
+    (b"", "JSONParseError"),
+    (b"{not json", "JSONParseError"),
+    (b"[]", "InvalidParamsError"),
+    (b'"text"', "InvalidParamsError"),
+    (b"{}", "InvalidParamsError"),
+    (b'{"message": null}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [], "messageId": "1"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"kind": "text"}], "messageId": "1"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"kind": "x"}], "messageId": "1"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"kind": "data", "data": [1]}], "messageId": "1"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"kind": "text", "text": "SECRET"}], "messageId": ""}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"kind": "text", "text": "SECRET"}]}}', "InvalidParamsError"),
+    (b'{"message": {"role": 5, "parts": [{"kind": "text", "text": "SECRET"}], "messageId": "1"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": "SECRET", "messageId": "1"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}, "configuration": {"blocking": "SECRET"}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1", "contextId": 7}}', "InvalidParamsError"),
+    (b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1", "referenceTaskIds": "a"}}', "InvalidParamsError"),
+    (b"\xff\xfe", "JSONParseError"),
+]
+
+
+@pytest.mark.parametrize(("raw", "error"), BAD_BODIES)
+async def test_bad_send_bodies(client: httpx.AsyncClient, raw: bytes, error: str) -> None:
+    r = await client.post("/v1/message:send", content=raw)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["error"] == error
+    assert body["code"] in (-32700, -32602)
+    assert "SECRET" not in r.text and "Traceback" not in r.text
+
+
+async def test_validation_errors_name_the_fields(client: httpx.AsyncClient) -> None:
+    r = await client.post("/v1/message:send", json={"message": {"role": "user", "parts": []}})
+    fields = {e["field"] for e in r.json()["data"]["errors"]}
+    assert fields == {"message.parts", "message.messageId"}
+
+
+async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/nothing")
+    assert r.status_code == 404 and r.json()["error"] == "MethodNotFoundError"
+    r = await client.get("/v1/message:send")
+    assert r.status_code == 405 and r.json()["error"] == "MethodNotFoundError"
+
+
+async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
+    async with make_app(max_body_bytes=2048) as c:
+        big = {"message": {"role": "user", "parts": [{"text": "x" * 4000}], "messageId": "1"}}
+        r = await c.post("/v1/message:send", json=big)
+        assert r.status_code == 413
+        assert r.json()["error"] == "PayloadTooLargeError"
+
+        async def chunks():  # type: ignore[no-untyped-def]
+            for _ in range(4):
+                yield b"x" * 1000
+
+        r = await c.post("/v1/message:send", content=chunks())
+        assert r.status_code == 413
+
+
+async def test_redis_down_is_503_with_retry_after(
+    make_app: AppFactory, tmp_path: object
+) -> None:
+    from pathlib import Path
+
+    from gateway.embedded_redis import EmbeddedRedis
+
+    server = EmbeddedRedis(Path(str(tmp_path)) / "r")
+    server.start()
+    try:
+        async with make_app(redis_url=server.url, redis_timeout_seconds=0.5) as c:
+            body = {"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}}
+            assert (await c.post("/v1/message:send", json=body)).status_code == 200
+            server.stop()
+            r = await c.post("/v1/message:send", json=body | {"message": body["message"] | {"messageId": "2"}})
+            assert r.status_code == 503
+            assert r.headers["retry-after"] == "1"
+            assert r.json()["error"] == "InternalError" and r.json()["code"] == -32603
+            assert (await c.get("/v1/contexts")).status_code == 503
+            ready = await c.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["checks"]["redis"] == "unreachable"
+            assert (await c.get("/healthz")).status_code == 200
+            server.start()
+            ok = await c.post("/v1/message:send", json=body | {"message": body["message"] | {"messageId": "3"}})
+            assert ok.status_code == 200
+            assert (await c.get("/readyz")).status_code == 200
+    finally:
+        server.stop()

@@ -1,0 +1,123 @@
+"""openapi.yaml is the served contract: every route in it, nothing else, responses conform."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+from starlette.routing import Route
+
+from tests.conftest import Send, auth
+
+SPEC_PATH = Path(__file__).parent.parent / "openapi.yaml"
+METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+@cache
+def spec() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text())
+    return loaded
+
+
+def documented() -> set[tuple[str, str]]:
+    return {
+        (method.upper(), path)
+        for path, item in spec()["paths"].items()
+        for method in item
+        if method in METHODS
+    }
+
+
+def conform(response: httpx.Response, path: str) -> None:
+    """Validate a real response against what openapi.yaml says of its path and status."""
+    method = response.request.method.lower()
+    operation = spec()["paths"][path][method]
+    declared = operation["responses"].get(str(response.status_code))
+    assert declared is not None, f"{method} {path} does not document {response.status_code}"
+    if "$ref" in declared:
+        declared = spec()["components"]["responses"][declared["$ref"].rsplit("/", 1)[-1]]
+    content = declared.get("content")
+    if content is None:
+        assert response.content == b""
+        return
+    media = next(iter(content))
+    assert response.headers["content-type"].startswith(media)
+    schema = content[media]["schema"]
+    if media != "application/json":
+        return
+    registry: Registry[Any] = Registry().with_resource(
+        "urn:openapi", Resource.from_contents(spec(), default_specification=DRAFT202012)
+    )
+    ref = schema["$ref"]
+    validator = jsonschema.Draft202012Validator({"$ref": f"urn:openapi{ref}"}, registry=registry)
+    validator.validate(response.json())
+
+
+def test_every_route_is_documented_and_every_documented_route_exists(
+    client: httpx.AsyncClient,
+) -> None:
+    app = client.app  # type: ignore[attr-defined]
+    served = {
+        (method, route.path)
+        for route in app.routes
+        if isinstance(route, Route)
+        for method in (route.methods or ())
+        if method != "HEAD"
+    }
+    assert served == documented()
+
+
+async def test_spec_is_served(client: httpx.AsyncClient) -> None:
+    r = await client.get("/openapi.yaml")
+    assert r.status_code == 200
+    assert yaml.safe_load(r.text) == spec()
+    conform(r, "/openapi.yaml")
+
+
+async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> None:
+    h = auth("alice")
+    for base in ("", "/agents/echo"):
+        tb = base.replace("/agents/echo", "/agents/{agent_id}")
+        sent = await send("hi", {"kind": "data", "data": {"a": 1}}, via=keyed, headers=h,
+                          path=f"{base}/v1/message:send", configuration={"historyLength": 2})
+        conform(sent, f"{tb}/v1/message:send")
+        task = sent.json()["task"]
+        tid, cid = task["id"], task["contextId"]
+        conform(await keyed.get(f"{base}/v1/tasks/{tid}", headers=h), f"{tb}/v1/tasks/{{task_id}}")
+        conform(await keyed.get(f"{base}/v1/tasks/nope", headers=h), f"{tb}/v1/tasks/{{task_id}}")
+        conform(await keyed.get(f"{base}/v1/tasks/{tid}?historyLength=-2", headers=h),
+                f"{tb}/v1/tasks/{{task_id}}")
+        conform(await keyed.post(f"{base}/v1/tasks/{tid}:cancel", headers=h),
+                f"{tb}/v1/tasks/{{task_id}}:cancel")
+        open_task = await send("w", via=keyed, headers=h, configuration={"blocking": False},
+                               metadata={"echo": {"finalState": "working"}})
+        conform(await keyed.post(f"{base}/v1/tasks/{open_task.json()['task']['id']}:cancel",
+                                 headers=h), f"{tb}/v1/tasks/{{task_id}}:cancel")
+        conform(await keyed.get(f"{base}/v1/contexts", headers=h), f"{tb}/v1/contexts")
+        conform(await keyed.get(f"{base}/v1/contexts", headers={}), f"{tb}/v1/contexts")
+        conform(await keyed.get(f"{base}/v1/contexts", headers={**h, "Tenant-Name": "x"}),
+                f"{tb}/v1/contexts")
+        ctx = f"{tb}/v1/contexts/{{context_id}}"
+        conform(await keyed.get(f"{base}/v1/contexts/{cid}", headers=h), ctx)
+        conform(await keyed.get(f"{base}/v1/contexts/{cid}?limit=0", headers=h), ctx)
+        conform(await keyed.delete(f"{base}/v1/contexts/{cid}", headers=h), ctx)
+        conform(await keyed.delete(f"{base}/v1/contexts/{cid}", headers=h), ctx)
+        send_path = f"{base}/v1/message:send"
+        send_tpl = f"{tb}/v1/message:send"
+        conform(await keyed.post(send_path, headers=h, content=b"{"), send_tpl)
+        conform(await send("x", via=keyed, headers=h, path=send_path, contextId=cid), send_tpl)
+        conform(await send("x", via=keyed, headers=h, path=send_path,
+                           configuration={"acceptedOutputModes": ["image/png"]}), send_tpl)
+        conform(await send("x", via=keyed, headers=h, path=send_path,
+                           configuration={"pushNotificationConfig": {}}), send_tpl)
+        for card in ("/.well-known/agent-card.json", "/agent-card.json"):
+            conform(await keyed.get(f"{base}{card}"), f"{tb}{card}")
+    conform(await keyed.get("/healthz"), "/healthz")
+    conform(await keyed.get("/readyz"), "/readyz")
+    conform(await keyed.get("/agents/ghost/agent-card.json"), "/agents/{agent_id}/agent-card.json")
