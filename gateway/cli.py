@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+from types import FrameType
 from pathlib import Path
 
 import uvicorn
@@ -29,10 +31,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # uvicorn re-raises the signal it caught once it has shut down; leaving through
+    # SystemExit lets the embedded Redis be stopped on the way out.
+    raise SystemExit(0)
+
+
 def serve(settings: Settings) -> int:
     if settings.open_mode and not settings.host_is_loopback():
         log.error("refusing to serve without API keys on a non-loopback address")
         return 2
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     embedded: EmbeddedRedis | None = None
     if settings.redis_url is None:
         embedded = EmbeddedRedis(Path(settings.data_dir) / "redis")

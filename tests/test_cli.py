@@ -1,0 +1,100 @@
+"""`gateway serve` as a user runs it: a real process, embedded Redis, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from gateway.embedded_redis import free_port
+from tests.conftest import AppFactory, message
+
+
+@contextmanager
+def serving(tmp_path: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "REDIS_URL"))}
+    environ.update({"GATEWAY_DATA_DIR": str(tmp_path / ".data"), "GATEWAY_LOG_LEVEL": "INFO"})
+    environ.update(env)
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args],
+        env=environ, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError((tmp_path / "serve.log").read_text())
+        yield proc, base
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
+    with serving(tmp_path) as (proc, base):
+        r = httpx.post(f"{base}/v1/message:send", json={"message": message("hello")}, timeout=10)
+        assert r.status_code == 200
+        assert r.json()["task"]["status"]["state"] == "completed"
+        assert httpx.get(f"{base}/.well-known/agent-card.json").json()["url"] == base
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    assert (tmp_path / ".data" / "redis").is_dir()
+    assert any((tmp_path / ".data" / "redis").rglob("*.aof"))
+    logs = (tmp_path / "serve.log").read_text()
+    assert "hello" not in logs  # message text never reaches the logs
+    assert '"event":"request"' in logs
+
+
+def test_open_mode_refuses_a_public_bind(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--host", "0.0.0.0", "--port", "1"],
+        env=env, capture_output=True, timeout=30,
+    )
+    assert done.returncode == 2
+    assert b"refusing" in done.stderr
+
+
+def test_invalid_configuration_fails_fast(tmp_path: Path) -> None:
+    env = {**os.environ, "GATEWAY_CONTEXT_TTL_SECONDS": "soon"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve"], env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode == 2
+    assert b"context_ttl_seconds" in done.stderr
+
+
+async def test_sigterm_lets_in_flight_runs_finish(
+    tmp_path: Path, redis_url: str, make_app: AppFactory
+) -> None:
+    with serving(tmp_path, REDIS_URL=redis_url) as (proc, base):
+        async with httpx.AsyncClient(base_url=base) as c:
+            body = {
+                "message": message("x", metadata={"echo": {"delayMs": 700}}),
+                "configuration": {"blocking": False},
+            }
+            task = (await c.post("/v1/message:send", json=body)).json()["task"]
+        await asyncio.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 20) == 0
+    async with make_app() as c:
+        got = (await c.get(f"/v1/tasks/{task['id']}")).json()
+    assert got["status"]["state"] == "completed"

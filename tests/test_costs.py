@@ -1,0 +1,76 @@
+"""Work per request does not grow with the context: counted in Redis commands, not time."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import orjson
+from redis.asyncio import Redis
+
+from gateway.principal import Principal
+from gateway.store.redis_store import SendWrite, Store
+from tests.conftest import Send
+
+LOCAL = Principal("default", "local")
+
+
+async def _fill(redis: Redis, context_id: str, count: int) -> None:
+    """Grow an existing context to ``count`` more messages through the store's own API."""
+    store = Store(redis, 3600)
+    for start in range(0, count, 500):
+        for i in range(start, min(start + 500, count)):
+            tid = str(uuid.uuid4())
+            msg = {"kind": "message", "role": "user", "messageId": f"f{i}",
+                   "parts": [{"kind": "text", "text": f"filler {i}"}],
+                   "contextId": context_id, "taskId": tid}
+            await store.send(LOCAL.keys, SendWrite(
+                context_id=context_id, task_id=tid, continuing=False, new_context=False,
+                message_id=f"f{i}", digest="d", message_json=orjson.dumps(msg),
+                header_json=orjson.dumps({"id": tid, "contextId": context_id, "kind": "task"}),
+                status_json=b'{"state":"completed"}', reference_ids=(),
+            ))
+
+
+async def _commands(redis: Redis) -> dict[str, int]:
+    stats = await redis.info("commandstats")
+    return {name: int(v["calls"]) for name, v in stats.items()}
+
+
+async def _measure(redis: Redis, action: object) -> dict[str, int]:
+    await redis.config_resetstat()
+    await action()  # type: ignore[operator]
+    counts = await _commands(redis)
+    counts.pop("cmdstat_info", None)
+    counts.pop("cmdstat_config|resetstat", None)
+    counts.pop("cmdstat_config", None)
+    return counts
+
+
+async def test_append_and_page_cost_same_at_10_and_10000(
+    client: httpx.AsyncClient, send: Send, redis: Redis
+) -> None:
+    small = (await send("s")).json()["task"]["contextId"]
+    large = (await send("l")).json()["task"]["contextId"]
+    await _fill(redis, small, 10)
+    await _fill(redis, large, 10_000)
+
+    async def append_small() -> None:
+        assert (await send("x", contextId=small)).status_code == 200
+
+    async def append_large() -> None:
+        assert (await send("x", contextId=large)).status_code == 200
+
+    async def page_small() -> None:
+        assert (await client.get(f"/v1/contexts/{small}?limit=10&offset=0")).status_code == 200
+
+    async def page_large() -> None:
+        r = await client.get(f"/v1/contexts/{large}?limit=10&offset=5000")
+        assert r.status_code == 200 and r.json()["total"] == 10_002
+
+    small_cost = await _measure(redis, append_small)
+    assert small_cost["cmdstat_evalsha"] >= 3 and small_cost["cmdstat_hmget"] >= 2
+    assert small_cost == await _measure(redis, append_large)
+    assert await _measure(redis, page_small) == await _measure(redis, page_large)
+    report = (await send("y", contextId=large)).json()["task"]["artifacts"][0]["parts"][-1]
+    assert report["data"]["echo"]["historyMessages"] == 100  # GATEWAY_AGENT_CONTEXT_MESSAGES
