@@ -6,8 +6,8 @@ import argparse
 import logging
 import signal
 import sys
-from types import FrameType
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError

@@ -82,7 +82,7 @@ class EmbeddedRedis:
             args,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads exist yet at start-up
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

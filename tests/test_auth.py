@@ -10,7 +10,12 @@ from tests.conftest import AppFactory, Send, auth
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"}, {"Authorization": "Basic a2V5"}],
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"X-API-Key": "wrong"},
+        {"Authorization": "Basic a2V5"},
+    ],
 )
 async def test_missing_or_wrong_credentials_are_401(
     keyed: httpx.AsyncClient, headers: dict[str, str]

@@ -18,7 +18,9 @@ from tests.conftest import Send, auth
         ("/agents/echo/agent-card.json", "http://gw/agents/echo"),
     ],
 )
-async def test_cards_are_valid_and_authenticated(keyed: httpx.AsyncClient, path: str, url: str) -> None:
+async def test_cards_are_valid_and_authenticated(
+    keyed: httpx.AsyncClient, path: str, url: str
+) -> None:
     r = await keyed.get(path)
     assert r.status_code == 200
     card = r.json()
@@ -59,7 +61,10 @@ async def test_tasks_and_messages_validate_against_a2a(
         assert_a2a("Message", m)
     canceled = (
         await send(
-            "w", via=keyed, headers=auth("alice"), metadata={"echo": {"finalState": "working"}},
+            "w",
+            via=keyed,
+            headers=auth("alice"),
+            metadata={"echo": {"finalState": "working"}},
             configuration={"blocking": False},
         )
     ).json()["task"]

@@ -19,7 +19,9 @@ from tests.conftest import AppFactory, message
 
 
 @contextmanager
-def serving(tmp_path: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def serving(
+    tmp_path: Path, *args: str, **env: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "REDIS_URL"))}
     environ.update({"GATEWAY_DATA_DIR": str(tmp_path / ".data"), "GATEWAY_LOG_LEVEL": "INFO"})
@@ -27,7 +29,9 @@ def serving(tmp_path: Path, *args: str, **env: str) -> Iterator[tuple[subprocess
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args],
-        env=environ, stdout=log, stderr=subprocess.STDOUT,
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -67,7 +71,9 @@ def test_open_mode_refuses_a_public_bind(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "serve", "--host", "0.0.0.0", "--port", "1"],
-        env=env, capture_output=True, timeout=30,
+        env=env,
+        capture_output=True,
+        timeout=30,
     )
     assert done.returncode == 2
     assert b"refusing" in done.stderr

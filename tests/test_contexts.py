@@ -48,9 +48,7 @@ async def test_bad_paging_is_400(client: httpx.AsyncClient, send: Send) -> None:
             assert r.json()["error"] == "InvalidParamsError"
 
 
-async def test_delete_scrubs_every_key(
-    client: httpx.AsyncClient, send: Send, redis: Redis
-) -> None:
+async def test_delete_scrubs_every_key(client: httpx.AsyncClient, send: Send, redis: Redis) -> None:
     keep = (await send("keep")).json()["task"]
     first = (await send("a", message_id="origin-mid")).json()["task"]
     cid = first["contextId"]
@@ -98,11 +96,11 @@ async def test_delete_cancels_running_task_and_nothing_resurrects(
     assert (await client.get("/v1/contexts")).json()["total"] == 0
 
 
-async def test_every_key_has_ttl_within_retention(
-    make_app: AppFactory, redis: Redis
-) -> None:
+async def test_every_key_has_ttl_within_retention(make_app: AppFactory, redis: Redis) -> None:
     async with make_app(context_ttl_seconds=1000) as c:
-        body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}}
+        body = {
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
+        }
         cid = (await c.post("/v1/message:send", json=body)).json()["task"]["contextId"]
         body["message"].update(messageId="2", contextId=cid)
         await c.post("/v1/message:send", json=body)
@@ -115,7 +113,9 @@ async def test_every_key_has_ttl_within_retention(
 
 async def test_context_expires_after_retention(make_app: AppFactory, redis: Redis) -> None:
     async with make_app(context_ttl_seconds=2) as c:
-        body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}}
+        body = {
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
+        }
         task = (await c.post("/v1/message:send", json=body)).json()["task"]
         assert (await c.get(f"/v1/contexts/{task['contextId']}")).status_code == 200
         await asyncio.sleep(2.3)
@@ -129,7 +129,9 @@ async def test_context_expires_after_retention(make_app: AppFactory, redis: Redi
 
 async def test_writes_slide_the_retention(make_app: AppFactory) -> None:
     async with make_app(context_ttl_seconds=2) as c:
-        body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}}
+        body = {
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
+        }
         task = (await c.post("/v1/message:send", json=body)).json()["task"]
         for i in range(3):
             await asyncio.sleep(0.9)

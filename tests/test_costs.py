@@ -21,15 +21,29 @@ async def _fill(redis: Redis, context_id: str, count: int) -> None:
     for start in range(0, count, 500):
         for i in range(start, min(start + 500, count)):
             tid = str(uuid.uuid4())
-            msg = {"kind": "message", "role": "user", "messageId": f"f{i}",
-                   "parts": [{"kind": "text", "text": f"filler {i}"}],
-                   "contextId": context_id, "taskId": tid}
-            await store.send(LOCAL.keys, SendWrite(
-                context_id=context_id, task_id=tid, continuing=False, new_context=False,
-                message_id=f"f{i}", digest="d", message_json=orjson.dumps(msg),
-                header_json=orjson.dumps({"id": tid, "contextId": context_id, "kind": "task"}),
-                status_json=b'{"state":"completed"}', reference_ids=(),
-            ))
+            msg = {
+                "kind": "message",
+                "role": "user",
+                "messageId": f"f{i}",
+                "parts": [{"kind": "text", "text": f"filler {i}"}],
+                "contextId": context_id,
+                "taskId": tid,
+            }
+            await store.send(
+                LOCAL.keys,
+                SendWrite(
+                    context_id=context_id,
+                    task_id=tid,
+                    continuing=False,
+                    new_context=False,
+                    message_id=f"f{i}",
+                    digest="d",
+                    message_json=orjson.dumps(msg),
+                    header_json=orjson.dumps({"id": tid, "contextId": context_id, "kind": "task"}),
+                    status_json=b'{"state":"completed"}',
+                    reference_ids=(),
+                ),
+            )
 
 
 async def _commands(redis: Redis) -> dict[str, int]:

@@ -15,16 +15,43 @@ BAD_BODIES: list[tuple[bytes, str]] = [
     (b"{}", "InvalidParamsError"),
     (b'{"message": null}', "InvalidParamsError"),
     (b'{"message": {"role": "user", "parts": [], "messageId": "1"}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"kind": "text"}], "messageId": "1"}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"kind": "x"}], "messageId": "1"}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"kind": "data", "data": [1]}], "messageId": "1"}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"kind": "text", "text": "SECRET"}], "messageId": ""}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"kind": "text", "text": "SECRET"}]}}', "InvalidParamsError"),
-    (b'{"message": {"role": 5, "parts": [{"kind": "text", "text": "SECRET"}], "messageId": "1"}}', "InvalidParamsError"),
+    (
+        b'{"message": {"role": "user", "parts": [{"kind": "text"}], "messageId": "1"}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": "user", "parts": [{"kind": "x"}], "messageId": "1"}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": "user", "parts": [{"kind": "data", "data": [1]}], "messageId": "1"}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": "user", "parts": [{"kind": "text", "text": "SECRET"}], "messageId": ""}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": "user", "parts": [{"kind": "text", "text": "SECRET"}]}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": 5, "parts": [{"kind": "text", "text": "SECRET"}], "messageId": "1"}}',
+        "InvalidParamsError",
+    ),
     (b'{"message": {"role": "user", "parts": "SECRET", "messageId": "1"}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}, "configuration": {"blocking": "SECRET"}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1", "contextId": 7}}', "InvalidParamsError"),
-    (b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1", "referenceTaskIds": "a"}}', "InvalidParamsError"),
+    (
+        b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}, "configuration": {"blocking": "SECRET"}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1", "contextId": 7}}',
+        "InvalidParamsError",
+    ),
+    (
+        b'{"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1", "referenceTaskIds": "a"}}',
+        "InvalidParamsError",
+    ),
     (b"\xff\xfe", "JSONParseError"),
 ]
 
@@ -67,9 +94,7 @@ async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
         assert r.status_code == 413
 
 
-async def test_redis_down_is_503_with_retry_after(
-    make_app: AppFactory, tmp_path: object
-) -> None:
+async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path: object) -> None:
     from pathlib import Path
 
     from gateway.embedded_redis import EmbeddedRedis
@@ -81,7 +106,9 @@ async def test_redis_down_is_503_with_retry_after(
             body = {"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}}
             assert (await c.post("/v1/message:send", json=body)).status_code == 200
             server.stop()
-            r = await c.post("/v1/message:send", json=body | {"message": body["message"] | {"messageId": "2"}})
+            r = await c.post(
+                "/v1/message:send", json=body | {"message": body["message"] | {"messageId": "2"}}
+            )
             assert r.status_code == 503
             assert r.headers["retry-after"] == "1"
             assert r.json()["error"] == "InternalError" and r.json()["code"] == -32603
@@ -90,7 +117,9 @@ async def test_redis_down_is_503_with_retry_after(
             assert ready.status_code == 503 and ready.json()["checks"]["redis"] == "unreachable"
             assert (await c.get("/healthz")).status_code == 200
             server.start()
-            ok = await c.post("/v1/message:send", json=body | {"message": body["message"] | {"messageId": "3"}})
+            ok = await c.post(
+                "/v1/message:send", json=body | {"message": body["message"] | {"messageId": "3"}}
+            )
             assert ok.status_code == 200
             assert (await c.get("/readyz")).status_code == 200
     finally:

@@ -30,10 +30,16 @@ async def test_other_users_get_404_everywhere(keyed: httpx.AsyncClient, send: Se
                 await keyed.post(f"{base}/v1/tasks/{tid}:cancel", headers=h),
                 await keyed.get(f"{base}/v1/contexts/{cid}", headers=h),
                 await keyed.delete(f"{base}/v1/contexts/{cid}", headers=h),
-                await send("x", via=keyed, headers=h, path=f"{base}/v1/message:send", contextId=cid),
+                await send(
+                    "x", via=keyed, headers=h, path=f"{base}/v1/message:send", contextId=cid
+                ),
                 await send("x", via=keyed, headers=h, path=f"{base}/v1/message:send", taskId=tid),
                 await send(
-                    "x", via=keyed, headers=h, path=f"{base}/v1/message:send", contextId=cid,
+                    "x",
+                    via=keyed,
+                    headers=h,
+                    path=f"{base}/v1/message:send",
+                    contextId=cid,
                     taskId=tid,
                 ),
             ]
@@ -43,7 +49,9 @@ async def test_other_users_get_404_everywhere(keyed: httpx.AsyncClient, send: Se
             listed = await keyed.get(f"{base}/v1/contexts", headers=h)
             assert listed.json()["items"] == []
         own = (await send("mine", via=keyed, headers=h)).json()["task"]
-        r = await send("x", via=keyed, headers=h, contextId=own["contextId"], referenceTaskIds=[tid])
+        r = await send(
+            "x", via=keyed, headers=h, contextId=own["contextId"], referenceTaskIds=[tid]
+        )
         assert r.status_code == 400
         assert r.json()["data"]["unknownTaskIds"] == [tid]
     alice = auth("alice")

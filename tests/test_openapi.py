@@ -84,25 +84,44 @@ async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> N
     h = auth("alice")
     for base in ("", "/agents/echo"):
         tb = base.replace("/agents/echo", "/agents/{agent_id}")
-        sent = await send("hi", {"kind": "data", "data": {"a": 1}}, via=keyed, headers=h,
-                          path=f"{base}/v1/message:send", configuration={"historyLength": 2})
+        sent = await send(
+            "hi",
+            {"kind": "data", "data": {"a": 1}},
+            via=keyed,
+            headers=h,
+            path=f"{base}/v1/message:send",
+            configuration={"historyLength": 2},
+        )
         conform(sent, f"{tb}/v1/message:send")
         task = sent.json()["task"]
         tid, cid = task["id"], task["contextId"]
         conform(await keyed.get(f"{base}/v1/tasks/{tid}", headers=h), f"{tb}/v1/tasks/{{task_id}}")
         conform(await keyed.get(f"{base}/v1/tasks/nope", headers=h), f"{tb}/v1/tasks/{{task_id}}")
-        conform(await keyed.get(f"{base}/v1/tasks/{tid}?historyLength=-2", headers=h),
-                f"{tb}/v1/tasks/{{task_id}}")
-        conform(await keyed.post(f"{base}/v1/tasks/{tid}:cancel", headers=h),
-                f"{tb}/v1/tasks/{{task_id}}:cancel")
-        open_task = await send("w", via=keyed, headers=h, configuration={"blocking": False},
-                               metadata={"echo": {"finalState": "working"}})
-        conform(await keyed.post(f"{base}/v1/tasks/{open_task.json()['task']['id']}:cancel",
-                                 headers=h), f"{tb}/v1/tasks/{{task_id}}:cancel")
+        conform(
+            await keyed.get(f"{base}/v1/tasks/{tid}?historyLength=-2", headers=h),
+            f"{tb}/v1/tasks/{{task_id}}",
+        )
+        conform(
+            await keyed.post(f"{base}/v1/tasks/{tid}:cancel", headers=h),
+            f"{tb}/v1/tasks/{{task_id}}:cancel",
+        )
+        open_task = await send(
+            "w",
+            via=keyed,
+            headers=h,
+            configuration={"blocking": False},
+            metadata={"echo": {"finalState": "working"}},
+        )
+        conform(
+            await keyed.post(f"{base}/v1/tasks/{open_task.json()['task']['id']}:cancel", headers=h),
+            f"{tb}/v1/tasks/{{task_id}}:cancel",
+        )
         conform(await keyed.get(f"{base}/v1/contexts", headers=h), f"{tb}/v1/contexts")
         conform(await keyed.get(f"{base}/v1/contexts", headers={}), f"{tb}/v1/contexts")
-        conform(await keyed.get(f"{base}/v1/contexts", headers={**h, "Tenant-Name": "x"}),
-                f"{tb}/v1/contexts")
+        conform(
+            await keyed.get(f"{base}/v1/contexts", headers={**h, "Tenant-Name": "x"}),
+            f"{tb}/v1/contexts",
+        )
         ctx = f"{tb}/v1/contexts/{{context_id}}"
         conform(await keyed.get(f"{base}/v1/contexts/{cid}", headers=h), ctx)
         conform(await keyed.get(f"{base}/v1/contexts/{cid}?limit=0", headers=h), ctx)
@@ -112,10 +131,26 @@ async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> N
         send_tpl = f"{tb}/v1/message:send"
         conform(await keyed.post(send_path, headers=h, content=b"{"), send_tpl)
         conform(await send("x", via=keyed, headers=h, path=send_path, contextId=cid), send_tpl)
-        conform(await send("x", via=keyed, headers=h, path=send_path,
-                           configuration={"acceptedOutputModes": ["image/png"]}), send_tpl)
-        conform(await send("x", via=keyed, headers=h, path=send_path,
-                           configuration={"pushNotificationConfig": {}}), send_tpl)
+        conform(
+            await send(
+                "x",
+                via=keyed,
+                headers=h,
+                path=send_path,
+                configuration={"acceptedOutputModes": ["image/png"]},
+            ),
+            send_tpl,
+        )
+        conform(
+            await send(
+                "x",
+                via=keyed,
+                headers=h,
+                path=send_path,
+                configuration={"pushNotificationConfig": {}},
+            ),
+            send_tpl,
+        )
         for card in ("/.well-known/agent-card.json", "/agent-card.json"):
             conform(await keyed.get(f"{base}{card}"), f"{tb}{card}")
     conform(await keyed.get("/healthz"), "/healthz")

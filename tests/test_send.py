@@ -115,7 +115,9 @@ async def test_bad_file_parts_are_400(send: Send) -> None:
         assert r.json()["error"] == "InvalidParamsError"
 
 
-async def test_nonblocking_returns_submitted_then_poll(client: httpx.AsyncClient, send: Send) -> None:
+async def test_nonblocking_returns_submitted_then_poll(
+    client: httpx.AsyncClient, send: Send
+) -> None:
     r = await send("slow", metadata={"echo": {"delayMs": 300}}, configuration={"blocking": False})
     task = r.json()["task"]
     assert task["status"]["state"] == "submitted"
@@ -161,9 +163,7 @@ async def test_history_length_on_send(send: Send) -> None:
     tid, cid = first["id"], first["contextId"]
     r = await send("b", taskId=tid, contextId=cid, configuration={"historyLength": 1})
     assert [m["role"] for m in r.json()["task"]["history"]] == ["agent"]
-    r = await send(
-        "c", contextId=cid, configuration={"history_length": 2}
-    )  # snake-case alias
+    r = await send("c", contextId=cid, configuration={"history_length": 2})  # snake-case alias
     assert len(r.json()["task"]["history"]) == 2
     r = await send("d", contextId=cid, configuration={"historyLength": -1})
     assert r.status_code == 400

@@ -22,7 +22,11 @@ async def test_get_task_returns_whole_history_by_default(
 
 @pytest.mark.parametrize(
     ("query", "roles"),
-    [("historyLength=0", None), ("historyLength=1", ["agent"]), ("history_length=5", ["user", "agent"])],
+    [
+        ("historyLength=0", None),
+        ("historyLength=1", ["agent"]),
+        ("history_length=5", ["user", "agent"]),
+    ],
 )
 async def test_get_task_history_length(
     client: httpx.AsyncClient, send: Send, query: str, roles: list[str] | None
@@ -47,11 +51,17 @@ async def test_get_task_bad_history_length(
 async def test_unknown_task_is_404(client: httpx.AsyncClient) -> None:
     for r in (await client.get("/v1/tasks/nope"), await client.post("/v1/tasks/nope:cancel")):
         assert r.status_code == 404
-        assert r.json() == {"error": "TaskNotFoundError", "code": -32001, "message": "Task not found"}
+        assert r.json() == {
+            "error": "TaskNotFoundError",
+            "code": -32001,
+            "message": "Task not found",
+        }
 
 
 @pytest.mark.parametrize("base", ["", "/agents/echo"])
-async def test_cancel_running_task_stops_it(client: httpx.AsyncClient, send: Send, base: str) -> None:
+async def test_cancel_running_task_stops_it(
+    client: httpx.AsyncClient, send: Send, base: str
+) -> None:
     meta = {"echo": {"finalState": "working"}}
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
     for _ in range(100):

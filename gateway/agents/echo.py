@@ -8,7 +8,7 @@ or ``working`` to stay open until canceled).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -39,13 +39,15 @@ class EchoOptions(BaseModel):
 
 
 class EchoAgent:
-    id = "echo"
-    name = "Echo"
-    description = "Replies with the text and data it receives, and reports what context it saw."
-    version = "1.0.0"
-    input_modes = ("text/plain", "application/json")
-    output_modes = ("text/plain", "application/json")
-    skills = (
+    id: str = "echo"
+    name: str = "Echo"
+    description: str = (
+        "Replies with the text and data it receives, and reports what context it saw."
+    )
+    version: str = "1.0.0"
+    input_modes: Sequence[str] = ("text/plain", "application/json")
+    output_modes: Sequence[str] = ("text/plain", "application/json")
+    skills: Sequence[AgentSkill] = (
         AgentSkill(
             id="echo",
             name="Echo",

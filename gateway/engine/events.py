@@ -33,10 +33,11 @@ class TaskEvents:
         self._listener: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
-    async def start(self, timeout: float) -> None:
+    async def start(self, ready_within: float) -> None:
+        """Subscribe; wait up to ``ready_within`` seconds for it (it keeps retrying after)."""
         self._listener = asyncio.create_task(self._listen(), name="task-events")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), timeout)
+            await asyncio.wait_for(self._ready.wait(), ready_within)
 
     async def stop(self) -> None:
         if self._listener is not None:
@@ -83,9 +84,11 @@ class TaskEvents:
                         self._dispatch(msg["channel"], msg["data"])
             except (RedisError, OSError) as exc:
                 self._ready.clear()
-                log.warning("event subscription lost; reconnecting", extra={"error": type(exc).__name__})
+                log.warning(
+                    "event subscription lost; reconnecting", extra={"error": type(exc).__name__}
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]

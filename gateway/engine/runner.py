@@ -88,14 +88,14 @@ class InProcessRunner:
 
     async def stop(self, grace_seconds: float) -> None:
         self._closing = True
-        deadline = time.monotonic() + grace_seconds
-        while (self._running or not self._queue.empty()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), grace_seconds)
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         while not self._queue.empty():
             job = self._queue.get_nowait()
+            self._queue.task_done()
             with contextlib.suppress(GatewayError):
                 await _Run(self._store, job).write("failed", _SHUTDOWN_TEXT)
 
@@ -112,6 +112,7 @@ class InProcessRunner:
                 async with lock:
                     await self._execute(job)
             finally:
+                self._queue.task_done()
                 lock, users = self._task_locks[job.task_id]
                 if users == 1:
                     del self._task_locks[job.task_id]
@@ -179,5 +180,3 @@ class InProcessRunner:
                     return
         if run.artifacts or run.reply is not None:
             await run.write(final)
-
-

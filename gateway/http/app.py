@@ -14,7 +14,7 @@ from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvents
 from gateway.engine.runner import InProcessRunner
 from gateway.http.access_log import AccessLogMiddleware
-from gateway.http.auth import AuthMiddleware, Authenticator
+from gateway.http.auth import Authenticator, AuthMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.routes import agent_routes, operational_routes
@@ -67,7 +67,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if settings.open_mode:
             log.warning("no API keys configured: open mode, every caller is default/local")
-        await events.start(timeout=settings.redis_timeout_seconds)
+        await events.start(ready_within=settings.redis_timeout_seconds)
         await runner.start()
         try:
             yield
@@ -83,7 +83,7 @@ def create_app(settings: Settings) -> Starlette:
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
             Middleware(AuthMiddleware, authenticator=Authenticator(settings.api_keys)),
         ],
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
     app.state.gateway = state

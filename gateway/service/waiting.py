@@ -21,10 +21,10 @@ async def wait_until_settled(
     context_id: str,
     task_id: str,
     events: asyncio.Queue[str],
-    timeout: float,
+    cap_seconds: float,
 ) -> None:
-    """Return when the task is terminal or interrupted, gone, or ``timeout`` has passed."""
-    deadline = time.monotonic() + timeout
+    """Return when the task is terminal or interrupted, gone, or ``cap_seconds`` have passed."""
+    deadline = time.monotonic() + cap_seconds
     while (remaining := deadline - time.monotonic()) > 0:
         try:
             state: str | None = await asyncio.wait_for(

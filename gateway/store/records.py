@@ -31,10 +31,10 @@ def message_seqs(raw: bytes | str | None, last: int | None = None) -> list[bytes
 
 
 def assemble_task(
-    header: bytes,
-    status: bytes,
-    artifacts: bytes | None,
-    history: list[bytes] | None,
+    header: bytes | str,
+    status: bytes | str,
+    artifacts: bytes | str | None,
+    history: list[bytes | str] | list[bytes] | None,
 ) -> dict[str, Any]:
     task: dict[str, Any] = orjson.loads(header)
     task["status"] = orjson.loads(status)

@@ -201,12 +201,12 @@ class Store:
 
     @_translated
     async def task_context(self, keys: UserKeys, task_id: str) -> str | None:
-        raw = await self.client.hget(keys.task_index, task_id)  # type: ignore[misc]
+        raw = await self.client.hget(keys.task_index, task_id)
         return _text(raw) if raw is not None else None
 
     @_translated
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
-        raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")  # type: ignore[misc]
+        raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")
         return _text(raw) if raw is not None else None
 
     @_translated
@@ -216,7 +216,7 @@ class Store:
         """The task as A2A JSON; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
         fields = [f"{task_id}{suffix}" for suffix in _TASK_FIELDS]
-        header, _, status, arts, seqs = await self.client.hmget(ck.tasks, fields)  # type: ignore[misc]
+        header, _, status, arts, seqs = await self.client.hmget(ck.tasks, fields)
         if header is None or status is None:
             return None
         history: list[bytes] | None = None
@@ -306,10 +306,10 @@ class Store:
         if ttl < 0:
             return None
         fields = [f"{_text(t)}{suffix}" for t in tids for suffix in _TASK_FIELDS]
-        raw = await self.client.hmget(ck.tasks, fields) if fields else []  # type: ignore[misc]
+        raw = await self.client.hmget(ck.tasks, fields) if fields else []
         all_seqs = [message_seqs(raw[i + 4]) for i in range(0, len(raw), 5)]
         flat = [s for seqs in all_seqs for s in seqs]
-        msgs = await self.client.hmget(ck.msgs, flat) if flat else []  # type: ignore[misc]
+        msgs = await self.client.hmget(ck.msgs, flat) if flat else []
         items, pos = [], 0
         for n, seqs in enumerate(all_seqs):
             header, _, status, arts, _ = raw[5 * n : 5 * n + 5]
