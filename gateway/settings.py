@@ -44,7 +44,8 @@ class Settings(BaseSettings):
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     runner_concurrency: int = Field(default=64, ge=1, le=10_000)
-    agent_context_messages: int = Field(default=100, ge=0, le=10_000)
+    agent_context_messages: int = Field(default=100, ge=0, le=1000)
+    working_after_ms: int = Field(default=20, ge=0, le=60_000)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"
     log_requests: bool = True

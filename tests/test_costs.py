@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from gateway.principal import Principal
 from gateway.store.redis_store import SendWrite, Store
-from tests.conftest import Send
+from tests.conftest import AppFactory, Send
 
 LOCAL = Principal("default", "local")
 
@@ -39,7 +39,8 @@ async def _fill(redis: Redis, context_id: str, count: int) -> None:
                     message_id=f"f{i}",
                     digest="d",
                     message_json=orjson.dumps(msg),
-                    header_json=orjson.dumps({"id": tid, "contextId": context_id, "kind": "task"}),
+                    metadata_json=b"",
+                    agent_window=10,
                     status_json=b'{"state":"completed"}',
                     reference_ids=(),
                 ),
@@ -62,18 +63,24 @@ async def _measure(redis: Redis, action: object) -> dict[str, int]:
 
 
 async def test_append_and_page_cost_same_at_10_and_10000(
-    client: httpx.AsyncClient, send: Send, redis: Redis
+    make_app: AppFactory, send: Send, redis: Redis
 ) -> None:
-    small = (await send("s")).json()["task"]["contextId"]
-    large = (await send("l")).json()["task"]["contextId"]
+    # The `working` mark of slow runs is timing-dependent; keep it out of the count.
+    async with make_app(working_after_ms=60_000) as client:
+        await _compare(client, send, redis)
+
+
+async def _compare(client: httpx.AsyncClient, send: Send, redis: Redis) -> None:
+    small = (await send("s", via=client)).json()["task"]["contextId"]
+    large = (await send("l", via=client)).json()["task"]["contextId"]
     await _fill(redis, small, 10)
     await _fill(redis, large, 10_000)
 
     async def append_small() -> None:
-        assert (await send("x", contextId=small)).status_code == 200
+        assert (await send("x", contextId=small, via=client)).status_code == 200
 
     async def append_large() -> None:
-        assert (await send("x", contextId=large)).status_code == 200
+        assert (await send("x", contextId=large, via=client)).status_code == 200
 
     async def page_small() -> None:
         assert (await client.get(f"/v1/contexts/{small}?limit=10&offset=0")).status_code == 200
@@ -83,8 +90,10 @@ async def test_append_and_page_cost_same_at_10_and_10000(
         assert r.status_code == 200 and r.json()["total"] == 10_002
 
     small_cost = await _measure(redis, append_small)
-    assert small_cost["cmdstat_evalsha"] >= 3 and small_cost["cmdstat_hmget"] >= 2
+    assert small_cost["cmdstat_evalsha"] >= 2 and small_cost["cmdstat_hmget"] >= 1
     assert small_cost == await _measure(redis, append_large)
     assert await _measure(redis, page_small) == await _measure(redis, page_large)
-    report = (await send("y", contextId=large)).json()["task"]["artifacts"][0]["parts"][-1]
+    report = (await send("y", contextId=large, via=client)).json()["task"]["artifacts"][0]["parts"][
+        -1
+    ]
     assert report["data"]["echo"]["historyMessages"] == 100  # GATEWAY_AGENT_CONTEXT_MESSAGES

@@ -13,23 +13,35 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.store.keys import EVENTS_PATTERN
 
-__all__ = ["TaskEvents"]
+__all__ = ["TaskEvent", "TaskEvents"]
 
 log = logging.getLogger("gateway.events")
 _PREFIX_LEN = len(EVENTS_PATTERN) - 1
 
 
+@dataclass(frozen=True, slots=True)
+class TaskEvent:
+    """A task's new state; a local event from this process's runner also carries the
+    stored status and artifacts, so a waiter here needs no read."""
+
+    state: str
+    status_json: bytes | None = None
+    artifacts_json: bytes | None = None
+
+
 class TaskEvents:
     def __init__(self, client: Redis) -> None:
         self._client = client
-        self._watchers: defaultdict[str, set[asyncio.Queue[str]]] = defaultdict(set)
+        self._watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]] = defaultdict(set)
         self._listeners: list[Callable[[str, str], None]] = []
+        self._local_runs: set[str] = set()
         self._listener: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -50,9 +62,9 @@ class TaskEvents:
         self._listeners.append(callback)
 
     @contextlib.contextmanager
-    def watch(self, task_id: str) -> Iterator[asyncio.Queue[str]]:
-        """A queue of the task's new states for as long as the block runs."""
-        queue: asyncio.Queue[str] = asyncio.Queue()
+    def watch(self, task_id: str) -> Iterator[asyncio.Queue[TaskEvent]]:
+        """A queue of the task's events for as long as the block runs."""
+        queue: asyncio.Queue[TaskEvent] = asyncio.Queue()
         self._watchers[task_id].add(queue)
         try:
             yield queue
@@ -63,10 +75,28 @@ class TaskEvents:
                 if not watchers:
                     del self._watchers[task_id]
 
+    @contextlib.contextmanager
+    def running_here(self, task_id: str) -> Iterator[None]:
+        """While a run of the task is in this process, its own events reach local watchers
+        directly (with the stored task), not through Redis; only a cancel comes from there."""
+        self._local_runs.add(task_id)
+        try:
+            yield
+        finally:
+            self._local_runs.discard(task_id)
+
+    def notify_local(self, task_id: str, event: TaskEvent) -> None:
+        """Deliver an event to this process's watchers now (it also arrives by Redis)."""
+        for queue in self._watchers.get(task_id, ()):
+            queue.put_nowait(event)
+
     def _dispatch(self, channel: bytes, state: bytes) -> None:
         task_id, text = channel[_PREFIX_LEN:].decode(), state.decode()
-        for queue in self._watchers.get(task_id, ()):
-            queue.put_nowait(text)
+        watchers = self._watchers.get(task_id)
+        if watchers and (text == "canceled" or task_id not in self._local_runs):
+            event = TaskEvent(text)
+            for queue in watchers:
+                queue.put_nowait(event)
         for callback in self._listeners:
             callback(task_id, text)
 
@@ -78,9 +108,8 @@ class TaskEvents:
                 await pubsub.psubscribe(EVENTS_PATTERN)
                 self._ready.set()
                 delay = 0.05
-                while True:
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
-                    if msg is not None and msg["type"] == "pmessage":
+                async for msg in pubsub.listen():
+                    if msg["type"] == "pmessage":
                         self._dispatch(msg["channel"], msg["data"])
             except (RedisError, OSError) as exc:
                 self._ready.clear()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from gateway.store.redis_store import RunInputs
 
 __all__ = ["JobQueue", "RunJob"]
 
@@ -20,6 +22,9 @@ class RunJob:
     task_id: str
     seq: int
     reference_ids: Sequence[str] = ()
+    # Handed over by the send that created the job, so the run needs no read. A queue
+    # that serialises jobs drops it; the run then loads its inputs itself.
+    inputs: RunInputs | None = field(default=None, compare=False)
 
 
 class JobQueue(Protocol):

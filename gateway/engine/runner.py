@@ -4,6 +4,10 @@ It implements ``JobQueue``; a durable queue can take its place without the
 services noticing. Runs of one task are serialised. A run stops at once when its
 task is canceled (on any replica, through the task events) and its late results
 are discarded by the store, which refuses writes to terminal or scrubbed tasks.
+
+A task is marked ``working`` once its run has lasted ``working_after`` seconds
+(or the agent reports progress); a run that finishes sooner goes from
+``submitted`` straight to its outcome, which saves a write on every quick turn.
 """
 
 from __future__ import annotations
@@ -12,14 +16,21 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 
 import orjson
 
-from gateway.agents.base import AgentRequest, ArtifactUpdate, ReplyUpdate, StatusUpdate
+from gateway.agents.base import (
+    AgentRequest,
+    AgentUpdate,
+    ArtifactUpdate,
+    ReplyUpdate,
+    StatusUpdate,
+)
 from gateway.agents.registry import AgentRegistry
-from gateway.engine.events import TaskEvents
+from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import RunJob
-from gateway.engine.status import agent_message, artifact, status_json
+from gateway.engine.status import agent_message, artifact, settled, status_json
 from gateway.errors import GatewayError, StoreUnavailableError
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
@@ -35,8 +46,8 @@ _FAILURE_TEXT = "The agent failed while processing the task."
 class _Run:
     """Writes one run's updates, batching artifacts and replies with the next status."""
 
-    def __init__(self, store: Store, job: RunJob) -> None:
-        self.store, self.job = store, job
+    def __init__(self, store: Store, events: TaskEvents, job: RunJob) -> None:
+        self.store, self.events, self.job = store, events, job
         self.keys = UserKeys.of(job.tenant, job.user)
         self.artifacts: list[bytes] = []
         self.reply: bytes | None = None
@@ -44,17 +55,28 @@ class _Run:
 
     async def write(self, state: str, text: str | None = None) -> None:
         job = self.job
-        outcome = await self.store.update_task(
-            self.keys,
-            job.context_id,
-            job.task_id,
-            state,
-            status_json(state, job.context_id, job.task_id, text),
-            self.artifacts,
-            self.reply,
+        status = status_json(state, job.context_id, job.task_id, text)
+        result = await self.store.update_task(
+            self.keys, job.context_id, job.task_id, state, status, self.artifacts, self.reply
         )
         self.artifacts, self.reply = [], None
-        self.open = outcome == "ok"
+        self.open = result.outcome == "ok"
+        if self.open and settled(state):
+            event = TaskEvent(state, status, result.artifacts_json)
+            self.events.notify_local(job.task_id, event)
+
+    async def mark_working(self) -> None:
+        """Record that the run is under way, unless it has already moved on."""
+        job = self.job
+        with contextlib.suppress(GatewayError):
+            await self.store.update_task(
+                self.keys,
+                job.context_id,
+                job.task_id,
+                "working",
+                status_json("working"),
+                required_state="submitted",
+            )
 
 
 class InProcessRunner:
@@ -66,9 +88,12 @@ class InProcessRunner:
         *,
         concurrency: int,
         context_window: int,
+        working_after: float = 0.02,
     ) -> None:
         self._store, self._agents, self._events = store, agents, events
         self._concurrency, self._window = concurrency, context_window
+        self._working_after = working_after
+        self._markers: set[asyncio.Task[None]] = set()
         self._queue: asyncio.Queue[RunJob] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -97,7 +122,7 @@ class InProcessRunner:
             job = self._queue.get_nowait()
             self._queue.task_done()
             with contextlib.suppress(GatewayError):
-                await _Run(self._store, job).write("failed", _SHUTDOWN_TEXT)
+                await _Run(self._store, self._events, job).write("failed", _SHUTDOWN_TEXT)
 
     def _on_event(self, task_id: str, state: str) -> None:
         if state == "canceled" and (running := self._running.get(task_id)) is not None:
@@ -120,7 +145,7 @@ class InProcessRunner:
                     self._task_locks[job.task_id] = (lock, users - 1)
 
     async def _execute(self, job: RunJob) -> None:
-        run = _Run(self._store, job)
+        run = _Run(self._store, self._events, job)
         current = asyncio.current_task()
         assert current is not None
         self._running[job.task_id] = current
@@ -151,13 +176,10 @@ class InProcessRunner:
     async def _drive(self, run: _Run) -> None:
         job = run.job
         agent = self._agents.get(job.agent_id)
-        inputs = await self._store.run_inputs(
-            run.keys, job.context_id, job.seq, self._window, job.reference_ids
+        inputs = job.inputs or await self._store.load_run(
+            run.keys, job.context_id, job.task_id, job.seq, self._window, job.reference_ids
         )
         if inputs is None:
-            return
-        await run.write("working")
-        if not run.open:
             return
         request = AgentRequest(
             task_id=job.task_id,
@@ -166,8 +188,21 @@ class InProcessRunner:
             history=inputs.history,
             referenced_tasks=inputs.referenced,
         )
-        final = "completed"
-        async for update in agent.run(request):
+        timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)
+        try:
+            with self._events.running_here(job.task_id):
+                await self._consume(run, agent.run(request))
+        finally:
+            timer.cancel()
+
+    def _mark(self, run: _Run) -> None:
+        marker = asyncio.create_task(run.mark_working())
+        self._markers.add(marker)
+        marker.add_done_callback(self._markers.discard)
+
+    async def _consume(self, run: _Run, updates: AsyncIterator[AgentUpdate]) -> None:
+        job, final = run.job, "completed"
+        async for update in updates:
             if isinstance(update, ArtifactUpdate):
                 run.artifacts.append(artifact(update.parts, update.name))
             elif isinstance(update, ReplyUpdate):

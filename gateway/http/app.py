@@ -36,7 +36,6 @@ def redis_client(settings: Settings) -> Redis:
         settings.redis_url,
         socket_timeout=settings.redis_timeout_seconds,
         socket_connect_timeout=settings.redis_timeout_seconds,
-        health_check_interval=30,
         max_connections=512,
     )
 
@@ -53,12 +52,20 @@ def create_app(settings: Settings) -> Starlette:
         events,
         concurrency=settings.runner_concurrency,
         context_window=settings.agent_context_messages,
+        working_after=settings.working_after_ms / 1000,
     )
     state = AppState(
         settings=settings,
         store=store,
         agents=agents,
-        messages=MessageService(store, agents, runner, events, settings.blocking_timeout_seconds),
+        messages=MessageService(
+            store,
+            agents,
+            runner,
+            events,
+            settings.blocking_timeout_seconds,
+            settings.agent_context_messages,
+        ),
         tasks=TaskService(store),
         contexts=ContextService(store),
     )

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from gateway.agents.registry import AgentRegistry
-from gateway.engine.events import TaskEvents
+from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
 from gateway.engine.status import settled, status_json
 from gateway.errors import (
@@ -19,19 +19,21 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.ids import new_id
-from gateway.models import Message, SendMessageRequest
+from gateway.models import SendMessageRequest
 from gateway.principal import Principal
 from gateway.service.output_modes import accepts_any
 from gateway.service.waiting import wait_until_settled
+from gateway.store.records import assemble_task
 from gateway.store.redis_store import SendResult, SendWrite, Store
 
 __all__ = ["MessageService"]
 
 
-def message_digest(message: Message) -> str:
-    """A fingerprint of what the client sent, to tell a retry from a reused messageId."""
-    body = message.model_dump(mode="json", exclude_none=True, exclude={"contextId"})
-    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+def message_digest(body: dict[str, Any]) -> str:
+    """A fingerprint of what the client sent (bar its contextId), to tell a retry from a
+    reused messageId."""
+    fields = {k: v for k, v in body.items() if k != "contextId"}
+    return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
 @dataclass
@@ -41,6 +43,7 @@ class MessageService:
     queue: JobQueue
     events: TaskEvents
     blocking_timeout: float
+    agent_window: int
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
@@ -62,13 +65,25 @@ class MessageService:
                 task_id=result.task_id,
                 seq=result.seq,
                 reference_ids=tuple(request.message.referenceTaskIds or ()),
+                inputs=result.inputs,
             )
+        history_length = config.historyLength or 0
         if config.blocking:
-            await self._run_and_wait(principal, result, job)
+            event = await self._run_and_wait(principal, result, job)
+            if event is not None and event.status_json is not None and history_length == 0:
+                metadata = orjson.dumps(request.metadata) if request.metadata else None
+                return assemble_task(
+                    result.task_id,
+                    result.context_id,
+                    event.status_json,
+                    event.artifacts_json,
+                    None,
+                    metadata,
+                )
         elif job is not None:
             await self.queue.enqueue(job)
         task = await self.store.read_task(
-            principal.keys, result.context_id, result.task_id, config.historyLength or 0
+            principal.keys, result.context_id, result.task_id, history_length
         )
         if task is None:
             raise ContextNotFoundError()
@@ -86,26 +101,25 @@ class MessageService:
         continuing = task_id is not None
         task_id = task_id or new_id()
         stored = message.model_dump(mode="json", exclude_none=True)
+        digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
-        header: dict[str, Any] = {"id": task_id, "contextId": context_id, "kind": "task"}
-        if request.metadata:
-            header["metadata"] = request.metadata
         return SendWrite(
             context_id=context_id,
             task_id=task_id,
             continuing=continuing,
             new_context=new_context,
             message_id=message.messageId,
-            digest=message_digest(message),
+            digest=digest,
             message_json=orjson.dumps(stored),
-            header_json=orjson.dumps(header),
+            metadata_json=orjson.dumps(request.metadata) if request.metadata else b"",
             status_json=status_json("submitted"),
             reference_ids=tuple(message.referenceTaskIds or ()),
+            agent_window=self.agent_window,
         )
 
     async def _run_and_wait(
         self, principal: Principal, result: SendResult, job: RunJob | None
-    ) -> None:
+    ) -> TaskEvent | None:
         keys = principal.keys
         with self.events.watch(result.task_id) as events:
             if job is not None:
@@ -113,7 +127,7 @@ class MessageService:
             else:
                 state = await self.store.task_state(keys, result.context_id, result.task_id)
                 if state is None or settled(state):
-                    return
-            await wait_until_settled(
+                    return None
+            return await wait_until_settled(
                 self.store, keys, result.context_id, result.task_id, events, self.blocking_timeout
             )

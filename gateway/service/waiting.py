@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from gateway.engine.events import TaskEvent
 from gateway.engine.status import settled
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
@@ -20,17 +21,21 @@ async def wait_until_settled(
     keys: UserKeys,
     context_id: str,
     task_id: str,
-    events: asyncio.Queue[str],
+    events: asyncio.Queue[TaskEvent],
     cap_seconds: float,
-) -> None:
-    """Return when the task is terminal or interrupted, gone, or ``cap_seconds`` have passed."""
+) -> TaskEvent | None:
+    """Wait until the task is terminal or interrupted, gone, or ``cap_seconds`` have passed.
+
+    Returns the settling event when one arrived (None otherwise)."""
     deadline = time.monotonic() + cap_seconds
     while (remaining := deadline - time.monotonic()) > 0:
         try:
-            state: str | None = await asyncio.wait_for(
-                events.get(), min(remaining, FALLBACK_POLL_SECONDS)
-            )
+            event = await asyncio.wait_for(events.get(), min(remaining, FALLBACK_POLL_SECONDS))
         except TimeoutError:
             state = await store.task_state(keys, context_id, task_id)
-        if state is None or settled(state):
-            return
+            if state is None or settled(state):
+                return None
+            continue
+        if settled(event.state):
+            return event
+    return None

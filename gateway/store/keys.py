@@ -13,9 +13,9 @@ key                                    type    holds
                                                a context (idempotent retries without contextId)
 ``gw:{u}:c:<cid>``                     hash    context meta: created, updated, seq, tasks, origin
 ``gw:{u}:c:<cid>:items``               list    task ids, oldest first
-``gw:{u}:c:<cid>:tasks``               hash    ``<tid>`` header json, ``<tid>:st`` state,
-                                               ``<tid>:s`` status json, ``<tid>:a`` artifacts
-                                               json array, ``<tid>:m`` message seqs "1,2,5"
+``gw:{u}:c:<cid>:tasks``               hash    ``<tid>:st`` state, ``<tid>:s`` status json,
+                                               ``<tid>:a`` artifacts json array, ``<tid>:m``
+                                               message seqs "1,2,5", ``<tid>:md`` metadata
 ``gw:{u}:c:<cid>:msgs``                hash    seq -> message json (whole context, in order)
 ``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
 =====================================  ======  ==============================================

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,16 +32,24 @@ def message_seqs(raw: bytes | str | None, last: int | None = None) -> list[bytes
 
 
 def assemble_task(
-    header: bytes | str,
+    task_id: str,
+    context_id: str,
     status: bytes | str,
     artifacts: bytes | str | None,
-    history: list[bytes | str] | list[bytes] | None,
+    history: Sequence[bytes | str] | None,
+    metadata: bytes | str | None = None,
 ) -> dict[str, Any]:
-    task: dict[str, Any] = orjson.loads(header)
-    task["status"] = orjson.loads(status)
-    arts = orjson.loads(artifacts) if artifacts else []
-    if arts:
-        task["artifacts"] = arts
+    """An A2A Task from its stored fields; ``history`` None leaves it out."""
+    task: dict[str, Any] = {
+        "id": task_id,
+        "contextId": context_id,
+        "kind": "task",
+        "status": orjson.loads(status),
+    }
+    if artifacts and artifacts not in (b"[]", "[]"):
+        task["artifacts"] = orjson.loads(artifacts)
     if history is not None:
         task["history"] = [orjson.loads(m) for m in history]
+    if metadata:
+        task["metadata"] = orjson.loads(metadata)
     return task

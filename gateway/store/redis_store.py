@@ -27,12 +27,12 @@ from gateway.store.keys import UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.scripts import Scripts
 
-__all__ = ["RunInputs", "SendResult", "SendWrite", "Store"]
+__all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_TASK_FIELDS = ("", ":st", ":s", ":a", ":m")
+_TASK_FIELDS = (":s", ":a", ":m", ":md")
 
 
 def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -61,9 +61,19 @@ class SendWrite:
     message_id: str
     digest: str
     message_json: bytes
-    header_json: bytes
+    metadata_json: bytes
     status_json: bytes
     reference_ids: Sequence[str]
+    agent_window: int
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a run gives the agent: its message, earlier context messages, referenced tasks."""
+
+    message: dict[str, Any]
+    history: list[dict[str, Any]]
+    referenced: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -72,13 +82,27 @@ class SendResult:
     task_id: str
     seq: int
     duplicate: bool
+    inputs: RunInputs | None = None
 
 
 @dataclass(frozen=True)
-class RunInputs:
-    message: dict[str, Any]
-    history: list[dict[str, Any]]
-    referenced: list[dict[str, Any]]
+class UpdateResult:
+    outcome: Literal["ok", "gone", "terminal", "skipped"]
+    artifacts_json: bytes | None = None
+
+
+def _run_inputs(
+    context_id: str, reference_ids: Sequence[str], msgs: list[Any], raw: list[Any]
+) -> RunInputs | None:
+    if not msgs or msgs[-1] is None:
+        return None
+    history = [orjson.loads(m) for m in msgs[:-1] if m is not None]
+    referenced = []
+    for n, tid in enumerate(reference_ids):
+        status, arts = raw[2 * n], raw[2 * n + 1]
+        if status is not None:
+            referenced.append(assemble_task(tid, context_id, status, arts, None))
+    return RunInputs(orjson.loads(msgs[-1]), history, referenced)
 
 
 class Store:
@@ -112,17 +136,19 @@ class Store:
                 w.task_id,
                 "1" if w.continuing else "0",
                 w.message_json,
-                w.header_json,
+                w.metadata_json,
                 w.status_json,
                 now_ms(),
                 self.ttl_ms,
                 stale,
+                w.agent_window,
                 *w.reference_ids,
             ],
         )
         kind = _text(reply[0])
         if kind == "ok":
-            return SendResult(context_id, _text(reply[1]), int(reply[2]), duplicate=False)
+            inputs = _run_inputs(context_id, w.reference_ids, reply[3], reply[4])
+            return SendResult(context_id, _text(reply[1]), int(reply[2]), False, inputs)
         if kind == "dup":
             if _text(reply[2]) != w.digest:
                 raise IdempotencyConflictError()
@@ -164,7 +190,11 @@ class Store:
         status_json: bytes,
         artifacts: Sequence[bytes] = (),
         message_json: bytes | None = None,
-    ) -> Literal["ok", "gone", "terminal"]:
+        *,
+        required_state: str = "",
+    ) -> UpdateResult:
+        """Record a run's progress; refused for terminal or scrubbed tasks, and skipped when
+        ``required_state`` is given and the task is no longer in it."""
         reply = await self.scripts.update(
             keys=keys.context(context_id).all(),
             args=[
@@ -176,11 +206,12 @@ class Store:
                 message_json or b"",
                 now_ms(),
                 self.ttl_ms,
+                required_state,
             ],
         )
-        outcome = _text(reply)
-        assert outcome in ("ok", "gone", "terminal")
-        return outcome  # type: ignore[return-value]
+        outcome = _text(reply[0])
+        assert outcome in ("ok", "gone", "terminal", "skipped")
+        return UpdateResult(outcome, reply[1] if len(reply) > 1 else None)  # type: ignore[arg-type]
 
     @_translated
     async def cancel_task(
@@ -216,8 +247,8 @@ class Store:
         """The task as A2A JSON; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
         fields = [f"{task_id}{suffix}" for suffix in _TASK_FIELDS]
-        header, _, status, arts, seqs = await self.client.hmget(ck.tasks, fields)
-        if header is None or status is None:
+        status, arts, seqs, metadata = await self.client.hmget(ck.tasks, fields)
+        if status is None:
             return None
         history: list[bytes] | None = None
         wanted = message_seqs(seqs, history_length)
@@ -225,38 +256,26 @@ class Store:
             history = [m for m in await self.client.hmget(ck.msgs, wanted) if m is not None]  # type: ignore[misc]
         elif history_length is None or history_length > 0:
             history = []
-        return assemble_task(header, status, arts, history)
+        return assemble_task(task_id, context_id, status, arts, history, metadata)
 
     @_translated
-    async def run_inputs(
+    async def load_run(
         self,
         keys: UserKeys,
         context_id: str,
+        task_id: str,
         seq: int,
         window: int,
         reference_ids: Sequence[str],
     ) -> RunInputs | None:
-        """The message at ``seq``, up to ``window`` messages before it, and referenced tasks."""
-        ck = keys.context(context_id)
-        first = max(1, seq - window)
-        ref_fields = [f"{tid}{suffix}" for tid in reference_ids for suffix in _TASK_FIELDS[:4]]
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(ck.msgs, list(range(first, seq + 1)))
-            if ref_fields:
-                pipe.hmget(ck.tasks, ref_fields)
-            replies = await pipe.execute()
-        msgs = replies[0]
-        if not msgs or msgs[-1] is None:
+        """The inputs of a run (None when its task is terminal or gone)."""
+        reply = await self.scripts.load_run(
+            keys=keys.context(context_id).all(),
+            args=[task_id, seq, window, *reference_ids],
+        )
+        if _text(reply[0]) != "ok":
             return None
-        history = [orjson.loads(m) for m in msgs[:-1] if m is not None]
-        referenced = []
-        if ref_fields:
-            raw = replies[1]
-            for i in range(0, len(raw), 4):
-                header, _, status, arts = raw[i : i + 4]
-                if header is not None and status is not None:
-                    referenced.append(assemble_task(header, status, arts, None))
-        return RunInputs(orjson.loads(msgs[-1]), history, referenced)
+        return _run_inputs(context_id, reference_ids, reply[1], reply[2])
 
     @_translated
     async def list_contexts(
@@ -307,16 +326,18 @@ class Store:
             return None
         fields = [f"{_text(t)}{suffix}" for t in tids for suffix in _TASK_FIELDS]
         raw = await self.client.hmget(ck.tasks, fields) if fields else []
-        all_seqs = [message_seqs(raw[i + 4]) for i in range(0, len(raw), 5)]
+        width = len(_TASK_FIELDS)
+        all_seqs = [message_seqs(raw[i + 2]) for i in range(0, len(raw), width)]
         flat = [s for seqs in all_seqs for s in seqs]
         msgs = await self.client.hmget(ck.msgs, flat) if flat else []
         items, pos = [], 0
         for n, seqs in enumerate(all_seqs):
-            header, _, status, arts, _ = raw[5 * n : 5 * n + 5]
+            status, arts, _, metadata = raw[width * n : width * n + width]
             history = [m for m in msgs[pos : pos + len(seqs)] if m is not None]
             pos += len(seqs)
-            if header is not None and status is not None:
-                items.append(assemble_task(header, status, arts, history))
+            if status is not None:
+                tid = _text(tids[n])
+                items.append(assemble_task(tid, context_id, status, arts, history, metadata))
         return {
             "id": context_id,
             "items": items,

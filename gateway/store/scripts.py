@@ -22,10 +22,27 @@ local TERMINAL = {completed = true, canceled = true, failed = true, rejected = t
 local function touch(ttl)
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
+-- What a run of the agent is given: the message at `seq` after up to `window` earlier
+-- messages of the context, and (header-less) status and artifacts of referenced tasks.
+local function run_inputs(seq, window, first_ref)
+  local fields = {}
+  for i = math.max(1, seq - window), seq do fields[#fields + 1] = i end
+  local msgs = redis.call('HMGET', KEYS[7], unpack(fields))
+  local refs = {}
+  for i = first_ref, #ARGV do
+    refs[#refs + 1] = ARGV[i] .. ':s'
+    refs[#refs + 1] = ARGV[i] .. ':a'
+  end
+  local referenced = {}
+  if #refs > 0 then referenced = redis.call('HMGET', KEYS[6], unpack(refs)) end
+  return msgs, referenced
+end
 """
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
-#       8 task header json 9 status json 10 now ms 11 ttl ms 12 stale origin 13.. reference ids
+#       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
+#       13 agent window 14.. reference ids
+# Returns {'ok', tid, seq, window messages, referenced} so the run needs no second read.
 _SEND = (
     _PRELUDE
     + """
@@ -50,7 +67,7 @@ else
   end
 end
 local unknown = {}
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
@@ -69,8 +86,9 @@ if continuing then
              tid .. ':st', 'submitted', tid .. ':s', ARGV[9])
 else
   redis.call('RPUSH', KEYS[5], tid)
-  redis.call('HSET', KEYS[6], tid, ARGV[8], tid .. ':st', 'submitted', tid .. ':s', ARGV[9],
+  redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9],
              tid .. ':a', '[]', tid .. ':m', seq)
+  if ARGV[8] ~= '' then redis.call('HSET', KEYS[6], tid .. ':md', ARGV[8]) end
   redis.call('HSET', KEYS[2], tid, cid)
   redis.call('HINCRBY', KEYS[4], 'tasks', 1)
 end
@@ -78,28 +96,32 @@ redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
-return {'ok', tid, seq}
+local msgs, referenced = run_inputs(seq, tonumber(ARGV[13]), 14)
+return {'ok', tid, seq, msgs, referenced}
 """
 )
 
 # ARGV: 1 cid 2 tid 3 state 4 status json 5 artifacts (json objects joined by ',') or ''
-#       6 agent message json or '' 7 now ms 8 ttl ms
+#       6 agent message json or '' 7 now ms 8 ttl ms 9 required current state or ''
+# Returns {'ok', artifacts json array}, {'skipped'} (state not as required), {'terminal'}
+# or {'gone'}. Terminal tasks take no writes: a late result after a cancel is dropped.
 _UPDATE = (
     _PRELUDE
     + """
 local cid, tid = ARGV[1], ARGV[2]
-if redis.call('EXISTS', KEYS[4]) == 0 then return 'gone' end
+if redis.call('EXISTS', KEYS[4]) == 0 then return {'gone'} end
 local state = redis.call('HGET', KEYS[6], tid .. ':st')
-if not state then return 'gone' end
-if TERMINAL[state] then return 'terminal' end
+if not state then return {'gone'} end
+if TERMINAL[state] then return {'terminal'} end
+if ARGV[9] ~= '' and state ~= ARGV[9] then return {'skipped'} end
 if ARGV[6] ~= '' then
   local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
   redis.call('HSET', KEYS[7], seq, ARGV[6])
   local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
   redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
 end
+local arts = redis.call('HGET', KEYS[6], tid .. ':a')
 if ARGV[5] ~= '' then
-  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
   if arts == '[]' then arts = '[' .. ARGV[5] .. ']'
   else arts = string.sub(arts, 1, -2) .. ',' .. ARGV[5] .. ']' end
   redis.call('HSET', KEYS[6], tid .. ':a', arts)
@@ -109,7 +131,7 @@ redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
 redis.call('PUBLISH', 'gw:ev:' .. tid, ARGV[3])
-return 'ok'
+return {'ok', arts}
 """
 )
 
@@ -128,6 +150,21 @@ redis.call('ZADD', KEYS[1], ARGV[4], cid)
 touch(tonumber(ARGV[5]))
 redis.call('PUBLISH', 'gw:ev:' .. tid, 'canceled')
 return {'ok'}
+"""
+)
+
+# ARGV: 1 tid 2 seq 3 window 4.. reference ids. Read-only: the inputs of a run that was
+# not handed them at send time. {'ok', messages, referenced} or {'gone'} / {'terminal'}.
+_LOAD_RUN = (
+    _PRELUDE
+    + """
+local tid = ARGV[1]
+if redis.call('EXISTS', KEYS[4]) == 0 then return {'gone'} end
+local state = redis.call('HGET', KEYS[6], tid .. ':st')
+if not state then return {'gone'} end
+if TERMINAL[state] then return {'terminal'} end
+local msgs, referenced = run_inputs(tonumber(ARGV[2]), tonumber(ARGV[3]), 4)
+return {'ok', msgs, referenced}
 """
 )
 
@@ -160,6 +197,7 @@ return 1
 @dataclass(frozen=True)
 class Scripts:
     send: AsyncScript
+    load_run: AsyncScript
     update: AsyncScript
     cancel: AsyncScript
     scrub: AsyncScript
@@ -168,6 +206,7 @@ class Scripts:
     def register(cls, client: Redis) -> Scripts:
         return cls(
             send=client.register_script(_SEND),
+            load_run=client.register_script(_LOAD_RUN),
             update=client.register_script(_UPDATE),
             cancel=client.register_script(_CANCEL),
             scrub=client.register_script(_SCRUB),

@@ -1,0 +1,256 @@
+"""`make bench`: the gateway against a floor measured in the same run, interleaved.
+
+Prints throughput and latency of blocking echo sends at concurrency 1 and 32 next
+to a bare Starlette + one-Redis-pipeline endpoint (the floor), append and page
+latency at small vs large contexts, Redis bytes per stored message against its
+JSON size, and the gateway's peak RSS under load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+from redis import Redis
+
+from bench import loadgen
+from gateway.embedded_redis import EmbeddedRedis, free_port
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
+TEXT = "Patient reports intermittent chest pain radiating to the left arm; " * 4
+
+
+def send_body(n: int, context_id: str | None = None) -> bytes:
+    message: dict[str, object] = {
+        "role": "user",
+        "messageId": f"bench-{n}",
+        "parts": [{"kind": "text", "text": TEXT}, {"kind": "data", "data": {"hr": 72, "n": n}}],
+    }
+    if context_id:
+        message["contextId"] = context_id
+    return orjson.dumps({"message": message})
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                asyncio.run(loadgen.one(port, loadgen.get("/healthz")))
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def merge(results: list[loadgen.Result]) -> loadgen.Result:
+    out = loadgen.Result()
+    for r in results:
+        out.latencies += r.latencies
+        out.errors += r.errors
+        out.seconds += r.seconds
+    return out
+
+
+def line(name: str, r: loadgen.Result) -> str:
+    return (
+        f"  {name:<28} {r.throughput:9.0f} req/s   p50 {r.pct(0.5):7.2f} ms   "
+        f"p99 {r.pct(0.99):7.2f} ms   errors {r.errors}"
+    )
+
+
+async def send_vs_floor(gw_port: int, floor_port: int, gw_pid: int) -> float:
+    counter = itertools.count()
+    peak = 0.0
+    for concurrency in (1, 32):
+        res: dict[str, list[loadgen.Result]] = {"floor": [], "gateway": []}
+        for _ in range(ROUNDS):
+            res["floor"].append(
+                await loadgen.run(
+                    floor_port,
+                    lambda n: loadgen.post("/floor", send_body(n)),
+                    concurrency,
+                    SECONDS,
+                    counter,
+                )
+            )
+            sampler = asyncio.create_task(sample_rss(gw_pid))
+            res["gateway"].append(
+                await loadgen.run(
+                    gw_port,
+                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
+                    concurrency,
+                    SECONDS,
+                    counter,
+                )
+            )
+            sampler.cancel()
+            peak = max(peak, await sampler_result(sampler))
+        floor, gw = merge(res["floor"]), merge(res["gateway"])
+        print(
+            f"blocking echo message:send, concurrency {concurrency} ({ROUNDS} interleaved rounds)"
+        )
+        print(line("floor (starlette + 1 pipeline)", floor))
+        print(line("gateway", gw))
+        print(
+            f"  throughput ratio gateway/floor: {gw.throughput / floor.throughput:.2f}   "
+            f"p50 difference: {gw.pct(0.5) - floor.pct(0.5):+.2f} ms"
+        )
+    return peak
+
+
+_peaks: dict[int, float] = {}
+
+
+async def sample_rss(pid: int) -> None:
+    _peaks[pid] = 0.0
+    while True:
+        _peaks[pid] = max(_peaks[pid], rss_mb(pid))
+        await asyncio.sleep(0.2)
+
+
+async def sampler_result(task: asyncio.Task[None]) -> float:
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    return max(_peaks.values())
+
+
+async def new_context(port: int, counter: itertools.count[int], messages: int) -> str:
+    status, body = await loadgen.one(
+        port, loadgen.post("/v1/message:send", send_body(next(counter)))
+    )
+    assert status == 200, body
+    cid: str = orjson.loads(body)["task"]["contextId"]
+    remaining = messages // 2 - 1
+    while remaining > 0:
+        batch = min(32, remaining)
+        requests = [
+            loadgen.post("/v1/message:send", send_body(next(counter), cid)) for _ in range(batch)
+        ]
+        await asyncio.gather(*(loadgen.one(port, r) for r in requests))
+        remaining -= batch
+    return cid
+
+
+async def timed(port: int, requests: Callable[[], bytes], count: int) -> loadgen.Result:
+    result = loadgen.Result()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.perf_counter()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        status, _ = await loadgen._exchange(reader, writer, requests())
+        if status == 200:
+            result.latencies.append(time.perf_counter() - t0)
+        else:
+            result.errors += 1
+    result.seconds = time.perf_counter() - started
+    writer.close()
+    return result
+
+
+async def scaling(port: int) -> None:
+    counter = itertools.count(10_000_000)
+    print("building a context of 20,000 messages (10,000 tasks) ...", flush=True)
+    large = await new_context(port, counter, 20_000)
+    small = [await new_context(port, counter, 10) for _ in range(ROUNDS * 2)]
+    appends: dict[str, list[loadgen.Result]] = {"small": [], "large": []}
+    pages: dict[str, list[loadgen.Result]] = {"small": [], "large": []}
+    for i in range(ROUNDS * 2):
+        appends["small"].append(
+            await timed(
+                port,
+                lambda i=i: loadgen.post("/v1/message:send", send_body(next(counter), small[i])),
+                50,
+            )
+        )
+        appends["large"].append(
+            await timed(
+                port, lambda: loadgen.post("/v1/message:send", send_body(next(counter), large)), 50
+            )
+        )
+        pages["small"].append(
+            await timed(port, lambda i=i: loadgen.get(f"/v1/contexts/{small[i]}?limit=10"), 100)
+        )
+        pages["large"].append(
+            await timed(
+                port, lambda: loadgen.get(f"/v1/contexts/{large}?limit=10&offset=5000"), 100
+            )
+        )
+    for name, table in (
+        ("append (blocking send)", appends),
+        ("GET context page (limit 10)", pages),
+    ):
+        s, big = merge(table["small"]), merge(table["large"])
+        print(f"{name}, concurrency 1, interleaved")
+        print(line("10-message context", s))
+        print(line("10,000+-message context", big))
+        print(f"  p50 ratio large/small: {big.pct(0.5) / s.pct(0.5):.2f}")
+
+
+async def memory(port: int, redis: Redis) -> None:
+    counter = itertools.count(20_000_000)
+    redis.execute_command("MEMORY PURGE")
+    before = int(redis.info("memory")["used_memory"])
+    cid = await new_context(port, counter, 2_000)
+    after = int(redis.info("memory")["used_memory"])
+    status, body = await loadgen.one(port, loadgen.get(f"/v1/contexts/{cid}?limit=1000"))
+    page = orjson.loads(body)
+    messages = [m for t in page["items"] for m in t["history"]]
+    msg_json = sum(len(orjson.dumps(m)) for m in messages)
+    all_json = sum(len(orjson.dumps(t)) for t in page["items"])
+    used = after - before
+    print(f"Redis memory for one context of {len(page['items'])} tasks / {len(messages)} messages")
+    print(
+        f"  bytes per message: {used / len(messages):.0f}   JSON per message: "
+        f"{msg_json / len(messages):.0f}   ratio to the JSON of everything stored "
+        f"(messages, artifacts, statuses): {used / all_json:.2f}"
+    )
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedRedis(Path(tmp) / "redis")
+        url = server.start()
+        gw_port, floor_port = free_port(), free_port()
+        env = {"REDIS_URL": url, "GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
+        gw_args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(gw_port)]
+        floor_args = [sys.executable, "-m", "bench.floor"]
+        try:
+            with (
+                process(gw_args, env, gw_port) as gw,
+                process(floor_args, {**env, "PORT": str(floor_port)}, floor_port),
+            ):
+                peak = asyncio.run(send_vs_floor(gw_port, floor_port, gw.pid))
+                print(f"gateway peak RSS under load: {peak:.0f} MB")
+                asyncio.run(scaling(gw_port))
+                asyncio.run(memory(gw_port, Redis.from_url(url)))
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

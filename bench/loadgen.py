@@ -1,0 +1,97 @@
+"""A small closed-loop HTTP/1.1 load generator on raw asyncio streams.
+
+Kept lean on purpose: the client shares two cores with the server, so every
+microsecond it spends is taken from what it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+RequestFactory = Callable[[int], bytes]
+
+
+@dataclass
+class Result:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    seconds: float = 0.0
+
+    @property
+    def throughput(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def post(path: str, body: bytes, headers: str = "") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n{headers}\r\n"
+    ).encode() + body
+
+
+def get(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+
+
+async def _exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> tuple[int, bytes]:
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    body = await reader.readexactly(length) if length else b""
+    return status, body
+
+
+async def one(port: int, request: bytes) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        return await _exchange(reader, writer, request)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+async def run(
+    port: int,
+    make_request: RequestFactory,
+    concurrency: int,
+    seconds: float,
+    counter: itertools.count[int],
+) -> Result:
+    result = Result()
+    deadline = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < deadline:
+                request = make_request(next(counter))
+                started = time.perf_counter()
+                status, _ = await _exchange(reader, writer, request)
+                if status == 200:
+                    result.latencies.append(time.perf_counter() - started)
+                else:
+                    result.errors += 1
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    result.seconds = time.perf_counter() - started
+    return result
