@@ -9,6 +9,7 @@ JSON size, and the gateway's peak RSS under load.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import subprocess
@@ -132,10 +133,8 @@ async def sample_rss(pid: int) -> None:
 
 
 async def sampler_result(task: asyncio.Task[None]) -> float:
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     return max(_peaks.values())
 
 
@@ -212,22 +211,32 @@ async def scaling(port: int) -> None:
 
 
 async def memory(port: int, redis: Redis) -> None:
-    counter = itertools.count(20_000_000)
+    """Bytes Redis holds for a context of 1,000 echo turns, against their JSON."""
+    redis.flushall()
+    while int(redis.info("persistence")["aof_rewrite_in_progress"]):
+        time.sleep(0.1)
     redis.execute_command("MEMORY PURGE")
     before = int(redis.info("memory")["used_memory"])
-    cid = await new_context(port, counter, 2_000)
+    cid = await new_context(port, itertools.count(20_000_000), 2_000)
     after = int(redis.info("memory")["used_memory"])
-    status, body = await loadgen.one(port, loadgen.get(f"/v1/contexts/{cid}?limit=1000"))
-    page = orjson.loads(body)
-    messages = [m for t in page["items"] for m in t["history"]]
-    msg_json = sum(len(orjson.dumps(m)) for m in messages)
-    all_json = sum(len(orjson.dumps(t)) for t in page["items"])
-    used = after - before
-    print(f"Redis memory for one context of {len(page['items'])} tasks / {len(messages)} messages")
+    keys = sum(int(redis.memory_usage(k, samples=0) or 0) for k in redis.scan_iter(count=1000))
+    _, body = await loadgen.one(port, loadgen.get(f"/v1/contexts/{cid}?limit=1000"))
+    items = orjson.loads(body)["items"]
+    messages = [m for t in items for m in t["history"]]
+    per_message_json = sum(len(orjson.dumps(m)) for m in messages) / len(messages)
+    everything = sum(len(orjson.dumps(t)) for t in items)
     print(
-        f"  bytes per message: {used / len(messages):.0f}   JSON per message: "
-        f"{msg_json / len(messages):.0f}   ratio to the JSON of everything stored "
-        f"(messages, artifacts, statuses): {used / all_json:.2f}"
+        f"Redis memory for one context of {len(items)} tasks / {len(messages)} messages "
+        f"(each task: user message, agent reply, artifact, status)"
+    )
+    print(
+        f"  MEMORY USAGE of its keys: {keys / len(messages):.0f} B/message, "
+        f"{keys / everything:.2f}x the JSON of everything stored "
+        f"(message JSON alone: {per_message_json:.0f} B)"
+    )
+    print(
+        f"  used_memory delta:        {(after - before) / len(messages):.0f} B/message, "
+        f"{(after - before) / everything:.2f}x (includes AOF and client buffers)"
     )
 
 

@@ -50,10 +50,10 @@ def make_app(redis_url: str, redis: Redis) -> AppFactory:
     """Build a gateway with settings overrides; yields an HTTP client bound to it."""
 
     @asynccontextmanager
-    async def factory(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async def factory(agents: Any = (), **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
         values: dict[str, Any] = {"redis_url": redis_url, "log_requests": False}
         values.update(overrides)
-        app = create_app(Settings(**values))
+        app = create_app(Settings(**values), agents)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:

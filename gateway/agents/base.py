@@ -12,6 +12,7 @@ __all__ = [
     "AgentSkill",
     "AgentUpdate",
     "ArtifactUpdate",
+    "ContextHistory",
     "ReplyUpdate",
     "StatusUpdate",
 ]
@@ -19,18 +20,30 @@ __all__ = [
 JSON = Mapping[str, Any]
 
 
+class ContextHistory(Protocol):
+    """The context's messages before this one (user and agent, up to the configured window),
+    loaded only when an agent asks for them."""
+
+    @property
+    def count(self) -> int: ...
+
+    async def load(self) -> Sequence[JSON]:
+        """The messages, oldest first, as A2A v0.3.0 Message JSON."""
+        ...
+
+
 @dataclass(frozen=True)
 class AgentRequest:
     """One run: the user's message plus the context the gateway hands over.
 
-    ``message``, ``history`` and ``referenced_tasks`` are A2A v0.3.0 JSON objects
-    (Message, Message…, Task…) exactly as stored.
+    ``message`` and ``referenced_tasks`` are A2A v0.3.0 JSON objects (Message, Task…)
+    exactly as stored.
     """
 
     task_id: str
     context_id: str
     message: JSON
-    history: Sequence[JSON]
+    history: ContextHistory
     referenced_tasks: Sequence[JSON]
     recalled: Sequence[str] = ()
 

@@ -78,7 +78,7 @@ class EchoAgent:
 def _echo_parts(request: AgentRequest) -> list[dict[str, Any]]:
     kept = [p for p in request.message.get("parts", ()) if p.get("kind") in ("text", "data")]
     report = {
-        "historyMessages": len(request.history),
+        "historyMessages": request.history.count,
         "referenceTaskIds": [t["id"] for t in request.referenced_tasks],
         "recalled": len(request.recalled),
     }

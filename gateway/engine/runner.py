@@ -16,7 +16,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -77,6 +79,25 @@ class _Run:
                 status_json("working"),
                 required_state="submitted",
             )
+
+
+@dataclass(frozen=True)
+class _StoredHistory:
+    """The window of context messages before a run's message, read on demand."""
+
+    store: Store
+    keys: UserKeys
+    context_id: str
+    seq: int
+    window: int
+
+    @property
+    def count(self) -> int:
+        return min(self.window, self.seq - 1)
+
+    async def load(self) -> Sequence[Mapping[str, Any]]:
+        first = self.seq - self.count
+        return await self.store.context_messages(self.keys, self.context_id, first, self.seq - 1)
 
 
 class InProcessRunner:
@@ -177,15 +198,16 @@ class InProcessRunner:
         job = run.job
         agent = self._agents.get(job.agent_id)
         inputs = job.inputs or await self._store.load_run(
-            run.keys, job.context_id, job.task_id, job.seq, self._window, job.reference_ids
+            run.keys, job.context_id, job.task_id, job.seq, job.reference_ids
         )
         if inputs is None:
             return
+        history = _StoredHistory(self._store, run.keys, job.context_id, job.seq, self._window)
         request = AgentRequest(
             task_id=job.task_id,
             context_id=job.context_id,
             message=inputs.message,
-            history=inputs.history,
+            history=history,
             referenced_tasks=inputs.referenced,
         )
         timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)

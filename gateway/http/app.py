@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvents
 from gateway.engine.runner import InProcessRunner
@@ -40,10 +41,10 @@ def redis_client(settings: Settings) -> Redis:
     )
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     client = redis_client(settings)
     store = Store(client, settings.context_ttl_seconds)
-    agents = AgentRegistry()
+    agents = AgentRegistry(extra_agents)
     agents.get(settings.default_agent)
     events = TaskEvents(client)
     runner = InProcessRunner(
@@ -64,7 +65,6 @@ def create_app(settings: Settings) -> Starlette:
             runner,
             events,
             settings.blocking_timeout_seconds,
-            settings.agent_context_messages,
         ),
         tasks=TaskService(store),
         contexts=ContextService(store),

@@ -43,7 +43,6 @@ class MessageService:
     queue: JobQueue
     events: TaskEvents
     blocking_timeout: float
-    agent_window: int
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
@@ -114,7 +113,6 @@ class MessageService:
             metadata_json=orjson.dumps(request.metadata) if request.metadata else b"",
             status_json=status_json("submitted"),
             reference_ids=tuple(message.referenceTaskIds or ()),
-            agent_window=self.agent_window,
         )
 
     async def _run_and_wait(

@@ -64,15 +64,14 @@ class SendWrite:
     metadata_json: bytes
     status_json: bytes
     reference_ids: Sequence[str]
-    agent_window: int
 
 
 @dataclass(frozen=True)
 class RunInputs:
-    """What a run gives the agent: its message, earlier context messages, referenced tasks."""
+    """What a run gives the agent: its message (at ``seq``) and the referenced tasks."""
 
     message: dict[str, Any]
-    history: list[dict[str, Any]]
+    seq: int
     referenced: list[dict[str, Any]]
 
 
@@ -92,17 +91,16 @@ class UpdateResult:
 
 
 def _run_inputs(
-    context_id: str, reference_ids: Sequence[str], msgs: list[Any], raw: list[Any]
+    context_id: str, reference_ids: Sequence[str], seq: int, msg: bytes | None, raw: list[Any]
 ) -> RunInputs | None:
-    if not msgs or msgs[-1] is None:
+    if msg is None:
         return None
-    history = [orjson.loads(m) for m in msgs[:-1] if m is not None]
     referenced = []
     for n, tid in enumerate(reference_ids):
         status, arts = raw[2 * n], raw[2 * n + 1]
         if status is not None:
             referenced.append(assemble_task(tid, context_id, status, arts, None))
-    return RunInputs(orjson.loads(msgs[-1]), history, referenced)
+    return RunInputs(orjson.loads(msg), seq, referenced)
 
 
 class Store:
@@ -141,14 +139,14 @@ class Store:
                 now_ms(),
                 self.ttl_ms,
                 stale,
-                w.agent_window,
                 *w.reference_ids,
             ],
         )
         kind = _text(reply[0])
         if kind == "ok":
-            inputs = _run_inputs(context_id, w.reference_ids, reply[3], reply[4])
-            return SendResult(context_id, _text(reply[1]), int(reply[2]), False, inputs)
+            seq = int(reply[2])
+            inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
+            return SendResult(context_id, _text(reply[1]), seq, False, inputs)
         if kind == "dup":
             if _text(reply[2]) != w.digest:
                 raise IdempotencyConflictError()
@@ -265,17 +263,25 @@ class Store:
         context_id: str,
         task_id: str,
         seq: int,
-        window: int,
         reference_ids: Sequence[str],
     ) -> RunInputs | None:
         """The inputs of a run (None when its task is terminal or gone)."""
         reply = await self.scripts.load_run(
-            keys=keys.context(context_id).all(),
-            args=[task_id, seq, window, *reference_ids],
+            keys=keys.context(context_id).all(), args=[task_id, seq, *reference_ids]
         )
         if _text(reply[0]) != "ok":
             return None
-        return _run_inputs(context_id, reference_ids, reply[1], reply[2])
+        return _run_inputs(context_id, reference_ids, seq, reply[1], reply[2])
+
+    @_translated
+    async def context_messages(
+        self, keys: UserKeys, context_id: str, first: int, last: int
+    ) -> list[dict[str, Any]]:
+        """Messages ``first``..``last`` (sequence numbers, inclusive) of a context, in order."""
+        if last < first:
+            return []
+        raw = await self.client.hmget(keys.context(context_id).msgs, list(range(first, last + 1)))
+        return [orjson.loads(m) for m in raw if m is not None]
 
     @_translated
     async def list_contexts(

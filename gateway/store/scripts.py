@@ -22,12 +22,10 @@ local TERMINAL = {completed = true, canceled = true, failed = true, rejected = t
 local function touch(ttl)
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
--- What a run of the agent is given: the message at `seq` after up to `window` earlier
--- messages of the context, and (header-less) status and artifacts of referenced tasks.
-local function run_inputs(seq, window, first_ref)
-  local fields = {}
-  for i = math.max(1, seq - window), seq do fields[#fields + 1] = i end
-  local msgs = redis.call('HMGET', KEYS[7], unpack(fields))
+-- What a run of the agent is given: its message, and the (header-less) status and
+-- artifacts of the referenced tasks. Earlier messages are loaded only if the agent asks.
+local function run_inputs(seq, first_ref)
+  local msg = redis.call('HGET', KEYS[7], seq)
   local refs = {}
   for i = first_ref, #ARGV do
     refs[#refs + 1] = ARGV[i] .. ':s'
@@ -35,14 +33,14 @@ local function run_inputs(seq, window, first_ref)
   end
   local referenced = {}
   if #refs > 0 then referenced = redis.call('HMGET', KEYS[6], unpack(refs)) end
-  return msgs, referenced
+  return msg, referenced
 end
 """
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
-#       13 agent window 14.. reference ids
-# Returns {'ok', tid, seq, window messages, referenced} so the run needs no second read.
+#       13.. reference ids
+# Returns {'ok', tid, seq, message, referenced} so the run needs no second read.
 _SEND = (
     _PRELUDE
     + """
@@ -67,7 +65,7 @@ else
   end
 end
 local unknown = {}
-for i = 14, #ARGV do
+for i = 13, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
@@ -96,8 +94,8 @@ redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
-local msgs, referenced = run_inputs(seq, tonumber(ARGV[13]), 14)
-return {'ok', tid, seq, msgs, referenced}
+local msg, referenced = run_inputs(seq, 13)
+return {'ok', tid, seq, msg, referenced}
 """
 )
 
@@ -153,8 +151,8 @@ return {'ok'}
 """
 )
 
-# ARGV: 1 tid 2 seq 3 window 4.. reference ids. Read-only: the inputs of a run that was
-# not handed them at send time. {'ok', messages, referenced} or {'gone'} / {'terminal'}.
+# ARGV: 1 tid 2 seq 3.. reference ids. Read-only: the inputs of a run that was
+# not handed them at send time. {'ok', message, referenced} or {'gone'} / {'terminal'}.
 _LOAD_RUN = (
     _PRELUDE
     + """
@@ -163,8 +161,8 @@ if redis.call('EXISTS', KEYS[4]) == 0 then return {'gone'} end
 local state = redis.call('HGET', KEYS[6], tid .. ':st')
 if not state then return {'gone'} end
 if TERMINAL[state] then return {'terminal'} end
-local msgs, referenced = run_inputs(tonumber(ARGV[2]), tonumber(ARGV[3]), 4)
-return {'ok', msgs, referenced}
+local msg, referenced = run_inputs(tonumber(ARGV[2]), 3)
+return {'ok', msg, referenced}
 """
 )
 
