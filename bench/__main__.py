@@ -214,7 +214,7 @@ async def memory(port: int, redis: Redis) -> None:
     """Bytes Redis holds for a context of 1,000 echo turns, against their JSON."""
     redis.flushall()
     while int(redis.info("persistence")["aof_rewrite_in_progress"]):
-        time.sleep(0.1)
+        await asyncio.sleep(0.1)
     redis.execute_command("MEMORY PURGE")
     before = int(redis.info("memory")["used_memory"])
     cid = await new_context(port, itertools.count(20_000_000), 2_000)
