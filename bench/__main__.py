@@ -210,11 +210,17 @@ async def scaling(port: int) -> None:
         print(f"  p50 ratio large/small: {big.pct(0.5) / s.pct(0.5):.2f}")
 
 
+def wait_for_aof_rewrite(redis: Redis) -> None:
+    """An AOF rewrite holds a buffer of every write: let it end before measuring memory."""
+    deadline = time.monotonic() + 60
+    while int(redis.info("persistence")["aof_rewrite_in_progress"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 async def memory(port: int, redis: Redis) -> None:
     """Bytes Redis holds for a context of 1,000 echo turns, against their JSON."""
     redis.flushall()
-    while int(redis.info("persistence")["aof_rewrite_in_progress"]):
-        await asyncio.sleep(0.1)
+    wait_for_aof_rewrite(redis)
     redis.execute_command("MEMORY PURGE")
     before = int(redis.info("memory")["used_memory"])
     cid = await new_context(port, itertools.count(20_000_000), 2_000)
