@@ -21,7 +21,7 @@ run: install
 	$(VENV)/bin/gateway serve
 
 test: install
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --cov=gateway --cov-report=term:skip-covered --cov-fail-under=90
 
 bench: install
 	$(VENV)/bin/python -m bench
