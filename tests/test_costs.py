@@ -40,7 +40,6 @@ async def _fill(redis: Redis, context_id: str, count: int) -> None:
                     digest="d",
                     message_json=orjson.dumps(msg),
                     metadata_json=b"",
-
                     status_json=b'{"state":"completed"}',
                     reference_ids=(),
                 ),

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
 import httpx
 import pytest
 
+from gateway.embedded_redis import EmbeddedRedis
 from tests.conftest import AppFactory
 
 BAD_BODIES: list[tuple[bytes, str]] = [
@@ -94,33 +99,33 @@ async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
         assert r.status_code == 413
 
 
-async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path: object) -> None:
-    from pathlib import Path
-
-    from gateway.embedded_redis import EmbeddedRedis
-
-    server = EmbeddedRedis(Path(str(tmp_path)) / "r")
+async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "r")
     server.start()
+    body = {"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}}
+
+    def numbered(n: str) -> dict[str, Any]:
+        return {"message": {**body["message"], "messageId": n}}
+
     try:
         async with make_app(redis_url=server.url, redis_timeout_seconds=0.5) as c:
-            body = {"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}}
-            assert (await c.post("/v1/message:send", json=body)).status_code == 200
+            async with asyncio.timeout(10):
+                assert (await c.post("/v1/message:send", json=body)).status_code == 200
             server.stop()
-            r = await c.post(
-                "/v1/message:send", json=body | {"message": body["message"] | {"messageId": "2"}}
-            )
-            assert r.status_code == 503
-            assert r.headers["retry-after"] == "1"
-            assert r.json()["error"] == "InternalError" and r.json()["code"] == -32603
-            assert (await c.get("/v1/contexts")).status_code == 503
-            ready = await c.get("/readyz")
-            assert ready.status_code == 503 and ready.json()["checks"]["redis"] == "unreachable"
-            assert (await c.get("/healthz")).status_code == 200
+            async with asyncio.timeout(10):
+                r = await c.post("/v1/message:send", json=numbered("2"))
+                assert r.status_code == 503
+                assert r.headers["retry-after"] == "1"
+                assert r.json()["error"] == "InternalError" and r.json()["code"] == -32603
+                assert (await c.get("/v1/contexts")).status_code == 503
+                ready = await c.get("/readyz")
+                assert ready.status_code == 503 and ready.json()["checks"]["redis"] == "unreachable"
+                assert (await c.get("/healthz")).status_code == 200
             server.start()
-            ok = await c.post(
-                "/v1/message:send", json=body | {"message": body["message"] | {"messageId": "3"}}
-            )
-            assert ok.status_code == 200
-            assert (await c.get("/readyz")).status_code == 200
+            async with asyncio.timeout(10):
+                ok = await c.post("/v1/message:send", json=numbered("3"))
+                assert ok.status_code == 200
+                assert ok.json()["task"]["status"]["state"] == "completed"
+                assert (await c.get("/readyz")).status_code == 200
     finally:
         server.stop()
