@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from gateway.store.keys import EVENTS_PATTERN
@@ -43,6 +44,8 @@ class TaskEvents:
         self._listeners: list[Callable[[str, str], None]] = []
         self._local_runs: set[str] = set()
         self._listener: asyncio.Task[None] | None = None
+        self._pubsub: PubSub | None = None
+        self._stopping = False
         self._ready = asyncio.Event()
 
     async def start(self, ready_within: float) -> None:
@@ -52,10 +55,19 @@ class TaskEvents:
             await asyncio.wait_for(self._ready.wait(), ready_within)
 
     async def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+        """Stop listening. Bounded: a cancellation lost inside the client library (Python
+        3.11's wait_for can drop one) must not hang shutdown, so the connection is closed
+        under the listener as well."""
+        self._stopping = True
+        if self._listener is None:
+            return
+        self._listener.cancel()
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._pubsub.aclose(), 1.0)  # type: ignore[no-untyped-call]
+        done, _ = await asyncio.wait({self._listener}, timeout=2.0)
+        if not done:
+            log.warning("event listener did not stop in time")
 
     def add_listener(self, callback: Callable[[str, str], None]) -> None:
         """Call ``callback(task_id, state)`` for every event this process receives."""
@@ -102,8 +114,8 @@ class TaskEvents:
 
     async def _listen(self) -> None:
         delay = 0.05
-        while True:
-            pubsub = self._client.pubsub()
+        while not self._stopping:
+            pubsub = self._pubsub = self._client.pubsub()
             try:
                 await pubsub.psubscribe(EVENTS_PATTERN)
                 self._ready.set()
@@ -113,6 +125,8 @@ class TaskEvents:
                         self._dispatch(msg["channel"], msg["data"])
             except (RedisError, OSError) as exc:
                 self._ready.clear()
+                if self._stopping:
+                    return
                 log.warning(
                     "event subscription lost; reconnecting", extra={"error": type(exc).__name__}
                 )

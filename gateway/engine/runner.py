@@ -138,7 +138,8 @@ class InProcessRunner:
             await asyncio.wait_for(self._queue.join(), grace_seconds)
         for worker in self._workers:
             worker.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        if self._workers:
+            await asyncio.wait(self._workers, timeout=5.0)
         while not self._queue.empty():
             job = self._queue.get_nowait()
             self._queue.task_done()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
@@ -81,7 +82,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         finally:
             await runner.stop(settings.shutdown_grace_seconds)
             await events.stop()
-            await client.aclose()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.aclose(), settings.redis_timeout_seconds)
 
     app = Starlette(
         routes=[*operational_routes(), *agent_routes(""), *agent_routes("/agents/{agent_id}")],
