@@ -1,8 +1,10 @@
-"""The ``gateway`` command: ``gateway serve [--host H] [--port P]``."""
+"""The ``gateway`` command: ``gateway serve [--host H] [--port P] [--no-workers]``,
+``gateway worker``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import signal
 import sys
@@ -15,6 +17,7 @@ from pydantic import ValidationError
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.http.app import create_app
 from gateway.logs import configure_logging
+from gateway.runtime import Runtime
 from gateway.settings import Settings
 
 __all__ = ["main"]
@@ -28,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the HTTP API and run agents")
     serve.add_argument("--host", help="bind address (default GATEWAY_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default GATEWAY_PORT or 8000)")
+    serve.add_argument(
+        "--no-workers", action="store_true", help="serve HTTP only; runs happen in workers"
+    )
+    commands.add_parser("worker", help="run agents from the job queue (no HTTP)")
     return parser
 
 
@@ -37,16 +44,50 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
+def _with_redis(settings: Settings) -> tuple[Settings, EmbeddedRedis | None]:
+    """Start the embedded redis-server when no Redis URL is configured."""
+    if settings.redis_url is not None:
+        return settings, None
+    embedded = EmbeddedRedis(
+        Path(settings.data_dir) / "redis", appendfsync=settings.redis_appendfsync
+    )
+    settings = settings.model_copy(update={"redis_url": embedded.start()})
+    log.info("embedded redis-server started", extra={"port": embedded.port})
+    return settings, embedded
+
+
+async def _work(settings: Settings) -> None:
+    runtime = Runtime.build(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await runtime.start()
+    log.info("worker started", extra={"queue": settings.queue})
+    await stop.wait()
+    log.info("worker stopping")
+    await runtime.stop()
+
+
+def work(settings: Settings) -> int:
+    if settings.queue != "stream":
+        log.error("gateway worker needs the durable queue (GATEWAY_QUEUE=stream)")
+        return 2
+    settings, embedded = _with_redis(settings.model_copy(update={"workers": True}))
+    try:
+        asyncio.run(_work(settings))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    return 0
+
+
 def serve(settings: Settings) -> int:
     if settings.open_mode and not settings.host_is_loopback():
         log.error("refusing to serve without API keys on a non-loopback address")
         return 2
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    embedded: EmbeddedRedis | None = None
-    if settings.redis_url is None:
-        embedded = EmbeddedRedis(Path(settings.data_dir) / "redis")
-        settings = settings.model_copy(update={"redis_url": embedded.start()})
-        log.info("embedded redis-server started", extra={"port": embedded.port})
+    settings, embedded = _with_redis(settings)
     try:
         config = uvicorn.Config(
             create_app(settings),
@@ -71,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"invalid configuration:\n{exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    if args.command == "worker":
+        return work(settings)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if args.no_workers:
+        overrides["workers"] = False
     return serve(settings.model_copy(update=overrides))
 
 

@@ -8,7 +8,7 @@ fail fast with pydantic's message naming the variable.
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import Annotated, Literal
 
 import orjson
 from pydantic import AliasChoices, BaseModel, Field, field_validator
@@ -41,9 +41,16 @@ class Settings(BaseSettings):
     context_ttl_seconds: int = Field(default=THIRTY_DAYS, ge=1)
     blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
+    agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     runner_concurrency: int = Field(default=64, ge=1, le=10_000)
+    queue: Literal["stream", "memory"] = "stream"
+    workers: bool = True
+    job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
+    job_max_attempts: int = Field(default=5, ge=1, le=100)
+    prune_interval_seconds: float = Field(default=3600.0, gt=0)
+    redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
@@ -55,6 +62,13 @@ class Settings(BaseSettings):
     def _parse_api_keys(cls, value: object) -> object:
         if isinstance(value, str):
             return orjson.loads(value) if value.strip() else {}
+        return value
+
+    @field_validator("agent_plugins", mode="before")
+    @classmethod
+    def _split_plugins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
         return value
 
     @property

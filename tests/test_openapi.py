@@ -155,4 +155,5 @@ async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> N
             conform(await keyed.get(f"{base}{card}"), f"{tb}{card}")
     conform(await keyed.get("/healthz"), "/healthz")
     conform(await keyed.get("/readyz"), "/readyz")
+    conform(await keyed.get("/metrics"), "/metrics")
     conform(await keyed.get("/agents/ghost/agent-card.json"), "/agents/{agent_id}/agent-card.json")

@@ -33,6 +33,7 @@ class TaskEvent:
     stored status and artifacts, so a waiter here needs no read."""
 
     state: str
+    seq: int = 0  # the run's message; 0 when it concerns the task whatever ran (a cancel)
     status_json: bytes | None = None
     artifacts_json: bytes | None = None
 
@@ -102,11 +103,12 @@ class TaskEvents:
         for queue in self._watchers.get(task_id, ()):
             queue.put_nowait(event)
 
-    def _dispatch(self, channel: bytes, state: bytes) -> None:
-        task_id, text = channel[_PREFIX_LEN:].decode(), state.decode()
+    def _dispatch(self, channel: bytes, payload: bytes) -> None:
+        task_id = channel[_PREFIX_LEN:].decode()
+        text, _, seq = payload.decode().partition("|")
         watchers = self._watchers.get(task_id)
         if watchers and (text == "canceled" or task_id not in self._local_runs):
-            event = TaskEvent(text)
+            event = TaskEvent(text, int(seq or 0))
             for queue in watchers:
                 queue.put_nowait(event)
         for callback in self._listeners:

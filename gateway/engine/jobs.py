@@ -1,10 +1,12 @@
-"""A run of an agent as a job, and the queue interface that executes jobs."""
+"""A run of an agent as a job, its wire form on the jobs stream, and the queue interface."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import orjson
 
 from gateway.store.redis_store import RunInputs
 
@@ -25,9 +27,49 @@ class RunJob:
     # Handed over by the send that created the job, so the run needs no read. A queue
     # that serialises jobs drops it; the run then loads its inputs itself.
     inputs: RunInputs | None = field(default=None, compare=False)
+    # Set by the stream queue: the entry to acknowledge, and the attempt that may write.
+    entry: str = ""
+    attempt: str = ""
+    attempts: int = 1
+
+    def wire(self) -> bytes:
+        """The job's fields as stored in the stream (``seq`` is added by the send script)."""
+        return orjson.dumps(
+            {
+                "t": self.tenant,
+                "u": self.user,
+                "a": self.agent_id,
+                "c": self.context_id,
+                "k": self.task_id,
+                "r": list(self.reference_ids),
+            }
+        )
+
+    @classmethod
+    def from_wire(cls, fields: dict[bytes, bytes], entry: str) -> RunJob:
+        raw: dict[str, Any] = orjson.loads(fields[b"job"])
+        return cls(
+            tenant=raw["t"],
+            user=raw["u"],
+            agent_id=raw["a"],
+            context_id=raw["c"],
+            task_id=raw["k"],
+            seq=int(fields[b"seq"]),
+            reference_ids=tuple(raw["r"]),
+            entry=entry,
+            attempts=int(fields.get(b"n", b"1")),
+        )
+
+    def with_attempt(self, attempt: str) -> RunJob:
+        return replace(self, attempt=attempt)
 
 
 class JobQueue(Protocol):
+    """Where accepted runs go. A durable queue has the send script write the job together
+    with the message, so ``enqueue`` is only a hint to it."""
+
+    durable: bool
+
     async def enqueue(self, job: RunJob) -> None: ...
 
     async def start(self) -> None: ...

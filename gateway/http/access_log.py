@@ -9,6 +9,8 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.metrics import REQUESTS
+
 __all__ = ["AccessLogMiddleware"]
 
 log = logging.getLogger("gateway.access")
@@ -41,6 +43,7 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            REQUESTS.labels(scope["method"], str(status)).inc()
             if self.enabled:
                 log.info(
                     "request",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -149,6 +150,10 @@ def openapi_text() -> str:
     raise FileNotFoundError("openapi.yaml")
 
 
+async def metrics(request: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
 async def openapi(request: Request) -> Response:
     return PlainTextResponse(openapi_text(), media_type="application/yaml")
 
@@ -158,4 +163,5 @@ def operational_routes() -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.yaml", openapi, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
     ]

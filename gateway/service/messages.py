@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from gateway.agents.registry import AgentRegistry
-from gateway.engine.events import TaskEvent, TaskEvents
+from gateway.engine.events import TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
 from gateway.engine.status import settled, status_json
 from gateway.errors import (
@@ -53,34 +53,39 @@ class MessageService:
             raise PushNotificationNotSupportedError()
         if not accepts_any(agent.output_modes, config.acceptedOutputModes):
             raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
-        result = await self.store.send(principal.keys, await self._prepare(principal, request))
-        job = None
-        if not result.duplicate:
-            job = RunJob(
-                tenant=principal.tenant,
-                user=principal.user,
-                agent_id=agent.id,
-                context_id=result.context_id,
-                task_id=result.task_id,
-                seq=result.seq,
-                reference_ids=tuple(request.message.referenceTaskIds or ()),
-                inputs=result.inputs,
-            )
+        write = await self._prepare(principal, agent.id, request)
         history_length = config.historyLength or 0
-        if config.blocking:
-            event = await self._run_and_wait(principal, result, job)
-            if event is not None and event.status_json is not None and history_length == 0:
-                metadata = orjson.dumps(request.metadata) if request.metadata else None
-                return assemble_task(
-                    result.task_id,
+        # Watch before the write: a durable job may be run and done before send() returns.
+        with self.events.watch(write.task_id) as events:
+            result = await self.store.send(principal.keys, write)
+            job = None if result.duplicate else self._job(principal, agent.id, request, result)
+            if not config.blocking:
+                if job is not None:
+                    await self.queue.enqueue(job)
+            elif result.duplicate:
+                await self._wait_existing(principal, result)
+            else:
+                assert job is not None
+                await self.queue.enqueue(job)
+                event = await wait_until_settled(
+                    self.store,
+                    principal.keys,
                     result.context_id,
-                    event.status_json,
-                    event.artifacts_json,
-                    None,
-                    metadata,
+                    result.task_id,
+                    events,
+                    self.blocking_timeout,
+                    result.seq,
                 )
-        elif job is not None:
-            await self.queue.enqueue(job)
+                if event is not None and event.status_json is not None and history_length == 0:
+                    metadata = orjson.dumps(request.metadata) if request.metadata else None
+                    return assemble_task(
+                        result.task_id,
+                        result.context_id,
+                        event.status_json,
+                        event.artifacts_json,
+                        None,
+                        metadata,
+                    )
         task = await self.store.read_task(
             principal.keys, result.context_id, result.task_id, history_length
         )
@@ -88,7 +93,24 @@ class MessageService:
             raise ContextNotFoundError()
         return task
 
-    async def _prepare(self, principal: Principal, request: SendMessageRequest) -> SendWrite:
+    @staticmethod
+    def _job(
+        principal: Principal, agent_id: str, request: SendMessageRequest, result: SendResult
+    ) -> RunJob:
+        return RunJob(
+            tenant=principal.tenant,
+            user=principal.user,
+            agent_id=agent_id,
+            context_id=result.context_id,
+            task_id=result.task_id,
+            seq=result.seq,
+            reference_ids=tuple(request.message.referenceTaskIds or ()),
+            inputs=result.inputs,
+        )
+
+    async def _prepare(
+        self, principal: Principal, agent_id: str, request: SendMessageRequest
+    ) -> SendWrite:
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -102,6 +124,13 @@ class MessageService:
         stored = message.model_dump(mode="json", exclude_none=True)
         digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
+        references = tuple(message.referenceTaskIds or ())
+        job = b""
+        if self.queue.durable:
+            template = RunJob(
+                principal.tenant, principal.user, agent_id, context_id, task_id, 0, references
+            )
+            job = template.wire()
         return SendWrite(
             context_id=context_id,
             task_id=task_id,
@@ -112,20 +141,17 @@ class MessageService:
             message_json=orjson.dumps(stored),
             metadata_json=orjson.dumps(request.metadata) if request.metadata else b"",
             status_json=status_json("submitted"),
-            reference_ids=tuple(message.referenceTaskIds or ()),
+            reference_ids=references,
+            job_json=job,
         )
 
-    async def _run_and_wait(
-        self, principal: Principal, result: SendResult, job: RunJob | None
-    ) -> TaskEvent | None:
+    async def _wait_existing(self, principal: Principal, result: SendResult) -> None:
+        """A replayed messageId: wait for the original task like the first call did."""
         keys = principal.keys
         with self.events.watch(result.task_id) as events:
-            if job is not None:
-                await self.queue.enqueue(job)
-            else:
-                state = await self.store.task_state(keys, result.context_id, result.task_id)
-                if state is None or settled(state):
-                    return None
-            return await wait_until_settled(
+            state = await self.store.task_state(keys, result.context_id, result.task_id)
+            if state is None or settled(state):
+                return
+            await wait_until_settled(
                 self.store, keys, result.context_id, result.task_id, events, self.blocking_timeout
             )

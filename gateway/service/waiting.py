@@ -23,8 +23,10 @@ async def wait_until_settled(
     task_id: str,
     events: asyncio.Queue[TaskEvent],
     cap_seconds: float,
+    seq: int = 0,
 ) -> TaskEvent | None:
     """Wait until the task is terminal or interrupted, gone, or ``cap_seconds`` have passed.
+    Events of runs of earlier messages (``seq`` below the one awaited) are not news.
 
     Returns the settling event when one arrived (None otherwise)."""
     deadline = time.monotonic() + cap_seconds
@@ -36,6 +38,6 @@ async def wait_until_settled(
             if state is None or settled(state):
                 return None
             continue
-        if settled(event.state):
+        if settled(event.state) and (event.seq == 0 or event.seq >= seq):
             return event
     return None

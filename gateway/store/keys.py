@@ -23,7 +23,10 @@ key                                    type    holds
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
 them on each write costs O(1) whatever the context holds.
 
-Channels: ``gw:ev:<tid>`` carries a task's new state on every change.
+Global keys: ``gw:jobs`` (stream, consumer group ``runners``) holds queued runs, ids only;
+``gw:jobs:dead`` holds runs that failed too often; ``gw:maint:leader`` names the process
+whose scheduler runs maintenance. Channels: ``gw:ev:<tid>`` carries a task's new state on
+every change.
 """
 
 from __future__ import annotations
@@ -31,9 +34,23 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-__all__ = ["EVENTS_PATTERN", "ContextKeys", "UserKeys", "event_channel", "user_tag"]
+__all__ = [
+    "DEAD_LETTERS",
+    "EVENTS_PATTERN",
+    "JOBS",
+    "JOBS_GROUP",
+    "MAINTENANCE_LEADER",
+    "ContextKeys",
+    "UserKeys",
+    "event_channel",
+    "user_tag",
+]
 
 EVENTS_PATTERN = "gw:ev:*"
+JOBS = "gw:jobs"
+JOBS_GROUP = "runners"
+DEAD_LETTERS = "gw:jobs:dead"
+MAINTENANCE_LEADER = "gw:maint:leader"
 
 
 def event_channel(task_id: str) -> str:
@@ -60,6 +77,7 @@ class ContextKeys:
     mids: str
 
     def all(self) -> list[str]:
+        """The keys every context script takes: the context's eight, then the jobs stream."""
         return [
             self.contexts,
             self.task_index,
@@ -69,6 +87,7 @@ class ContextKeys:
             self.tasks,
             self.msgs,
             self.mids,
+            JOBS,
         ]
 
 

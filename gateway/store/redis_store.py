@@ -1,19 +1,16 @@
 """The store: every read and write of gateway state, over one Redis client.
 
-Redis exceptions are translated here, and only here, into ``StoreUnavailableError``.
+Redis exceptions become ``StoreUnavailableError`` through ``translate.translated``.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import (
     ContextNotFoundError,
@@ -26,24 +23,11 @@ from gateway.errors import (
 from gateway.store.keys import UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.scripts import Scripts
+from gateway.store.translate import translated as _translated
 
 __all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
 _TASK_FIELDS = (":s", ":a", ":m", ":md")
-
-
-def _translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await fn(*args, **kwargs)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            raise StoreUnavailableError() from exc
-
-    return wrapper
 
 
 def _text(value: Any) -> str:
@@ -64,6 +48,7 @@ class SendWrite:
     metadata_json: bytes
     status_json: bytes
     reference_ids: Sequence[str]
+    job_json: bytes = b""  # non-empty: queue the run on the jobs stream, atomically
 
 
 @dataclass(frozen=True)
@@ -86,7 +71,7 @@ class SendResult:
 
 @dataclass(frozen=True)
 class UpdateResult:
-    outcome: Literal["ok", "gone", "terminal", "skipped"]
+    outcome: Literal["ok", "gone", "terminal", "skipped", "fenced"]
     artifacts_json: bytes | None = None
 
 
@@ -139,6 +124,7 @@ class Store:
                 now_ms(),
                 self.ttl_ms,
                 stale,
+                w.job_json,
                 *w.reference_ids,
             ],
         )
@@ -190,9 +176,17 @@ class Store:
         message_json: bytes | None = None,
         *,
         required_state: str = "",
+        attempt: str = "",
+        seq: int = 0,
+        finish: bool = False,
+        entry: str = "",
     ) -> UpdateResult:
-        """Record a run's progress; refused for terminal or scrubbed tasks, and skipped when
-        ``required_state`` is given and the task is no longer in it."""
+        """Record a run's progress (``state`` "" leaves the status as it is).
+
+        Refused for terminal or scrubbed tasks; skipped when ``required_state`` is given and
+        the task is no longer in it; fenced when ``attempt`` no longer owns the run. ``seq``
+        names the run's message; with ``finish`` that run is recorded as done and its job
+        ``entry`` acknowledged in the same step."""
         reply = await self.scripts.update(
             keys=keys.context(context_id).all(),
             args=[
@@ -205,10 +199,14 @@ class Store:
                 now_ms(),
                 self.ttl_ms,
                 required_state,
+                attempt,
+                "1" if finish else "0",
+                seq,
+                entry,
             ],
         )
         outcome = _text(reply[0])
-        assert outcome in ("ok", "gone", "terminal", "skipped")
+        assert outcome in ("ok", "gone", "terminal", "skipped", "fenced")
         return UpdateResult(outcome, reply[1] if len(reply) > 1 else None)  # type: ignore[arg-type]
 
     @_translated
@@ -257,17 +255,23 @@ class Store:
         return assemble_task(task_id, context_id, status, arts, history, metadata)
 
     @_translated
-    async def load_run(
+    async def begin_run(
         self,
         keys: UserKeys,
         context_id: str,
         task_id: str,
         seq: int,
         reference_ids: Sequence[str],
+        *,
+        attempt: str = "",
+        entry: str = "",
     ) -> RunInputs | None:
-        """The inputs of a run (None when its task is terminal or gone)."""
-        reply = await self.scripts.load_run(
-            keys=keys.context(context_id).all(), args=[task_id, seq, *reference_ids]
+        """Start a run: its inputs, or None when the run is moot (task gone, terminal, or the
+        message already ran; its job is then acknowledged). An ``attempt`` id fences the run
+        and rolls back what an earlier, interrupted attempt wrote."""
+        reply = await self.scripts.begin_run(
+            keys=keys.context(context_id).all(),
+            args=[task_id, seq, attempt, entry, *reference_ids],
         )
         if _text(reply[0]) != "ok":
             return None
@@ -352,3 +356,31 @@ class Store:
             "offset": offset,
             "expiresAt": iso_from_ms(now_ms() + int(ttl)),
         }
+
+    @_translated
+    async def prune_indexes(self) -> int:
+        """Remove index entries (contexts, task and origin pointers) of expired contexts.
+        Idempotent; returns how many entries went."""
+        removed = 0
+        async for key in self.client.scan_iter(match="gw:{*}:ctxs", count=500):
+            prefix = _text(key)[: -len(":ctxs")]
+            alive: dict[str, bool] = {}
+
+            async def live(cid: str, prefix: str = prefix, alive: dict[str, bool] = alive) -> bool:
+                if cid not in alive:
+                    alive[cid] = bool(await self.client.exists(f"{prefix}:c:{cid}"))
+                return alive[cid]
+
+            dead = [_text(c) for c in await self.client.zrange(key, 0, -1)]
+            dead = [c for c in dead if not await live(c)]
+            if dead:
+                removed += int(await self.client.zrem(key, *dead))
+            for index in (f"{prefix}:tix", f"{prefix}:orig"):
+                stale = [
+                    f
+                    async for f, cid in self.client.hscan_iter(index)
+                    if not await live(_text(cid))
+                ]
+                if stale:
+                    removed += int(await self.client.hdel(index, *stale))
+        return removed

@@ -1,8 +1,8 @@
 """Every Lua script of the store, registered once per client.
 
 Each context script takes the eight keys of ``ContextKeys.all()`` in that order,
-so it may read and write the whole context atomically and refresh the sliding
-TTL of every key it owns in O(1). A context whose meta key is missing is dead
+then the jobs stream, so it may read and write the whole context atomically and
+refresh the sliding TTL of every key it owns in O(1). A context whose meta key is missing is dead
 (scrubbed or expired) and, since ids are never reused, stays dead: every writer
 checks the meta key inside its script, so no late write can resurrect it.
 """
@@ -16,11 +16,19 @@ from redis.commands.core import AsyncScript
 
 __all__ = ["Scripts"]
 
-# KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids
+# KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 jobs stream
 _PRELUDE = """
 local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
+local GROUP = 'runners'
 local function touch(ttl)
-  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for i = 1, 8 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+-- Acknowledge and drop a job entry of the stream (its work is done or moot).
+local function ack(entry)
+  if entry ~= '' then
+    redis.call('XACK', KEYS[9], GROUP, entry)
+    redis.call('XDEL', KEYS[9], entry)
+  end
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
 -- artifacts of the referenced tasks. Earlier messages are loaded only if the agent asks.
@@ -39,7 +47,8 @@ end
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
-#       13.. reference ids
+#       13 job fields json or '' (written to the jobs stream with the message: an accepted
+#       message always has its run queued) 14.. reference ids
 # Returns {'ok', tid, seq, message, referenced} so the run needs no second read.
 _SEND = (
     _PRELUDE
@@ -65,7 +74,7 @@ else
   end
 end
 local unknown = {}
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
@@ -94,23 +103,38 @@ redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
-local msg, referenced = run_inputs(seq, 13)
+if ARGV[13] ~= '' then
+  local entry = redis.call('XADD', KEYS[9], '*', 'job', ARGV[13], 'seq', seq)
+  redis.call('HSET', KEYS[6], tid .. ':job', entry)
+end
+local msg, referenced = run_inputs(seq, 14)
 return {'ok', tid, seq, msg, referenced}
 """
 )
 
-# ARGV: 1 cid 2 tid 3 state 4 status json 5 artifacts (json objects joined by ',') or ''
-#       6 agent message json or '' 7 now ms 8 ttl ms 9 required current state or ''
-# Returns {'ok', artifacts json array}, {'skipped'} (state not as required), {'terminal'}
-# or {'gone'}. Terminal tasks take no writes: a late result after a cancel is dropped.
+# ARGV: 1 cid 2 tid 3 state ('' = unchanged) 4 status json 5 artifacts (json objects joined
+#       by ',') or '' 6 agent message json or '' 7 now ms 8 ttl ms 9 required current state
+#       or '' 10 attempt id or '' 11 finish (1|0) 12 seq of the run's message 13 job entry or ''
+# Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
+# earlier run's of the same task.
+# Returns {'ok', artifacts json array}, {'skipped'} (state not as required), {'fenced'}
+# (another attempt owns the run), {'terminal'} or {'gone'}. Terminal tasks take no writes:
+# a late result after a cancel is dropped. A finishing write records the run as done and
+# acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 _UPDATE = (
     _PRELUDE
     + """
-local cid, tid = ARGV[1], ARGV[2]
-if redis.call('EXISTS', KEYS[4]) == 0 then return {'gone'} end
+local cid, tid, finish, entry = ARGV[1], ARGV[2], ARGV[11] == '1', ARGV[13]
+if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'gone'} end
 local state = redis.call('HGET', KEYS[6], tid .. ':st')
-if not state then return {'gone'} end
-if TERMINAL[state] then return {'terminal'} end
+if not state then ack(entry); return {'gone'} end
+if TERMINAL[state] then
+  if finish then ack(entry) end
+  return {'terminal'}
+end
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[6], tid .. ':att') ~= ARGV[10] then
+  return {'fenced'}
+end
 if ARGV[9] ~= '' and state ~= ARGV[9] then return {'skipped'} end
 if ARGV[6] ~= '' then
   local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
@@ -124,11 +148,18 @@ if ARGV[5] ~= '' then
   else arts = string.sub(arts, 1, -2) .. ',' .. ARGV[5] .. ']' end
   redis.call('HSET', KEYS[6], tid .. ':a', arts)
 end
-redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
+end
+if finish then
+  redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])
+  redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
+  ack(entry)
+end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
-redis.call('PUBLISH', 'gw:ev:' .. tid, ARGV[3])
+if ARGV[3] ~= '' then redis.call('PUBLISH', 'gw:ev:' .. tid, ARGV[3] .. '|' .. ARGV[12]) end
 return {'ok', arts}
 """
 )
@@ -151,23 +182,51 @@ return {'ok'}
 """
 )
 
-# ARGV: 1 tid 2 seq 3.. reference ids. Read-only: the inputs of a run that was
-# not handed them at send time. {'ok', message, referenced} or {'gone'} / {'terminal'}.
-_LOAD_RUN = (
+# ARGV: 1 tid 2 seq 3 attempt id or '' 4 job entry or '' 5.. reference ids.
+# Starts a run of the message at `seq`: {'ok', message, referenced}, or {'moot'} when the
+# task is gone, terminal or already ran that message (the job is then acknowledged).
+# With an attempt id, the run is fenced: writes of any earlier attempt (a worker that died
+# or stalled mid-run) are rolled back to where that attempt began, and only this attempt
+# may write from now on.
+_BEGIN_RUN = (
     _PRELUDE
     + """
-local tid = ARGV[1]
-if redis.call('EXISTS', KEYS[4]) == 0 then return {'gone'} end
+local tid, seq, att, entry = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'moot'} end
 local state = redis.call('HGET', KEYS[6], tid .. ':st')
-if not state then return {'gone'} end
-if TERMINAL[state] then return {'terminal'} end
-local msg, referenced = run_inputs(tonumber(ARGV[2]), 3)
+local ran = tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0')
+if not state or TERMINAL[state] or ran >= seq then ack(entry); return {'moot'} end
+if att ~= '' then
+  local prev = redis.call('HGET', KEYS[6], tid .. ':att')
+  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
+  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
+  local mark = redis.call('HGET', KEYS[6], tid .. ':mk')
+  if prev and prev ~= att and mark then
+    local sep = string.find(mark, '|', 1, true)
+    local alen, mlen = tonumber(string.sub(mark, 1, sep - 1)), tonumber(string.sub(mark, sep + 1))
+    if #arts > alen then
+      if alen <= 2 then arts = '[]' else arts = string.sub(arts, 1, alen - 1) .. ']' end
+      redis.call('HSET', KEYS[6], tid .. ':a', arts)
+    end
+    if #seqs > mlen then
+      for s in string.gmatch(string.sub(seqs, mlen + 2), '[^,]+') do
+        redis.call('HDEL', KEYS[7], s)
+      end
+      seqs = string.sub(seqs, 1, mlen)
+      redis.call('HSET', KEYS[6], tid .. ':m', seqs)
+    end
+  end
+  if prev ~= att then
+    redis.call('HSET', KEYS[6], tid .. ':att', att, tid .. ':mk', #arts .. '|' .. #seqs)
+  end
+end
+local msg, referenced = run_inputs(seq, 5)
 return {'ok', msg, referenced}
 """
 )
 
-# ARGV: 1 cid. Deletes every key of the context and its entries in the user's indexes;
-# tells runners of unfinished tasks to stop.
+# ARGV: 1 cid. Deletes every key of the context and its entries in the user's indexes,
+# drops its queued jobs, and tells runners of unfinished tasks to stop.
 _SCRUB = (
     _PRELUDE
     + """
@@ -184,6 +243,8 @@ for i = 1, #tids do
   if state and not TERMINAL[state] then
     redis.call('PUBLISH', 'gw:ev:' .. tids[i], 'canceled')
   end
+  local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
+  if job then ack(job) end
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('ZREM', KEYS[1], cid)
@@ -195,7 +256,7 @@ return 1
 @dataclass(frozen=True)
 class Scripts:
     send: AsyncScript
-    load_run: AsyncScript
+    begin_run: AsyncScript
     update: AsyncScript
     cancel: AsyncScript
     scrub: AsyncScript
@@ -204,7 +265,7 @@ class Scripts:
     def register(cls, client: Redis) -> Scripts:
         return cls(
             send=client.register_script(_SEND),
-            load_run=client.register_script(_LOAD_RUN),
+            begin_run=client.register_script(_BEGIN_RUN),
             update=client.register_script(_UPDATE),
             cancel=client.register_script(_CANCEL),
             scrub=client.register_script(_SCRUB),

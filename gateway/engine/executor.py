@@ -1,9 +1,9 @@
-"""The in-process runner: agent runs outside the request, with bounded concurrency.
+"""Executes one run of an agent: inputs in, updates written, outcome stored.
 
-It implements ``JobQueue``; a durable queue can take its place without the
-services noticing. Runs of one task are serialised. A run stops at once when its
-task is canceled (on any replica, through the task events) and its late results
-are discarded by the store, which refuses writes to terminal or scrubbed tasks.
+Shared by every queue. A run stops at once when its task is canceled (on any
+replica, through the task events), and whatever it would still write is refused
+by the store, which takes no writes to terminal or scrubbed tasks, nor from an
+attempt that no longer owns the run.
 
 A task is marked ``working`` once its run has lasted ``working_after`` seconds
 (or the agent reports progress); a run that finishes sooner goes from
@@ -37,12 +37,12 @@ from gateway.errors import GatewayError, StoreUnavailableError
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
 
-__all__ = ["InProcessRunner"]
+__all__ = ["RunExecutor"]
 
-log = logging.getLogger("gateway.runner")
+log = logging.getLogger("gateway.runs")
 
-_SHUTDOWN_TEXT = "The gateway stopped before the task finished."
-_FAILURE_TEXT = "The agent failed while processing the task."
+SHUTDOWN_TEXT = "The gateway stopped before the task finished."
+FAILURE_TEXT = "The agent failed while processing the task."
 
 
 class _Run:
@@ -55,16 +55,28 @@ class _Run:
         self.reply: bytes | None = None
         self.open = True
 
-    async def write(self, state: str, text: str | None = None) -> None:
+    async def write(self, state: str, text: str | None = None, *, finish: bool = False) -> None:
+        """Store an update; ``finish`` also records the run as done and acknowledges its job.
+        ``state`` "" changes no status."""
         job = self.job
-        status = status_json(state, job.context_id, job.task_id, text)
+        status = status_json(state, job.context_id, job.task_id, text) if state else b""
         result = await self.store.update_task(
-            self.keys, job.context_id, job.task_id, state, status, self.artifacts, self.reply
+            self.keys,
+            job.context_id,
+            job.task_id,
+            state,
+            status,
+            self.artifacts,
+            self.reply,
+            attempt=job.attempt,
+            seq=job.seq,
+            finish=finish,
+            entry=job.entry,
         )
         self.artifacts, self.reply = [], None
-        self.open = result.outcome == "ok"
-        if self.open and settled(state):
-            event = TaskEvent(state, status, result.artifacts_json)
+        self.open = result.outcome == "ok" and not finish
+        if result.outcome == "ok" and settled(state):
+            event = TaskEvent(state, job.seq, status, result.artifacts_json)
             self.events.notify_local(job.task_id, event)
 
     async def mark_working(self) -> None:
@@ -78,6 +90,8 @@ class _Run:
                 "working",
                 status_json("working"),
                 required_state="submitted",
+                attempt=job.attempt,
+                seq=job.seq,
             )
 
 
@@ -100,71 +114,45 @@ class _StoredHistory:
         return await self.store.context_messages(self.keys, self.context_id, first, self.seq - 1)
 
 
-class InProcessRunner:
+class RunExecutor:
     def __init__(
         self,
         store: Store,
         agents: AgentRegistry,
         events: TaskEvents,
         *,
-        concurrency: int,
         context_window: int,
-        working_after: float = 0.02,
+        working_after: float,
     ) -> None:
         self._store, self._agents, self._events = store, agents, events
-        self._concurrency, self._window = concurrency, context_window
-        self._working_after = working_after
+        self._window, self._working_after = context_window, working_after
         self._markers: set[asyncio.Task[None]] = set()
-        self._queue: asyncio.Queue[RunJob] = asyncio.Queue()
-        self._workers: list[asyncio.Task[None]] = []
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, asyncio.Task[Any]] = {}
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
-        self._closing = False
+        self.closing = False
         events.add_listener(self._on_event)
 
-    async def start(self) -> None:
-        self._workers = [
-            asyncio.create_task(self._work(), name=f"runner-{i}") for i in range(self._concurrency)
-        ]
-
-    async def enqueue(self, job: RunJob) -> None:
-        if self._closing:
-            raise StoreUnavailableError("The gateway is shutting down; retry later")
-        self._queue.put_nowait(job)
-
-    async def stop(self, grace_seconds: float) -> None:
-        self._closing = True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), grace_seconds)
-        for worker in self._workers:
-            worker.cancel()
-        if self._workers:
-            await asyncio.wait(self._workers, timeout=5.0)
-        while not self._queue.empty():
-            job = self._queue.get_nowait()
-            self._queue.task_done()
-            with contextlib.suppress(GatewayError):
-                await _Run(self._store, self._events, job).write("failed", _SHUTDOWN_TEXT)
+    @property
+    def running(self) -> int:
+        return len(self._running)
 
     def _on_event(self, task_id: str, state: str) -> None:
         if state == "canceled" and (running := self._running.get(task_id)) is not None:
             running.cancel()
 
-    async def _work(self) -> None:
-        while True:
-            job = await self._queue.get()
-            lock, users = self._task_locks.get(job.task_id, (asyncio.Lock(), 0))
-            self._task_locks[job.task_id] = (lock, users + 1)
-            try:
-                async with lock:
-                    await self._execute(job)
-            finally:
-                self._queue.task_done()
-                lock, users = self._task_locks[job.task_id]
-                if users == 1:
-                    del self._task_locks[job.task_id]
-                else:
-                    self._task_locks[job.task_id] = (lock, users - 1)
+    async def execute(self, job: RunJob) -> None:
+        """Run the job; runs of one task in this process take turns."""
+        lock, users = self._task_locks.get(job.task_id, (asyncio.Lock(), 0))
+        self._task_locks[job.task_id] = (lock, users + 1)
+        try:
+            async with lock:
+                await self._execute(job)
+        finally:
+            lock, users = self._task_locks[job.task_id]
+            if users == 1:
+                del self._task_locks[job.task_id]
+            else:
+                self._task_locks[job.task_id] = (lock, users - 1)
 
     async def _execute(self, job: RunJob) -> None:
         run = _Run(self._store, self._events, job)
@@ -175,19 +163,20 @@ class InProcessRunner:
         try:
             await self._drive(run)
         except asyncio.CancelledError:
-            if self._closing and run.open:
-                with contextlib.suppress(GatewayError):
-                    await asyncio.shield(run.write("failed", _SHUTDOWN_TEXT))
+            if self.closing:
+                await self._interrupted(run)
                 raise
-            # Canceled by the client: the store already holds `canceled`.
+            # Canceled by the client: the store holds `canceled`; acknowledge the job.
             if current.cancelling():
                 current.uncancel()
+            with contextlib.suppress(GatewayError):
+                await run.write("", finish=True)
         except StoreUnavailableError:
             log.error("store unavailable during run", extra={"task": job.task_id})
         except Exception as exc:  # an agent bug must not kill the worker
             log.error("agent run failed", extra={"task": job.task_id, "error": type(exc).__name__})
             with contextlib.suppress(GatewayError):
-                await run.write("failed", _FAILURE_TEXT)
+                await run.write("failed", FAILURE_TEXT, finish=True)
         finally:
             self._running.pop(job.task_id, None)
             log.debug(
@@ -195,11 +184,30 @@ class InProcessRunner:
                 extra={"task": job.task_id, "ms": round((time.perf_counter() - started) * 1e3, 2)},
             )
 
+    async def _interrupted(self, run: _Run) -> None:
+        """Shutdown cut the run short. A durable job stays pending for another worker; an
+        in-memory one cannot be resumed, so its task ends failed."""
+        if run.job.entry or not run.open:
+            return
+        with contextlib.suppress(GatewayError):
+            await asyncio.shield(run.write("failed", SHUTDOWN_TEXT, finish=True))
+
+    async def fail(self, job: RunJob, text: str) -> None:
+        """End a run that will never happen (shutdown, too many attempts) as failed."""
+        with contextlib.suppress(GatewayError):
+            await _Run(self._store, self._events, job).write("failed", text, finish=True)
+
     async def _drive(self, run: _Run) -> None:
         job = run.job
         agent = self._agents.get(job.agent_id)
-        inputs = job.inputs or await self._store.load_run(
-            run.keys, job.context_id, job.task_id, job.seq, job.reference_ids
+        inputs = job.inputs or await self._store.begin_run(
+            run.keys,
+            job.context_id,
+            job.task_id,
+            job.seq,
+            job.reference_ids,
+            attempt=job.attempt,
+            entry=job.entry,
         )
         if inputs is None:
             return
@@ -233,8 +241,8 @@ class InProcessRunner:
                 run.reply = orjson.dumps(reply)
             elif isinstance(update, StatusUpdate):
                 final = update.state
-                await run.write(update.state, update.text)
+                await run.write(update.state, update.text, finish=settled(update.state))
                 if not run.open:
                     return
-        if run.artifacts or run.reply is not None:
-            await run.write(final)
+        pending = run.artifacts or run.reply is not None
+        await run.write(final if pending else "", finish=True)

@@ -1,0 +1,119 @@
+"""Periodic maintenance on APScheduler, led by one process across all replicas.
+
+Every process runs the scheduler; the jobs that change shared state (reclaiming
+stalled jobs, pruning indexes) run only in the process holding the lead, a Redis
+key with an expiry that its holder renews. Each job is idempotent, so a change
+of leader mid-way is harmless. Queue figures are read by every process, so each
+replica's /metrics reports them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from gateway import metrics
+from gateway.engine.executor import RunExecutor
+from gateway.engine.jobs import RunJob
+from gateway.errors import GatewayError
+from gateway.store.jobs import JobStore
+from gateway.store.redis_store import Store
+
+__all__ = ["Maintenance"]
+
+log = logging.getLogger("gateway.maintenance")
+
+DEAD_TEXT = "The task could not be run after several attempts."
+_CONSUMER = "maintenance"
+
+
+class Maintenance:
+    def __init__(
+        self,
+        store: Store,
+        jobs: JobStore,
+        executor: RunExecutor,
+        *,
+        lease_seconds: float,
+        max_attempts: int,
+        prune_interval_seconds: float,
+    ) -> None:
+        self._store, self._jobs, self._executor = store, jobs, executor
+        self._lease_ms = int(lease_seconds * 1000)
+        self._max_attempts = max_attempts
+        self._reclaim_every = max(0.5, lease_seconds / 2)
+        self._prune_every = prune_interval_seconds
+        self.node = f"{uuid.uuid4().hex[:12]}"
+        self._scheduler = AsyncIOScheduler()
+
+    def start(self) -> None:
+        every = self._scheduler.add_job
+        every(self.reclaim, "interval", seconds=self._reclaim_every, max_instances=1, coalesce=True)
+        every(self.prune, "interval", seconds=self._prune_every, max_instances=1, coalesce=True)
+        every(self.publish_figures, "interval", seconds=5, max_instances=1, coalesce=True)
+        self._scheduler.start()
+
+    def stop(self) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+
+    async def _leading(self) -> bool:
+        ttl = int(self._reclaim_every * 3 * 1000)
+        try:
+            return await self._jobs.lead(self.node, ttl)
+        except GatewayError:
+            return False
+
+    async def reclaim(self) -> int:
+        """Put jobs whose worker stopped renewing its lease back in the queue; after
+        ``max_attempts`` attempts, fail their task and move them to the dead letters."""
+        if not await self._leading():
+            return 0
+        done = 0
+        try:
+            for stale in await self._jobs.stale(self._lease_ms, 100):
+                claimed = await self._jobs.claim(_CONSUMER, self._lease_ms, stale.entry)
+                if claimed is None:
+                    continue
+                entry, fields = claimed
+                attempts = int(fields.get(b"n", b"1"))
+                if attempts >= self._max_attempts:
+                    await self._give_up(entry, fields, attempts)
+                else:
+                    await self._jobs.requeue(entry, fields, attempts + 1)
+                    metrics.JOBS_RECLAIMED.inc()
+                done += 1
+        except GatewayError:
+            log.warning("reclaim interrupted: store unavailable")
+        return done
+
+    async def _give_up(self, entry: str, fields: dict[bytes, bytes], attempts: int) -> None:
+        try:
+            job = RunJob.from_wire(fields, "")
+        except (KeyError, ValueError, TypeError):
+            job = None
+        if job is not None:
+            await self._executor.fail(job, DEAD_TEXT)
+        await self._jobs.dead_letter(entry, fields, f"stalled {attempts} times")
+        log.error("job moved to dead letters", extra={"entry": entry, "attempts": attempts})
+
+    async def prune(self) -> int:
+        """Drop index entries of contexts that expired."""
+        if not await self._leading():
+            return 0
+        try:
+            return await self._store.prune_indexes()
+        except GatewayError:
+            return 0
+
+    async def publish_figures(self) -> None:
+        try:
+            figures = await self._jobs.figures()
+        except GatewayError:
+            return
+        metrics.JOBS_QUEUED.set(figures.queued)
+        metrics.JOBS_PENDING.set(figures.pending)
+        metrics.JOBS_LAG.set(figures.lag_seconds)
+        metrics.JOBS_DEAD.set(figures.dead)

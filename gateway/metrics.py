@@ -1,0 +1,25 @@
+"""Prometheus metrics. Labels carry outcomes and states only, never ids or content."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = [
+    "JOBS_DEAD",
+    "JOBS_LAG",
+    "JOBS_PENDING",
+    "JOBS_QUEUED",
+    "JOBS_RECLAIMED",
+    "REQUESTS",
+    "RUNS",
+    "RUN_SECONDS",
+]
+
+REQUESTS = Counter("gateway_requests_total", "HTTP requests", ["method", "status"])
+RUNS = Counter("gateway_runs_total", "Agent runs by outcome", ["outcome"])
+RUN_SECONDS = Histogram("gateway_run_seconds", "Agent run duration")
+JOBS_QUEUED = Gauge("gateway_jobs_queued", "Jobs waiting for a worker")
+JOBS_PENDING = Gauge("gateway_jobs_pending", "Jobs taken by a worker, not yet finished")
+JOBS_LAG = Gauge("gateway_jobs_lag_seconds", "Age of the oldest job waiting for a worker")
+JOBS_DEAD = Gauge("gateway_jobs_dead", "Jobs moved to the dead-letter stream")
+JOBS_RECLAIMED = Counter("gateway_jobs_reclaimed_total", "Stalled jobs put back in the queue")

@@ -1,0 +1,157 @@
+"""The jobs stream: reading, heartbeats, reclaiming, dead letters and queue figures.
+
+Entries hold ids only (never message content); each is written by the send script
+together with its message, and acknowledged-and-deleted by the write that stores
+the run's outcome. Entries are fenced per attempt, so a reclaimed job can never
+write twice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER
+from gateway.store.translate import translated
+
+__all__ = ["JobStore", "PendingJob", "QueueFigures"]
+
+Entry = tuple[str, dict[bytes, bytes]]
+
+# Take leadership, or keep it if already ours; release nothing else.
+_LEAD = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    entry: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    queued: int  # not yet delivered to a worker
+    pending: int  # delivered, not yet acknowledged
+    lag_seconds: float  # age of the oldest job not yet delivered
+    dead: int
+
+
+def _decode(entries: Any) -> list[Entry]:
+    out: list[Entry] = []
+    for entry_id, fields in entries or ():
+        if fields:  # a claimed entry that was deleted meanwhile comes back empty
+            out.append((entry_id.decode() if isinstance(entry_id, bytes) else entry_id, fields))
+    return out
+
+
+class JobStore:
+    def __init__(self, client: Redis) -> None:
+        self.client = client
+        self._lead = client.register_script(_LEAD)
+
+    @translated
+    async def ensure_group(self) -> None:
+        try:
+            await self.client.xgroup_create(JOBS, JOBS_GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    @translated
+    async def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
+        reply: Any = await self.client.xreadgroup(
+            JOBS_GROUP, consumer, {JOBS: ">"}, count=count, block=block_ms
+        )
+        return _decode(reply[0][1]) if reply else []
+
+    @translated
+    async def heartbeat(self, consumer: str, entries: list[str]) -> None:
+        """Reset the idle time of jobs this consumer is still running (keeps its lease)."""
+        if entries:
+            ids: list[Any] = list(entries)
+            await self.client.xclaim(JOBS, JOBS_GROUP, consumer, 0, ids, justid=True)
+
+    @translated
+    async def stale(self, lease_ms: int, count: int) -> list[PendingJob]:
+        rows = await self.client.xpending_range(
+            JOBS, JOBS_GROUP, min="-", max="+", count=count, idle=lease_ms
+        )
+        return [
+            PendingJob(
+                entry=_text(r["message_id"]),
+                consumer=_text(r["consumer"]),
+                idle_ms=int(r["time_since_delivered"]),
+                deliveries=int(r["times_delivered"]),
+            )
+            for r in rows
+        ]
+
+    @translated
+    async def claim(self, consumer: str, lease_ms: int, entry: str) -> Entry | None:
+        """Take a stale job over; None if someone else did, or it is gone."""
+        claimed = _decode(await self.client.xclaim(JOBS, JOBS_GROUP, consumer, lease_ms, [entry]))
+        return claimed[0] if claimed else None
+
+    @translated
+    async def requeue(self, entry: str, fields: dict[bytes, bytes], attempts: int) -> None:
+        """Put a stalled job back at the end of the queue as a fresh entry."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(JOBS, {b"job": fields[b"job"], b"seq": fields[b"seq"], b"n": attempts})
+            pipe.xack(JOBS, JOBS_GROUP, entry)
+            pipe.xdel(JOBS, entry)
+            await pipe.execute()
+
+    @translated
+    async def dead_letter(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            record: dict[Any, Any] = {**fields, b"reason": reason.encode(), b"from": entry}
+            pipe.xadd(DEAD_LETTERS, record)
+            pipe.xack(JOBS, JOBS_GROUP, entry)
+            pipe.xdel(JOBS, entry)
+            await pipe.execute()
+
+    @translated
+    async def lead(self, node: str, ttl_ms: int) -> bool:
+        """Whether ``node`` holds (or has just taken) the maintenance lead."""
+        return bool(await self._lead(keys=[MAINTENANCE_LEADER], args=[node, ttl_ms]))
+
+    @translated
+    async def figures(self) -> QueueFigures:
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xlen(JOBS)
+            pipe.xpending(JOBS, JOBS_GROUP)
+            pipe.xinfo_groups(JOBS)
+            pipe.xlen(DEAD_LETTERS)
+            length, pending, groups, dead = await pipe.execute()
+        pending_count = int(pending["pending"]) if pending else 0
+        last = next(
+            (_text(g["last-delivered-id"]) for g in groups if _text(g["name"]) == JOBS_GROUP),
+            "0-0",
+        )
+        oldest = await self.client.xrange(JOBS, min=f"({last}", max="+", count=1)
+        lag = 0.0
+        if oldest:
+            stamp = int(_text(oldest[0][0]).split("-")[0])
+            lag = max(0.0, time.time() - stamp / 1000)
+        return QueueFigures(max(0, int(length) - pending_count), pending_count, lag, int(dead))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
