@@ -76,9 +76,15 @@ class JobStore:
 
     @translated
     async def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
-        reply: Any = await self.client.xreadgroup(
-            JOBS_GROUP, consumer, {JOBS: ">"}, count=count, block=block_ms
-        )
+        try:
+            reply: Any = await self.client.xreadgroup(
+                JOBS_GROUP, consumer, {JOBS: ">"}, count=count, block=block_ms
+            )
+        except ResponseError as exc:  # the stream was deleted (FLUSHALL, a fresh Redis)
+            if "NOGROUP" not in str(exc):
+                raise
+            await self.ensure_group()
+            return []
         return _decode(reply[0][1]) if reply else []
 
     @translated

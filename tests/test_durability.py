@@ -1,0 +1,243 @@
+"""Durable execution across processes: crashes, replicas, Redis restarts, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP
+from tests.agents import Partial, StoreFlaky
+from tests.conftest import AppFactory, message
+from tests.processes import serving, working
+
+FAST = {"GATEWAY_JOB_LEASE_SECONDS": "1", "GATEWAY_REDIS_TIMEOUT_SECONDS": "1"}
+
+
+async def _until(check: Any, seconds: float = 20, every: float = 0.05) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
+async def _available(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
+    """The task, retrying while the gateway answers 503 (as a client honouring Retry-After
+    would); any other error is returned as it is."""
+    for _ in range(50):
+        r = await c.get(f"/v1/tasks/{tid}")
+        if r.status_code != 503:
+            got: dict[str, Any] = r.json()
+            return got
+        await asyncio.sleep(0.1)
+    raise AssertionError("still unavailable")
+
+
+async def _task(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
+    got: dict[str, Any] = (await c.get(f"/v1/tasks/{tid}")).json()
+    return got
+
+
+def _send(c: httpx.AsyncClient, *parts: str, agent: str = "echo", **fields: Any) -> Any:
+    config = fields.pop("configuration", None)
+    body: dict[str, Any] = {"message": message(*parts, **fields)}
+    if config:
+        body["configuration"] = config
+    return c.post(f"/agents/{agent}/v1/message:send", json=body, timeout=30)
+
+
+async def test_worker_killed_mid_run_task_completes_elsewhere_without_duplicates(
+    tmp_path: Path, redis_url: str, redis: Redis
+) -> None:
+    env = {**FAST, "REDIS_URL": redis_url}
+    with serving(tmp_path, "--no-workers", **env) as (_, base):
+        async with httpx.AsyncClient(base_url=base) as c:
+            with working(tmp_path, "first", **env) as first:
+                meta = {"sleep": 30, "once": str(tmp_path / "ran-once")}
+                r = await _send(
+                    c, "x", agent="partial", metadata=meta, configuration={"blocking": False}
+                )
+                tid = r.json()["task"]["id"]
+
+                async def halfway() -> bool:
+                    task = await _task(c, tid)
+                    return task["status"]["state"] == "working" and "artifacts" in task
+
+                await _until(halfway)
+                first.send_signal(signal.SIGKILL)
+                first.wait(timeout=10)
+            with working(tmp_path, "second", **env):
+
+                async def completed() -> dict[str, Any] | None:
+                    task = await _task(c, tid)
+                    return task if task["status"]["state"] == "completed" else None
+
+                task = await _until(completed, seconds=45)
+    assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
+    texts = [m["parts"][0]["text"] for m in task["history"]]
+    assert texts == ["x", "working on it", "done"]
+    assert await redis.xlen(JOBS) == 0
+    assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
+
+
+async def test_blocking_send_and_cancel_across_replicas(
+    tmp_path: Path, redis_url: str, redis: Redis
+) -> None:
+    env = {**FAST, "REDIS_URL": redis_url}
+    with serving(tmp_path, "--no-workers", **env) as (_, base), working(tmp_path, "w", **env):
+        async with httpx.AsyncClient(base_url=base) as c:
+            # blocking: replica A has no workers; the worker process runs it and A returns
+            done = await _send(c, "hello")
+            assert done.json()["task"]["status"]["state"] == "completed"
+            assert done.json()["task"]["artifacts"][0]["parts"][0]["text"] == "hello"
+            # cancel through A stops the run on the worker within a second
+            r = await _send(
+                c, "x", agent="partial", metadata={"sleep": 20}, configuration={"blocking": False}
+            )
+            tid = r.json()["task"]["id"]
+
+            async def working_now() -> bool:
+                return (await _task(c, tid))["status"]["state"] == "working"
+
+            await _until(working_now)
+            started = time.monotonic()
+            canceled = await c.post(f"/v1/tasks/{tid}:cancel")
+            assert canceled.json()["status"]["state"] == "canceled"
+
+            async def job_released() -> bool:
+                return (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
+
+            await _until(job_released, seconds=1.0, every=0.02)
+            assert time.monotonic() - started < 1.0
+            await asyncio.sleep(0.3)
+            task = await _task(c, tid)
+    assert task["status"]["state"] == "canceled"
+    assert [a["name"] for a in task["artifacts"]] == ["partial"]  # never the final half
+
+
+async def test_same_message_id_on_two_replicas_makes_one_task(
+    tmp_path: Path, redis_url: str, redis: Redis
+) -> None:
+    env = {**FAST, "REDIS_URL": redis_url}
+    with serving(tmp_path, **env) as (_, a), serving(tmp_path, **env) as (_, b):
+        async with httpx.AsyncClient(base_url=a) as ca, httpx.AsyncClient(base_url=b) as cb:
+            body = {"message": message("same", message_id="dup-1")}
+            replies = await asyncio.gather(
+                *(client.post("/v1/message:send", json=body, timeout=30) for client in (ca, cb) * 8)
+            )
+            assert {r.status_code for r in replies} == {200}
+            assert len({r.json()["task"]["id"] for r in replies}) == 1
+            contexts = (await ca.get("/v1/contexts")).json()
+    assert contexts["total"] == 1 and contexts["items"][0]["taskCount"] == 1
+    page_history = replies[0].json()["task"]
+    assert page_history["status"]["state"] == "completed"
+
+
+async def test_job_that_keeps_failing_is_dead_lettered(make_app: AppFactory, redis: Redis) -> None:
+    async with make_app(
+        agents=[StoreFlaky(), Partial()], job_lease_seconds=0.4, job_max_attempts=2
+    ) as c:
+        r = await _send(c, "x", agent="flaky", configuration={"blocking": False})
+        tid = r.json()["task"]["id"]
+
+        async def failed() -> dict[str, Any] | None:
+            task = await _task(c, tid)
+            return task if task["status"]["state"] == "failed" else None
+
+        task = await _until(failed, seconds=15)
+    assert task["status"]["message"]["parts"][0]["text"] == (
+        "The task could not be run after several attempts."
+    )
+    dead = await redis.xrange(DEAD_LETTERS)
+    assert len(dead) == 1 and dead[0][1][b"reason"] == b"stalled 2 times"
+    assert b"x" not in dead[0][1][b"job"].split(b'"')  # ids only, no content
+    assert await redis.xlen(JOBS) == 0
+
+
+async def test_redis_killed_and_restarted_loses_no_acknowledged_work(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "aof", appendfsync="always")
+    server.start()
+    try:
+        with serving(tmp_path, **FAST, REDIS_URL=server.url) as (_, base):
+            async with httpx.AsyncClient(base_url=base) as c:
+                done = [(await _send(c, f"m{i}")).json()["task"] for i in range(20)]
+                queued = [
+                    (await _send(c, f"q{i}", configuration={"blocking": False})).json()["task"]
+                    for i in range(10)
+                ]
+                assert server.process is not None
+                server.process.send_signal(signal.SIGKILL)
+                server.process.wait(timeout=10)
+                server.start()
+
+                async def ready() -> bool:
+                    return (await c.get("/readyz")).status_code == 200
+
+                await _until(ready)
+                for task in done:
+                    got = await _available(c, task["id"])
+                    assert got["status"]["state"] == "completed", got
+                    assert [m["role"] for m in got["history"]] == ["user", "agent"]
+
+                async def all_done() -> bool:
+                    states = [(await _task(c, t["id"]))["status"]["state"] for t in queued]
+                    return all(s == "completed" for s in states)
+
+                await _until(all_done, seconds=30)
+    finally:
+        server.stop()
+
+
+async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
+    tmp_path: Path, redis_url: str, redis: Redis
+) -> None:
+    env = {**FAST, "REDIS_URL": redis_url, "GATEWAY_SHUTDOWN_GRACE_SECONDS": "0.5"}
+    with serving(tmp_path, "--no-workers", **env) as (_, base):
+        async with httpx.AsyncClient(base_url=base) as c:
+            with working(tmp_path, "leaving", **env) as leaving:
+                short = await _send(
+                    c,
+                    "s",
+                    agent="partial",
+                    metadata={"sleep": 0.2},
+                    configuration={"blocking": False},
+                )
+                long = await _send(
+                    c,
+                    "l",
+                    agent="partial",
+                    metadata={"sleep": 30, "once": str(tmp_path / "once")},
+                    configuration={"blocking": False},
+                )
+
+                async def both_started() -> bool:
+                    states = [
+                        (await _task(c, r.json()["task"]["id"]))["status"]["state"]
+                        for r in (short, long)
+                    ]
+                    return all(s in ("working", "completed") for s in states)
+
+                await _until(both_started)
+                leaving.send_signal(signal.SIGTERM)
+                assert leaving.wait(timeout=15) == 0
+            assert (await _task(c, short.json()["task"]["id"]))["status"]["state"] == "completed"
+            long_id = long.json()["task"]["id"]
+            assert (await _task(c, long_id))["status"]["state"] == "working"
+            assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 1
+            with working(tmp_path, "taking-over", **env):
+
+                async def finished() -> bool:
+                    return (await _task(c, long_id))["status"]["state"] == "completed"
+
+                await _until(finished, seconds=30)
+            task = await _task(c, long_id)
+    assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
