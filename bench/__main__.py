@@ -246,6 +246,119 @@ async def memory(port: int, redis: Redis) -> None:
     )
 
 
+def histogram(port: int, name: str) -> dict[float, float]:
+    """Cumulative bucket counts of a Prometheus histogram served on ``port``."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[float, float] = {}
+    for row in text.splitlines():
+        if row.startswith(f"{name}_bucket{{"):
+            bound = row.split('le="', 1)[1].split('"', 1)[0]
+            out[float("inf") if bound == "+Inf" else float(bound)] = float(row.rsplit(" ", 1)[1])
+    return out
+
+
+def quantile(buckets: dict[float, float], q: float) -> float:
+    """The upper bound of the bucket holding the q-quantile (ms)."""
+    total = max(buckets.values(), default=0)
+    for bound in sorted(buckets):
+        if total and buckets[bound] >= q * total:
+            return bound * 1000
+    return float("nan")
+
+
+async def durable_vs_memory(ports: dict[str, int], worker_metrics: list[int]) -> None:
+    counter = itertools.count(30_000_000)
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for _ in range(ROUNDS):
+        for name, port in ports.items():
+            res[name].append(
+                await loadgen.run(
+                    port,
+                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
+                    32,
+                    SECONDS,
+                    counter,
+                )
+            )
+    merged = {name: merge(r) for name, r in res.items()}
+    print(
+        f"blocking echo message:send, concurrency 32, queue variants ({ROUNDS} interleaved rounds)"
+    )
+    for name, r in merged.items():
+        print(line(name, r))
+    base = merged["in-process queue (memory)"].throughput
+    for name, r in merged.items():
+        print(f"  {name}: {r.throughput / base:.2f} of the in-process queue's throughput")
+    before = [histogram(p, "gateway_job_wait_seconds") for p in worker_metrics]
+    split = ports["1 HTTP + 2 worker processes"]
+    await timed(split, lambda: loadgen.post("/v1/message:send", send_body(next(counter))), 300)
+    after = [histogram(p, "gateway_job_wait_seconds") for p in worker_metrics]
+    delta: dict[float, float] = {}
+    for b, a in zip(before, after, strict=True):
+        for bound, count in a.items():
+            delta[bound] = delta.get(bound, 0) + count - b.get(bound, 0)
+    print(
+        "enqueue -> start, idle workers (300 sequential sends, 1 HTTP + 2 workers): "
+        f"p50 <= {quantile(delta, 0.5):.1f} ms, p99 <= {quantile(delta, 0.99):.1f} ms "
+        "(histogram bucket bounds)"
+    )
+
+
+def queues_bench(tmp: Path) -> None:
+    servers = [EmbeddedRedis(tmp / f"redis-q{i}") for i in range(3)]
+    urls = [server.start() for server in servers]
+    base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
+    ports = {
+        name: free_port()
+        for name in (
+            "in-process queue (memory)",
+            "durable queue, one process",
+            "1 HTTP + 2 worker processes",
+        )
+    }
+    metrics_ports = [free_port(), free_port()]
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
+    worker = [sys.executable, "-m", "gateway.cli", "worker"]
+    names = list(ports)
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(
+                process(
+                    [*serve, str(ports[names[0]])],
+                    {**base_env, "REDIS_URL": urls[0], "GATEWAY_QUEUE": "memory"},
+                    ports[names[0]],
+                )
+            )
+            stack.enter_context(
+                process(
+                    [*serve, str(ports[names[1]])],
+                    {**base_env, "REDIS_URL": urls[1]},
+                    ports[names[1]],
+                )
+            )
+            stack.enter_context(
+                process(
+                    [*serve, str(ports[names[2]]), "--no-workers"],
+                    {**base_env, "REDIS_URL": urls[2]},
+                    ports[names[2]],
+                )
+            )
+            for mport in metrics_ports:
+                stack.enter_context(
+                    process(
+                        worker,
+                        {**base_env, "REDIS_URL": urls[2], "GATEWAY_METRICS_PORT": str(mport)},
+                        mport,
+                    )
+                )
+            asyncio.run(durable_vs_memory(ports, metrics_ports))
+    finally:
+        for server in servers:
+            server.stop()
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp) / "redis")
@@ -254,18 +367,21 @@ def main() -> None:
         env = {"REDIS_URL": url, "GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
         gw_args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(gw_port)]
         floor_args = [sys.executable, "-m", "bench.floor"]
+        only = os.environ.get("BENCH_ONLY", "")
         try:
-            with (
-                process(gw_args, env, gw_port) as gw,
-                process(floor_args, {**env, "PORT": str(floor_port)}, floor_port),
-            ):
-                peak = asyncio.run(send_vs_floor(gw_port, floor_port, gw.pid))
-                print(f"gateway peak RSS under load: {peak:.0f} MB")
-                asyncio.run(scaling(gw_port))
-                asyncio.run(memory(gw_port, Redis.from_url(url)))
+            if only in ("", "core"):
+                with (
+                    process(gw_args, env, gw_port) as gw,
+                    process(floor_args, {**env, "PORT": str(floor_port)}, floor_port),
+                ):
+                    peak = asyncio.run(send_vs_floor(gw_port, floor_port, gw.pid))
+                    print(f"gateway peak RSS under load: {peak:.0f} MB")
+                    asyncio.run(scaling(gw_port))
+                    asyncio.run(memory(gw_port, Redis.from_url(url)))
+            if only in ("", "queues"):
+                queues_bench(Path(tmp))
         finally:
             server.stop()
-
 
 if __name__ == "__main__":
     main()

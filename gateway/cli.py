@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
+from prometheus_client import start_http_server
 from pydantic import ValidationError
 
 from gateway.embedded_redis import EmbeddedRedis
@@ -62,6 +63,8 @@ async def _work(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    if settings.metrics_port is not None:
+        start_http_server(settings.metrics_port, addr=settings.host)
     await runtime.start()
     log.info("worker started", extra={"queue": settings.queue})
     await stop.wait()

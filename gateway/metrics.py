@@ -10,6 +10,7 @@ __all__ = [
     "JOBS_PENDING",
     "JOBS_QUEUED",
     "JOBS_RECLAIMED",
+    "JOB_WAIT_SECONDS",
     "REQUESTS",
     "RUNS",
     "RUN_SECONDS",
@@ -23,3 +24,27 @@ JOBS_PENDING = Gauge("gateway_jobs_pending", "Jobs taken by a worker, not yet fi
 JOBS_LAG = Gauge("gateway_jobs_lag_seconds", "Age of the oldest job waiting for a worker")
 JOBS_DEAD = Gauge("gateway_jobs_dead", "Jobs moved to the dead-letter stream")
 JOBS_RECLAIMED = Counter("gateway_jobs_reclaimed_total", "Stalled jobs put back in the queue")
+JOB_WAIT_SECONDS = Histogram(
+    "gateway_job_wait_seconds",
+    "Time from a job's enqueue to the start of its run",
+    buckets=(
+        0.001,
+        0.002,
+        0.003,
+        0.005,
+        0.0075,
+        0.01,
+        0.015,
+        0.02,
+        0.03,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1.0,
+        2.5,
+        5.0,
+        10.0,
+        30.0,
+    ),
+)

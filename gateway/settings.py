@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
     log_level: str = "INFO"
     log_requests: bool = True
 

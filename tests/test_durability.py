@@ -241,3 +241,13 @@ async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
                 await _until(finished, seconds=30)
             task = await _task(c, long_id)
     assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
+
+
+async def test_sends_survive_a_missing_consumer_group(make_app: AppFactory, redis: Redis) -> None:
+    """A Redis that lost the group (flushed, replaced) still takes sends; runs resume."""
+    async with make_app() as c:
+        assert (await _send(c, "before")).status_code == 200
+        await redis.delete(JOBS)
+        r = await _send(c, "after")
+        assert r.status_code == 200
+        assert r.json()["task"]["status"]["state"] == "completed"

@@ -66,9 +66,21 @@ class RunJob:
 
 class JobQueue(Protocol):
     """Where accepted runs go. A durable queue has the send script write the job together
-    with the message, so ``enqueue`` is only a hint to it."""
+    with the message; a process with a free worker may take a job in that same step
+    (``claimant``), and then runs it here (``enqueue`` / ``adopt``)."""
 
     durable: bool
+
+    def claimant(self) -> str:
+        """A consumer name that may take one job at send time ('' when none may); each
+        non-empty answer is settled by exactly one ``enqueue``, ``adopt`` or ``release``."""
+        ...
+
+    def release(self) -> None: ...
+
+    def adopt(self, entry: str, fields: dict[bytes, bytes]) -> None:
+        """Run a job that a claimant took at send time (another message's)."""
+        ...
 
     async def enqueue(self, job: RunJob) -> None: ...
 

@@ -26,6 +26,15 @@ class MemoryQueue:
         self._workers: list[asyncio.Task[None]] = []
         self._closing = False
 
+    def claimant(self) -> str:
+        return ""
+
+    def release(self) -> None:
+        """Nothing is ever reserved."""
+
+    def adopt(self, entry: str, fields: dict[bytes, bytes]) -> None:
+        raise NotImplementedError("an in-memory queue never claims stream jobs")
+
     async def start(self) -> None:
         self._workers = [
             asyncio.create_task(self._work(), name=f"runner-{i}") for i in range(self._concurrency)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
+from gateway import metrics
 from gateway.engine.executor import RunExecutor
 from gateway.engine.jobs import RunJob
 from gateway.errors import GatewayError
@@ -43,12 +45,33 @@ class StreamQueue:
         self.consumer, self._concurrency = consumer, concurrency
         self._lease, self._block_ms, self._workers = lease_seconds, block_ms, workers
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._reserved = 0
         self._slot = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._closing = False
 
+    def claimant(self) -> str:
+        if not self._workers or self._closing:
+            return ""
+        if len(self._running) + self._reserved >= self._concurrency:
+            return ""
+        self._reserved += 1
+        return self.consumer
+
+    def release(self) -> None:
+        self._reserved -= 1
+        self._slot.set()
+
+    def adopt(self, entry: str, fields: dict[bytes, bytes]) -> None:
+        self._reserved -= 1
+        self._spawn(entry, fields)
+
     async def enqueue(self, job: RunJob) -> None:
-        """Nothing to do: the send script queued the job with its message."""
+        """Run a job this process claimed at send time; any other job is already queued
+        by the send script, with its message."""
+        if job.entry and job.attempt:
+            self._reserved -= 1
+            self._start(job)
 
     async def start(self) -> None:
         with contextlib.suppress(GatewayError):
@@ -82,7 +105,7 @@ class StreamQueue:
     async def _read_loop(self) -> None:
         backoff = 0.05
         while not self._closing:
-            free = self._concurrency - len(self._running)
+            free = self._concurrency - len(self._running) - self._reserved
             if free <= 0:
                 self._slot.clear()
                 await self._slot.wait()
@@ -107,9 +130,17 @@ class StreamQueue:
             log.error("malformed job entry", extra={"entry": entry})
             task = asyncio.create_task(self._reject(entry, fields))
         else:
-            task = asyncio.create_task(self._executor.execute(job))
+            self._start(job)
+            return
         self._running[entry] = task
         task.add_done_callback(lambda _: self._done(entry))
+
+    def _start(self, job: RunJob) -> None:
+        queued_ms = int(job.entry.split("-", 1)[0])
+        metrics.JOB_WAIT_SECONDS.observe(max(0.0, time.time() - queued_ms / 1000))
+        task = asyncio.create_task(self._executor.execute(job))
+        self._running[job.entry] = task
+        task.add_done_callback(lambda _: self._done(job.entry))
 
     async def _reject(self, entry: str, fields: dict[bytes, bytes]) -> None:
         with contextlib.suppress(GatewayError):

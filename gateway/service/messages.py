@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from gateway.agents.registry import AgentRegistry
-from gateway.engine.events import TaskEvents
+from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
 from gateway.engine.status import settled, status_json
 from gateway.errors import (
@@ -53,45 +54,79 @@ class MessageService:
             raise PushNotificationNotSupportedError()
         if not accepts_any(agent.output_modes, config.acceptedOutputModes):
             raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
-        write = await self._prepare(principal, agent.id, request)
         history_length = config.historyLength or 0
-        # Watch before the write: a durable job may be run and done before send() returns.
-        with self.events.watch(write.task_id) as events:
-            result = await self.store.send(principal.keys, write)
-            job = None if result.duplicate else self._job(principal, agent.id, request, result)
-            if not config.blocking:
-                if job is not None:
-                    await self.queue.enqueue(job)
-            elif result.duplicate:
-                await self._wait_existing(principal, result)
-            else:
-                assert job is not None
-                await self.queue.enqueue(job)
-                event = await wait_until_settled(
-                    self.store,
-                    principal.keys,
-                    result.context_id,
-                    result.task_id,
-                    events,
-                    self.blocking_timeout,
-                    result.seq,
-                )
-                if event is not None and event.status_json is not None and history_length == 0:
-                    metadata = orjson.dumps(request.metadata) if request.metadata else None
-                    return assemble_task(
-                        result.task_id,
-                        result.context_id,
-                        event.status_json,
-                        event.artifacts_json,
-                        None,
-                        metadata,
-                    )
+        claimant = self.queue.claimant()
+        try:
+            write = await self._prepare(principal, agent.id, request, claimant)
+            # Watch before writing: a durable job may be done before send() returns.
+            with self.events.watch(write.task_id) as events:
+                result = await self.store.send(principal.keys, write)
+                claimant = await self._hand_over(principal, agent.id, request, result, claimant)
+                event = await self._outcome(principal, result, events, config.blocking)
+        finally:
+            if claimant:
+                self.queue.release()
+        if event is not None and event.status_json is not None and history_length == 0:
+            metadata = orjson.dumps(request.metadata) if request.metadata else None
+            return assemble_task(
+                result.task_id,
+                result.context_id,
+                event.status_json,
+                event.artifacts_json,
+                None,
+                metadata,
+            )
         task = await self.store.read_task(
             principal.keys, result.context_id, result.task_id, history_length
         )
         if task is None:
             raise ContextNotFoundError()
         return task
+
+    async def _outcome(
+        self,
+        principal: Principal,
+        result: SendResult,
+        events: asyncio.Queue[TaskEvent],
+        blocking: bool,
+    ) -> TaskEvent | None:
+        """For a blocking send, wait for the task to settle (the event, when one came)."""
+        if not blocking:
+            return None
+        if result.duplicate:
+            await self._wait_existing(principal, result)
+            return None
+        return await wait_until_settled(
+            self.store,
+            principal.keys,
+            result.context_id,
+            result.task_id,
+            events,
+            self.blocking_timeout,
+            result.seq,
+        )
+
+    async def _hand_over(
+        self,
+        principal: Principal,
+        agent_id: str,
+        request: SendMessageRequest,
+        result: SendResult,
+        claimant: str,
+    ) -> str:
+        """Give the run to the queue; returns the claimant if its reservation went unused."""
+        if result.duplicate:
+            return claimant
+        job = self._job(principal, agent_id, request, result)
+        if result.claimed_own:
+            job = replace(job, entry=result.entry, attempt=f"{claimant}/{result.entry}")
+        elif result.claimed is not None:
+            self.queue.adopt(*result.claimed)
+            claimant = ""
+        if not self.queue.durable or result.claimed_own:
+            await self.queue.enqueue(job)
+            claimant = ""
+        return claimant
 
     @staticmethod
     def _job(
@@ -109,7 +144,7 @@ class MessageService:
         )
 
     async def _prepare(
-        self, principal: Principal, agent_id: str, request: SendMessageRequest
+        self, principal: Principal, agent_id: str, request: SendMessageRequest, claimant: str
     ) -> SendWrite:
         message = request.message
         context_id, task_id = message.contextId, message.taskId
@@ -143,6 +178,7 @@ class MessageService:
             status_json=status_json("submitted"),
             reference_ids=references,
             job_json=job,
+            claimant=claimant,
         )
 
     async def _wait_existing(self, principal: Principal, result: SendResult) -> None:

@@ -49,6 +49,7 @@ class SendWrite:
     status_json: bytes
     reference_ids: Sequence[str]
     job_json: bytes = b""  # non-empty: queue the run on the jobs stream, atomically
+    claimant: str = ""  # a consumer of this process that takes the next job at once
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ class SendResult:
     seq: int
     duplicate: bool
     inputs: RunInputs | None = None
+    entry: str = ""  # this message's job on the stream
+    claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
+
+    @property
+    def claimed_own(self) -> bool:
+        return self.claimed is not None and self.claimed[0] == self.entry
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ class Store:
                 self.ttl_ms,
                 stale,
                 w.job_json,
+                w.claimant,
                 *w.reference_ids,
             ],
         )
@@ -132,7 +140,12 @@ class Store:
         if kind == "ok":
             seq = int(reply[2])
             inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
-            return SendResult(context_id, _text(reply[1]), seq, False, inputs)
+            entry = _text(reply[5]) if len(reply) > 5 else ""
+            claimed = None
+            if len(reply) > 7:
+                raw = reply[7]
+                claimed = (_text(reply[6]), {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
+            return SendResult(context_id, _text(reply[1]), seq, False, inputs, entry, claimed)
         if kind == "dup":
             if _text(reply[2]) != w.digest:
                 raise IdempotencyConflictError()

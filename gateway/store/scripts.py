@@ -26,7 +26,7 @@ end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot).
 local function ack(entry)
   if entry ~= '' then
-    redis.call('XACK', KEYS[9], GROUP, entry)
+    redis.pcall('XACK', KEYS[9], GROUP, entry)
     redis.call('XDEL', KEYS[9], entry)
   end
 end
@@ -48,8 +48,10 @@ end
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
 #       13 job fields json or '' (written to the jobs stream with the message: an accepted
-#       message always has its run queued) 14.. reference ids
-# Returns {'ok', tid, seq, message, referenced} so the run needs no second read.
+#       message always has its run queued) 14 consumer taking a job now, or ''
+#       15.. reference ids
+# Returns {'ok', tid, seq, message, referenced[, entry[, claimed entry, its fields]]}, so
+# the run needs no second read.
 _SEND = (
     _PRELUDE
     + """
@@ -74,7 +76,7 @@ else
   end
 end
 local unknown = {}
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
@@ -103,12 +105,23 @@ redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
-if ARGV[13] ~= '' then
-  local entry = redis.call('XADD', KEYS[9], '*', 'job', ARGV[13], 'seq', seq)
-  redis.call('HSET', KEYS[6], tid .. ':job', entry)
+local msg, referenced = run_inputs(seq, 15)
+if ARGV[13] == '' then return {'ok', tid, seq, msg, referenced} end
+local entry = redis.call('XADD', KEYS[9], '*', 'job', ARGV[13], 'seq', seq)
+redis.call('HSET', KEYS[6], tid .. ':job', entry)
+if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry} end
+-- The sender's process has a free worker: it takes the next job at once (usually this one,
+-- which then starts fenced to that worker, with no read of its own).
+local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1, 'STREAMS', KEYS[9], '>')
+if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry} end
+local claimed = got[1][2][1]
+if claimed[1] == entry then
+  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
+  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
+  redis.call('HSET', KEYS[6], tid .. ':att', ARGV[14] .. '/' .. entry,
+             tid .. ':mk', #arts .. '|' .. #seqs)
 end
-local msg, referenced = run_inputs(seq, 14)
-return {'ok', tid, seq, msg, referenced}
+return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2]}
 """
 )
 
