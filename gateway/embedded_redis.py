@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import random
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["EmbeddedRedis", "free_port", "redis_server_path"]
+__all__ = ["EmbeddedRedis", "free_cluster_port", "free_port", "redis_server_path"]
 
 
 def redis_server_path() -> str:
@@ -34,6 +35,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_cluster_port() -> int:
+    """A free port below 55536 whose cluster bus port (+10000) is free as well."""
+    for _ in range(200):
+        port = random.randint(20_000, 45_000)
+        try:
+            for candidate in (port, port + 10_000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 def _answers_ping(port: int) -> bool:

@@ -25,20 +25,11 @@ from gateway.engine.maintenance import Maintenance
 from gateway.engine.memory_queue import MemoryQueue
 from gateway.engine.stream_queue import StreamQueue
 from gateway.settings import Settings
+from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
 from gateway.store.redis_store import Store
 
 __all__ = ["Runtime"]
-
-
-def redis_client(settings: Settings) -> Redis:
-    assert settings.redis_url, "a Redis URL is resolved before the runtime is built"
-    return Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_seconds,
-        socket_connect_timeout=settings.redis_timeout_seconds,
-        max_connections=512,
-    )
 
 
 def consumer_name() -> str:
@@ -48,7 +39,8 @@ def consumer_name() -> str:
 @dataclass
 class Runtime:
     settings: Settings
-    client: Redis
+    client: RedisClient
+    events_client: Redis
     store: Store
     jobs: JobStore
     agents: AgentRegistry
@@ -59,12 +51,15 @@ class Runtime:
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
-        client = redis_client(settings)
-        store = Store(client, settings.context_ttl_seconds)
+        assert settings.redis_url, "a Redis URL is resolved before the runtime is built"
+        target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
+        client = target.client(settings.redis_timeout_seconds)
+        store = Store(client, settings.context_ttl_seconds, cluster=target.cluster)
         jobs = JobStore(client)
         agents = AgentRegistry([*load_agents(settings.agent_plugins), *extra_agents])
         agents.get(settings.default_agent)
-        events = TaskEvents(client)
+        events_client = target.events_client(settings.redis_timeout_seconds)
+        events = TaskEvents(events_client)
         executor = RunExecutor(
             store,
             agents,
@@ -93,7 +88,18 @@ class Runtime:
             max_attempts=settings.job_max_attempts,
             prune_interval_seconds=settings.prune_interval_seconds,
         )
-        return cls(settings, client, store, jobs, agents, events, executor, queue, maintenance)
+        return cls(
+            settings,
+            client,
+            events_client,
+            store,
+            jobs,
+            agents,
+            events,
+            executor,
+            queue,
+            maintenance,
+        )
 
     async def start(self) -> None:
         await self.events.start(ready_within=self.settings.redis_timeout_seconds)
@@ -106,5 +112,6 @@ class Runtime:
         self.maintenance.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
         await self.events.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.client.aclose(), self.settings.redis_timeout_seconds)
+        for client in (self.client, self.events_client):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.aclose(), self.settings.redis_timeout_seconds)

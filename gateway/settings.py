@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, validation_alias=AliasChoices("REDIS_URL", "GATEWAY_REDIS_URL")
     )
+    redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
     data_dir: str = ".data"
     public_url: str | None = None

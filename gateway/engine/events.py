@@ -40,6 +40,7 @@ class TaskEvent:
 
 class TaskEvents:
     def __init__(self, client: Redis) -> None:
+        """``client`` is a plain connection (pub/sub reaches every node of a cluster)."""
         self._client = client
         self._watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]] = defaultdict(set)
         self._listeners: list[Callable[[str, str], None]] = []

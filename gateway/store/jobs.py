@@ -62,8 +62,8 @@ def _decode(entries: Any) -> list[Entry]:
 
 
 class JobStore:
-    def __init__(self, client: Redis) -> None:
-        self.client = client
+    def __init__(self, client: Any) -> None:
+        self.client: Redis = client
         self._lead = client.register_script(_LEAD)
 
     @translated

@@ -23,9 +23,10 @@ key                                    type    holds
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
 them on each write costs O(1) whatever the context holds.
 
-Global keys: ``gw:jobs`` (stream, consumer group ``runners``) holds queued runs, ids only;
-``gw:jobs:dead`` holds runs that failed too often; ``gw:maint:leader`` names the process
-whose scheduler runs maintenance. Channels: ``gw:ev:<tid>`` carries a task's new state on
+Global keys share the hash tag ``{jobs}`` (one slot, so they can change together):
+``gw:{jobs}`` (stream, consumer group ``runners``) holds queued runs, ids only;
+``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:leader`` names the
+process whose scheduler runs maintenance. Channels: ``gw:ev:<tid>`` carries a task's new state on
 every change.
 """
 
@@ -47,10 +48,10 @@ __all__ = [
 ]
 
 EVENTS_PATTERN = "gw:ev:*"
-JOBS = "gw:jobs"
+JOBS = "gw:{jobs}"
 JOBS_GROUP = "runners"
-DEAD_LETTERS = "gw:jobs:dead"
-MAINTENANCE_LEADER = "gw:maint:leader"
+DEAD_LETTERS = "gw:{jobs}:dead"
+MAINTENANCE_LEADER = "gw:{jobs}:leader"
 
 
 def event_channel(task_id: str) -> str:

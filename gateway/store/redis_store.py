@@ -20,7 +20,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.store.keys import UserKeys
+from gateway.store.keys import JOBS, JOBS_GROUP, UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated as _translated
@@ -96,10 +96,29 @@ def _run_inputs(
 
 
 class Store:
-    def __init__(self, client: Redis, ttl_seconds: int) -> None:
-        self.client = client
+    def __init__(self, client: Any, ttl_seconds: int, *, cluster: bool = False) -> None:
+        self.client: Redis = client
         self.ttl_ms = ttl_seconds * 1000
+        self.cluster = cluster
         self.scripts = Scripts.register(client)
+
+    def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
+        """A context script's keys; on a cluster without the jobs stream (another slot)."""
+        all_keys = keys.context(context_id).all()
+        return all_keys[:-1] if self.cluster else all_keys
+
+    async def _queue_job(self, job_json: bytes, seq: int) -> str:
+        """Cluster mode's second step of a send: queue the run (ids only)."""
+        entry = await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq})
+        return _text(entry)
+
+    async def _ack_job(self, entry: str) -> None:
+        """Cluster mode's second step of a finished (or moot) run: drop its job."""
+        if self.cluster and entry:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.xack(JOBS, JOBS_GROUP, entry)
+                pipe.xdel(JOBS, entry)
+                await pipe.execute()
 
     @_translated
     async def ping(self) -> bool:
@@ -117,7 +136,7 @@ class Store:
         self, keys: UserKeys, w: SendWrite, mode: str, context_id: str, stale: str
     ) -> SendResult:
         reply = await self.scripts.send(
-            keys=keys.context(context_id).all(),
+            keys=self._keys(keys, context_id),
             args=[
                 mode,
                 context_id,
@@ -131,8 +150,8 @@ class Store:
                 now_ms(),
                 self.ttl_ms,
                 stale,
-                w.job_json,
-                w.claimant,
+                b"" if self.cluster else w.job_json,
+                "" if self.cluster else w.claimant,
                 *w.reference_ids,
             ],
         )
@@ -141,6 +160,8 @@ class Store:
             seq = int(reply[2])
             inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
             entry = _text(reply[5]) if len(reply) > 5 else ""
+            if self.cluster and w.job_json:
+                entry = await self._queue_job(w.job_json, seq)
             claimed = None
             if len(reply) > 7:
                 raw = reply[7]
@@ -201,7 +222,7 @@ class Store:
         names the run's message; with ``finish`` that run is recorded as done and its job
         ``entry`` acknowledged in the same step."""
         reply = await self.scripts.update(
-            keys=keys.context(context_id).all(),
+            keys=self._keys(keys, context_id),
             args=[
                 context_id,
                 task_id,
@@ -220,6 +241,8 @@ class Store:
         )
         outcome = _text(reply[0])
         assert outcome in ("ok", "gone", "terminal", "skipped", "fenced")
+        if (finish and outcome != "fenced") or outcome == "gone":
+            await self._ack_job(entry)
         return UpdateResult(outcome, reply[1] if len(reply) > 1 else None)  # type: ignore[arg-type]
 
     @_translated
@@ -227,14 +250,14 @@ class Store:
         self, keys: UserKeys, context_id: str, task_id: str, status_json: bytes
     ) -> tuple[str, str | None]:
         reply = await self.scripts.cancel(
-            keys=keys.context(context_id).all(),
+            keys=self._keys(keys, context_id),
             args=[context_id, task_id, status_json, now_ms(), self.ttl_ms],
         )
         return _text(reply[0]), _text(reply[1]) if len(reply) > 1 else None
 
     @_translated
     async def scrub(self, keys: UserKeys, context_id: str) -> bool:
-        reply = await self.scripts.scrub(keys=keys.context(context_id).all(), args=[context_id])
+        reply = await self.scripts.scrub(keys=self._keys(keys, context_id), args=[context_id])
         return bool(reply)
 
     # -- reads ----------------------------------------------------------------------------
@@ -283,10 +306,11 @@ class Store:
         message already ran; its job is then acknowledged). An ``attempt`` id fences the run
         and rolls back what an earlier, interrupted attempt wrote."""
         reply = await self.scripts.begin_run(
-            keys=keys.context(context_id).all(),
+            keys=self._keys(keys, context_id),
             args=[task_id, seq, attempt, entry, *reference_ids],
         )
         if _text(reply[0]) != "ok":
+            await self._ack_job(entry)
             return None
         return _run_inputs(context_id, reference_ids, seq, reply[1], reply[2])
 

@@ -2,16 +2,20 @@
 
 Each context script takes the eight keys of ``ContextKeys.all()`` in that order,
 then the jobs stream, so it may read and write the whole context atomically and
-refresh the sliding TTL of every key it owns in O(1). A context whose meta key is missing is dead
-(scrubbed or expired) and, since ids are never reused, stays dead: every writer
-checks the meta key inside its script, so no late write can resurrect it.
+refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the jobs
+stream lives in another slot, so it is not passed: the scripts then leave the
+stream alone and the store queues and acknowledges jobs in a second step.
+
+A context whose meta key is missing is dead (scrubbed or expired) and, since ids
+are never reused, stays dead: every writer checks the meta key inside its script,
+so no late write can resurrect it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 __all__ = ["Scripts"]
@@ -25,7 +29,7 @@ local function touch(ttl)
 end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot).
 local function ack(entry)
-  if entry ~= '' then
+  if entry ~= '' and KEYS[9] then
     redis.pcall('XACK', KEYS[9], GROUP, entry)
     redis.call('XDEL', KEYS[9], entry)
   end
@@ -275,7 +279,7 @@ class Scripts:
     scrub: AsyncScript
 
     @classmethod
-    def register(cls, client: Redis) -> Scripts:
+    def register(cls, client: Any) -> Scripts:
         return cls(
             send=client.register_script(_SEND),
             begin_run=client.register_script(_BEGIN_RUN),
