@@ -20,8 +20,13 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/gateway serve
 
+CLUSTER_SUITE := tests/test_send.py tests/test_tasks.py tests/test_contexts.py \
+                 tests/test_isolation.py tests/test_durability.py
+
 test: install
-	$(VENV)/bin/pytest --cov=gateway --cov-report=term:skip-covered --cov-fail-under=90
+	$(VENV)/bin/pytest --cov=gateway --cov-report=
+	GATEWAY_TEST_CLUSTER=1 $(VENV)/bin/pytest --cov=gateway --cov-append \
+		--cov-report=term:skip-covered --cov-fail-under=90 $(CLUSTER_SUITE)
 
 bench: install
 	$(VENV)/bin/python -m bench

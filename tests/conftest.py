@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.http.app import create_app
 from gateway.settings import Settings
+from gateway.store.connection import RedisTarget
 
 API_KEYS = {
     "key-alice": {"tenant": "t1", "user": "alice"},
@@ -26,10 +27,21 @@ API_KEYS = {
 AppFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
+CLUSTER = os.environ.get("GATEWAY_TEST_CLUSTER") == "1"
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """REDIS_URL if set; else a 3-master cluster (GATEWAY_TEST_CLUSTER=1) or one server."""
     if os.environ.get("REDIS_URL"):
         yield os.environ["REDIS_URL"]
+        return
+    if CLUSTER:
+        from tests.cluster import LocalCluster
+
+        cluster = LocalCluster(tmp_path_factory.mktemp("cluster"))
+        yield cluster.start()
+        cluster.stop()
         return
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     server.start()
@@ -39,7 +51,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
+    """A raw client on the test Redis (a cluster client on a cluster), flushed."""
+    client: Any = RedisTarget.parse(redis_url).client(5.0)
     await client.flushall()
     yield client
     await client.aclose()
