@@ -1,0 +1,66 @@
+"""Maintenance: one leader, idempotent pruning of expired contexts' index entries, figures."""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import Redis
+
+from gateway.store.jobs import JobStore
+from tests.conftest import AppFactory, message
+
+
+async def test_one_leader_at_a_time(redis: Redis) -> None:
+    jobs = JobStore(redis)
+    assert await jobs.lead("a", 300)
+    assert not await jobs.lead("b", 300)
+    assert await jobs.lead("a", 300)  # renewal
+    await asyncio.sleep(0.35)
+    assert await jobs.lead("b", 300)  # the lead expires with its holder's silence
+    assert not await jobs.lead("a", 300)
+
+
+async def test_prune_drops_index_entries_of_expired_contexts(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    async with make_app(context_ttl_seconds=2) as c:
+        old = (await c.post("/v1/message:send", json={"message": message("a")})).json()["task"]
+        await asyncio.sleep(1.2)
+        new = (await c.post("/v1/message:send", json={"message": message("b")})).json()["task"]
+        await asyncio.sleep(1.2)  # the first context has expired; the user's indexes have not
+        maintenance = c.app.state.runtime.maintenance  # type: ignore[attr-defined]
+        removed = await maintenance.prune()
+        assert removed == 3  # its entry in the context index, task index and origin index
+        assert await maintenance.prune() == 0  # idempotent
+        listed = (await c.get("/v1/contexts")).json()
+    assert [i["id"] for i in listed["items"]] == [new["contextId"]]
+    values = b" ".join(
+        [v async for k in redis.scan_iter(match="gw:{*:tix") for v in await redis.hvals(k)]
+    )
+    assert old["contextId"].encode() not in values
+
+
+async def test_queue_figures_reach_metrics(make_app: AppFactory) -> None:
+    async with make_app(workers=False) as c:
+        for i in range(3):
+            body = {"message": message(f"m{i}"), "configuration": {"blocking": False}}
+            assert (await c.post("/v1/message:send", json=body)).status_code == 200
+        await c.app.state.runtime.maintenance.publish_figures()  # type: ignore[attr-defined]
+        text = (await c.get("/metrics")).text
+    assert "gateway_jobs_queued 3.0" in text
+    assert "gateway_jobs_pending 0.0" in text
+    assert "gateway_jobs_lag_seconds" in text
+
+
+async def test_http_only_replica_queues_without_running(make_app: AppFactory) -> None:
+    async with make_app(workers=False, blocking_timeout_seconds=0.3) as c:
+        r = await c.post("/v1/message:send", json={"message": message("x")})
+        assert r.json()["task"]["status"]["state"] == "submitted"
+    async with make_app() as worker:  # a replica with workers picks the job up
+        tid = r.json()["task"]["id"]
+        for _ in range(100):
+            got = (await worker.get(f"/v1/tasks/{tid}")).json()
+            if got["status"]["state"] == "completed":
+                break
+            await asyncio.sleep(0.05)
+    assert got["status"]["state"] == "completed"
