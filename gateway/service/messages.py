@@ -20,6 +20,7 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.ids import new_id
+from gateway.memory.text import embeddable_text
 from gateway.models import SendMessageRequest
 from gateway.principal import Principal
 from gateway.service.output_modes import accepts_any
@@ -44,6 +45,7 @@ class MessageService:
     queue: JobQueue
     events: TaskEvents
     blocking_timeout: float
+    embedding: bool = False
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
@@ -160,12 +162,9 @@ class MessageService:
         digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
         references = tuple(message.referenceTaskIds or ())
-        job = b""
-        if self.queue.durable:
-            template = RunJob(
-                principal.tenant, principal.user, agent_id, context_id, task_id, 0, references
-            )
-            job = template.wire()
+        template = RunJob(
+            principal.tenant, principal.user, agent_id, context_id, task_id, 0, references
+        )
         return SendWrite(
             context_id=context_id,
             task_id=task_id,
@@ -177,8 +176,10 @@ class MessageService:
             metadata_json=orjson.dumps(request.metadata) if request.metadata else b"",
             status_json=status_json("submitted"),
             reference_ids=references,
-            job_json=job,
+            job_json=template.wire(),
+            queue_run=self.queue.durable,
             claimant=claimant,
+            embed=self.embedding and bool(embeddable_text(stored)),
         )
 
     async def _wait_existing(self, principal: Principal, result: SendResult) -> None:

@@ -18,6 +18,9 @@ key                                    type    holds
                                                message seqs "1,2,5", ``<tid>:md`` metadata
 ``gw:{u}:c:<cid>:msgs``                hash    seq -> message json (whole context, in order)
 ``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
+``gw:{u}:c:<cid>:vec``                 string  float32 vectors of embedded user messages, appended
+``gw:{u}:c:<cid>:vix``                 string  uint32 message seq of each vector, appended
+``gw:{u}:c:<cid>:vbits``               string  bitmap of seqs embedded (a repeated job adds none)
 =====================================  ======  ==============================================
 
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
@@ -37,6 +40,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEAD_LETTERS",
+    "EMBEDS",
+    "EMBEDS_GROUP",
     "EVENTS_PATTERN",
     "JOBS",
     "JOBS_GROUP",
@@ -49,6 +54,8 @@ __all__ = [
 
 EVENTS_PATTERN = "gw:ev:*"
 JOBS = "gw:{jobs}"
+EMBEDS = "gw:{jobs}:embed"
+EMBEDS_GROUP = "embedders"
 JOBS_GROUP = "runners"
 DEAD_LETTERS = "gw:{jobs}:dead"
 MAINTENANCE_LEADER = "gw:{jobs}:leader"
@@ -76,9 +83,12 @@ class ContextKeys:
     tasks: str
     msgs: str
     mids: str
+    vectors: str
+    vector_seqs: str
+    vector_bits: str
 
     def all(self) -> list[str]:
-        """The keys every context script takes: the context's eight, then the jobs stream."""
+        """The keys every context script takes: the context's eleven, then the job streams."""
         return [
             self.contexts,
             self.task_index,
@@ -88,7 +98,11 @@ class ContextKeys:
             self.tasks,
             self.msgs,
             self.mids,
+            self.vectors,
+            self.vector_seqs,
+            self.vector_bits,
             JOBS,
+            EMBEDS,
         ]
 
 
@@ -126,4 +140,7 @@ class UserKeys:
             tasks=f"{base}:tasks",
             msgs=f"{base}:msgs",
             mids=f"{base}:mids",
+            vectors=f"{base}:vec",
+            vector_seqs=f"{base}:vix",
+            vector_bits=f"{base}:vbits",
         )

@@ -20,7 +20,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.store.keys import JOBS, JOBS_GROUP, UserKeys
+from gateway.store.keys import EMBEDS, JOBS, JOBS_GROUP, UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated as _translated
@@ -48,8 +48,10 @@ class SendWrite:
     metadata_json: bytes
     status_json: bytes
     reference_ids: Sequence[str]
-    job_json: bytes = b""  # non-empty: queue the run on the jobs stream, atomically
+    job_json: bytes = b""  # the job's ids, for the job streams
+    queue_run: bool = False  # queue the run on the jobs stream, atomically with the message
     claimant: str = ""  # a consumer of this process that takes the next job at once
+    embed: bool = False  # queue the user message for embedding
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class Store:
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
         """A context script's keys; on a cluster without the jobs stream (another slot)."""
         all_keys = keys.context(context_id).all()
-        return all_keys[:-1] if self.cluster else all_keys
+        return all_keys[:-2] if self.cluster else all_keys
 
     async def _queue_job(self, job_json: bytes, seq: int) -> str:
         """Cluster mode's second step of a send: queue the run (ids only)."""
@@ -150,8 +152,9 @@ class Store:
                 now_ms(),
                 self.ttl_ms,
                 stale,
-                b"" if self.cluster else w.job_json,
+                w.job_json,
                 "" if self.cluster else w.claimant,
+                ("r" if w.queue_run else "") + ("e" if w.embed else ""),
                 *w.reference_ids,
             ],
         )
@@ -160,8 +163,10 @@ class Store:
             seq = int(reply[2])
             inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
             entry = _text(reply[5]) if len(reply) > 5 else ""
-            if self.cluster and w.job_json:
+            if self.cluster and w.queue_run:
                 entry = await self._queue_job(w.job_json, seq)
+            if self.cluster and w.embed:
+                await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
             claimed = None
             if len(reply) > 7:
                 raw = reply[7]

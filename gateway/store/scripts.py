@@ -1,9 +1,9 @@
 """Every Lua script of the store, registered once per client.
 
-Each context script takes the eight keys of ``ContextKeys.all()`` in that order,
-then the jobs stream, so it may read and write the whole context atomically and
-refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the jobs
-stream lives in another slot, so it is not passed: the scripts then leave the
+Each context script takes the eleven keys of ``ContextKeys.all()`` in that order,
+then the job streams, so it may read and write the whole context atomically and
+refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the job
+streams live in another slot, so it is not passed: the scripts then leave the
 stream alone and the store queues and acknowledges jobs in a second step.
 
 A context whose meta key is missing is dead (scrubbed or expired) and, since ids
@@ -20,18 +20,19 @@ from redis.commands.core import AsyncScript
 
 __all__ = ["Scripts"]
 
-# KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 jobs stream
+# KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 vec  10 vix
+#       11 vbits  12 jobs stream  13 embedding stream
 _PRELUDE = """
 local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
 local GROUP = 'runners'
 local function touch(ttl)
-  for i = 1, 8 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for i = 1, 11 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot).
 local function ack(entry)
-  if entry ~= '' and KEYS[9] then
-    redis.pcall('XACK', KEYS[9], GROUP, entry)
-    redis.call('XDEL', KEYS[9], entry)
+  if entry ~= '' and KEYS[12] then
+    redis.pcall('XACK', KEYS[12], GROUP, entry)
+    redis.call('XDEL', KEYS[12], entry)
   end
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
@@ -51,9 +52,9 @@ end
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
-#       13 job fields json or '' (written to the jobs stream with the message: an accepted
-#       message always has its run queued) 14 consumer taking a job now, or ''
-#       15.. reference ids
+#       13 job fields json 14 consumer taking a job now, or '' 15 flags: 'r' queue the run on
+#       the jobs stream (with the message: an accepted message always has its run queued),
+#       'e' queue the message for embedding 16.. reference ids
 # Returns {'ok', tid, seq, message, referenced[, entry[, claimed entry, its fields]]}, so
 # the run needs no second read.
 _SEND = (
@@ -80,7 +81,7 @@ else
   end
 end
 local unknown = {}
-for i = 15, #ARGV do
+for i = 16, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
@@ -109,14 +110,21 @@ redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
-local msg, referenced = run_inputs(seq, 15)
-if ARGV[13] == '' then return {'ok', tid, seq, msg, referenced} end
-local entry = redis.call('XADD', KEYS[9], '*', 'job', ARGV[13], 'seq', seq)
+local msg, referenced = run_inputs(seq, 16)
+if string.find(ARGV[15], 'e', 1, true) then
+  redis.call('HINCRBY', KEYS[4], 'embq', 1)
+  if KEYS[13] then redis.call('XADD', KEYS[13], '*', 'job', ARGV[13], 'seq', seq) end
+end
+if not (KEYS[12] and string.find(ARGV[15], 'r', 1, true)) then
+  return {'ok', tid, seq, msg, referenced}
+end
+local entry = redis.call('XADD', KEYS[12], '*', 'job', ARGV[13], 'seq', seq)
 redis.call('HSET', KEYS[6], tid .. ':job', entry)
 if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry} end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
-local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1, 'STREAMS', KEYS[9], '>')
+local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1,
+                        'STREAMS', KEYS[12], '>')
 if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry} end
 local claimed = got[1][2][1]
 if claimed[1] == entry then
@@ -242,6 +250,31 @@ return {'ok', msg, referenced}
 """
 )
 
+# ARGV: 1 ttl ms 2 dimensions 3 skipped count, then per vector: seq (uint32 LE bytes), seq
+# (number), float32 bytes. Adds the vectors of embedded user messages to the context;
+# writes nothing when the context is gone (scrubbed or expired) and skips seqs already
+# embedded. Returns how many vectors were added, or -1 on a dimension mismatch.
+_ADD_VECTORS = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
+local dims = redis.call('HGET', KEYS[4], 'vdim')
+if dims and dims ~= ARGV[2] then return -1 end
+redis.call('HSET', KEYS[4], 'vdim', ARGV[2])
+local added = 0
+for i = 4, #ARGV, 3 do
+  if redis.call('SETBIT', KEYS[11], tonumber(ARGV[i + 1]), 1) == 0 then
+    redis.call('APPEND', KEYS[10], ARGV[i])
+    redis.call('APPEND', KEYS[9], ARGV[i + 2])
+    added = added + 1
+  end
+end
+redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[3]))
+touch(tonumber(ARGV[1]))
+return added
+"""
+)
+
 # ARGV: 1 cid. Deletes every key of the context and its entries in the user's indexes,
 # drops its queued jobs, and tells runners of unfinished tasks to stop.
 _SCRUB = (
@@ -263,7 +296,7 @@ for i = 1, #tids do
   local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
   if job then ack(job) end
 end
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
 redis.call('ZREM', KEYS[1], cid)
 return 1
 """
@@ -277,6 +310,7 @@ class Scripts:
     update: AsyncScript
     cancel: AsyncScript
     scrub: AsyncScript
+    add_vectors: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -286,4 +320,5 @@ class Scripts:
             update=client.register_script(_UPDATE),
             cancel=client.register_script(_CANCEL),
             scrub=client.register_script(_SCRUB),
+            add_vectors=client.register_script(_ADD_VECTORS),
         )

@@ -1,0 +1,1 @@
+"""Context memory: what of a message is embedded, the embedders, the indexer."""

@@ -1,0 +1,133 @@
+"""Embedders behind one small protocol, chosen by ``GATEWAY_EMBEDDER``.
+
+``hashing`` (default): offline and deterministic — signed feature hashing of word
+unigrams, word bigrams and character trigrams into a fixed dimension, L2-normalised.
+It finds messages that share words (and word fragments) with the query; it knows
+no synonyms or meaning: "heart attack" does not find "myocardial infarction".
+
+``openai``: any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Azure, vLLM, TEI,
+Ollama) through the official SDK, with our own retry policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Embedder", "EmbedderError", "HashingEmbedder", "OpenAIEmbedder"]
+
+Matrix = npt.NDArray[np.float32]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class EmbedderError(Exception):
+    """An embedding call failed; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, reason: str, *, retryable: bool) -> None:
+        super().__init__(reason)
+        self.retryable = retryable
+
+
+class Embedder(Protocol):
+    dimensions: int
+    max_batch: int
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        """One L2-normalised float32 row per text."""
+        ...
+
+
+def _normalise(matrix: Matrix) -> Matrix:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    result: Matrix = (matrix / norms).astype(np.float32)
+    return result
+
+
+class HashingEmbedder:
+    def __init__(self, dimensions: int = 256, max_batch: int = 256) -> None:
+        self.dimensions, self.max_batch = dimensions, max_batch
+
+    def _features(self, text: str) -> list[str]:
+        words = _WORD.findall(text.lower())
+        features = [f"w:{w}" for w in words]
+        features += [f"b:{a} {b}" for a, b in itertools.pairwise(words)]
+        for word in words:
+            padded = f"<{word}>"
+            features += [f"c:{padded[i : i + 3]}" for i in range(len(padded) - 2)]
+        return features
+
+    def _row(self, text: str) -> Matrix:
+        row = np.zeros(self.dimensions, dtype=np.float32)
+        for feature in self._features(text):
+            digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest())
+            sign = 1.0 if digest & 1 else -1.0
+            row[(digest >> 1) % self.dimensions] += sign
+        return row
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        matrix = (
+            np.vstack([self._row(t) for t in texts])
+            if texts
+            else np.zeros((0, self.dimensions), np.float32)
+        )
+        return _normalise(matrix.astype(np.float32))
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint. The SDK's own retries are off: the indexer
+    retries with its policy, and only what can succeed on a retry is retried."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        model: str,
+        api_key: str,
+        dimensions: int | None,
+        timeout: float,
+        max_batch: int,
+    ) -> None:
+        import openai
+
+        self._openai = openai
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=0
+        )
+        self._model, self._requested = model, dimensions
+        self.dimensions = dimensions or 0  # learned from the first answer when not set
+        self.max_batch = max_batch
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        openai = self._openai
+        try:
+            reply = await self._client.embeddings.create(
+                model=self._model,
+                input=list(texts),
+                encoding_format="float",
+                dimensions=self._requested or openai.omit,
+            )
+        except openai.RateLimitError as exc:
+            raise EmbedderError("rate limited", retryable=True) from exc
+        except openai.APIStatusError as exc:
+            raise EmbedderError(
+                f"status {exc.status_code}", retryable=exc.status_code >= 500
+            ) from exc
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise EmbedderError("unreachable", retryable=True) from exc
+        rows = sorted(reply.data, key=lambda d: d.index)
+        if len(rows) != len(texts):
+            raise EmbedderError("wrong number of embeddings", retryable=False)
+        matrix = np.asarray([r.embedding for r in rows], dtype=np.float32)
+        self.dimensions = matrix.shape[1]
+        return _normalise(matrix)
+
+    async def close(self) -> None:
+        await self._client.close()
