@@ -19,7 +19,8 @@
      ├── UnauthenticatedError         (401, -32020)
      ├── ForbiddenError               (403, -32021)
      ├── PayloadTooLargeError         (413, -32022)
-     └── StoreUnavailableError        (503, -32603 InternalError, Retry-After)
+     └── UnavailableError             (503, -32603 InternalError, Retry-After)
+          └── StoreUnavailableError   (Redis unreachable)
 
 Messages are fixed, safe sentences: never user content, never a stack trace.
 """
@@ -46,6 +47,7 @@ __all__ = [
     "TaskNotContinuableError",
     "TaskNotFoundError",
     "UnauthenticatedError",
+    "UnavailableError",
     "UnsupportedOperationError",
 ]
 
@@ -154,9 +156,15 @@ class PayloadTooLargeError(GatewayError):
     default_message = "Request body is too large"
 
 
-class StoreUnavailableError(GatewayError):
+class UnavailableError(GatewayError):
+    """A dependency (Redis, the embedder) cannot be reached now."""
+
     status = 503
-    default_message = "The store is unavailable; retry later"
+    default_message = "A dependency is unavailable; retry later"
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": "1"}
+
+
+class StoreUnavailableError(UnavailableError):
+    default_message = "The store is unavailable; retry later"

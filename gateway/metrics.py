@@ -5,6 +5,10 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "EMBEDDED",
+    "EMBED_LAG",
+    "EMBED_QUEUED",
+    "EMBED_RETRIES",
     "JOBS_DEAD",
     "JOBS_LAG",
     "JOBS_PENDING",
@@ -48,3 +52,7 @@ JOB_WAIT_SECONDS = Histogram(
         30.0,
     ),
 )
+EMBEDDED = Counter("gateway_messages_embedded_total", "User messages embedded and stored")
+EMBED_RETRIES = Counter("gateway_embedder_retries_total", "Embedding calls retried")
+EMBED_QUEUED = Gauge("gateway_embed_queued", "User messages waiting to be embedded")
+EMBED_LAG = Gauge("gateway_embed_lag_seconds", "Age of the oldest message waiting to be embedded")

@@ -24,12 +24,21 @@ from gateway.engine.jobs import JobQueue
 from gateway.engine.maintenance import Maintenance
 from gateway.engine.memory_queue import MemoryQueue
 from gateway.engine.stream_queue import StreamQueue
+from gateway.memory.embedders import Embedder
+from gateway.memory.factory import build_embedder
+from gateway.memory.indexer import Indexer
 from gateway.settings import Settings
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
+from gateway.store.keys import DEAD_LETTERS, EMBEDS, EMBEDS_GROUP
 from gateway.store.redis_store import Store
 
 __all__ = ["Runtime"]
+
+
+# Blocking stream reads are kept short: a cancellation that lands while redis-py is still
+# connecting is lost, and shutdown then waits out the read.
+_BLOCK_MS = 250
 
 
 def consumer_name() -> str:
@@ -48,6 +57,8 @@ class Runtime:
     executor: RunExecutor
     queue: JobQueue
     maintenance: Maintenance
+    embedder: Embedder | None
+    indexer: Indexer | None
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
@@ -77,12 +88,25 @@ class Runtime:
                 consumer=consumer_name(),
                 concurrency=settings.runner_concurrency,
                 lease_seconds=settings.job_lease_seconds,
-                block_ms=int(min(1000, settings.redis_timeout_seconds * 500)),
+                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 workers=settings.workers,
+            )
+        embedder = build_embedder(settings)
+        embeds = JobStore(client, EMBEDS, EMBEDS_GROUP, DEAD_LETTERS)
+        indexer = None
+        if embedder is not None and settings.workers:
+            indexer = Indexer(
+                store,
+                embeds,
+                embedder,
+                consumer=consumer_name(),
+                batch_size=settings.embedder_batch_size,
+                max_chars=settings.embedder_max_chars,
+                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
             )
         maintenance = Maintenance(
             store,
-            jobs,
+            [jobs, embeds],
             executor,
             lease_seconds=settings.job_lease_seconds,
             max_attempts=settings.job_max_attempts,
@@ -99,17 +123,23 @@ class Runtime:
             executor,
             queue,
             maintenance,
+            embedder,
+            indexer,
         )
 
     async def start(self) -> None:
         await self.events.start(ready_within=self.settings.redis_timeout_seconds)
         await self.queue.start()
-        if self.queue.durable:
+        if self.indexer is not None:
+            await self.indexer.start()
+        if self.queue.durable or self.indexer is not None:
             self.maintenance.start()
 
     async def stop(self) -> None:
         """Stop taking work, let runs finish within the grace period, then disconnect."""
         self.maintenance.stop()
+        if self.indexer is not None:
+            await self.indexer.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
         await self.events.stop()
         for client in (self.client, self.events_client):

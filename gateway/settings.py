@@ -11,7 +11,7 @@ import ipaddress
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["ApiKeyEntry", "Settings"]
@@ -55,6 +55,14 @@ class Settings(BaseSettings):
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    embedder: Literal["hashing", "openai", "none"] = "hashing"
+    embedder_url: str | None = None
+    embedder_model: str = "text-embedding-3-small"
+    embedder_api_key: SecretStr | None = None
+    embedder_dimensions: int | None = Field(default=None, ge=8, le=8192)
+    embedder_batch_size: int = Field(default=64, ge=1, le=2048)
+    embedder_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    embedder_max_chars: int = Field(default=8000, ge=100, le=1_000_000)
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     log_level: str = "INFO"
     log_requests: bool = True

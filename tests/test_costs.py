@@ -64,10 +64,10 @@ async def _measure(redis: Redis, action: object) -> dict[str, int]:
 async def test_append_and_page_cost_same_at_10_and_10000(
     make_app: AppFactory, send: Send, redis: Redis
 ) -> None:
-    # The `working` mark of slow runs is timing-dependent, and the durable queue's reader and
+    # The `working` mark of slow runs is timing-dependent, and the queue readers, indexer and
     # maintenance issue background commands; keep both out of the count. The durable path
     # adds a constant: one script to start the run and a share of one XREADGROUP.
-    async with make_app(working_after_ms=60_000, queue="memory") as client:
+    async with make_app(working_after_ms=60_000, queue="memory", embedder="none") as client:
         await _compare(client, send, redis)
 
 

@@ -33,14 +33,15 @@ class Maintenance:
     def __init__(
         self,
         store: Store,
-        jobs: JobStore,
+        streams: list[JobStore],
         executor: RunExecutor,
         *,
         lease_seconds: float,
         max_attempts: int,
         prune_interval_seconds: float,
     ) -> None:
-        self._store, self._jobs, self._executor = store, jobs, executor
+        self._store, self._executor = store, executor
+        self._jobs, self._streams = streams[0], streams
         self._lease_ms = int(lease_seconds * 1000)
         self._max_attempts = max_attempts
         self._reclaim_every = max(0.5, lease_seconds / 2)
@@ -67,36 +68,43 @@ class Maintenance:
             return False
 
     async def reclaim(self) -> int:
-        """Put jobs whose worker stopped renewing its lease back in the queue; after
+        """Put jobs whose worker stopped renewing its lease back in their queue; after
         ``max_attempts`` attempts, fail their task and move them to the dead letters."""
         if not await self._leading():
             return 0
         done = 0
         try:
-            for stale in await self._jobs.stale(self._lease_ms, 100):
-                claimed = await self._jobs.claim(_CONSUMER, self._lease_ms, stale.entry)
-                if claimed is None:
-                    continue
-                entry, fields = claimed
-                attempts = int(fields.get(b"n", b"1"))
-                if attempts >= self._max_attempts:
-                    await self._give_up(entry, fields, attempts)
-                else:
-                    await self._jobs.requeue(entry, fields, attempts + 1)
-                    metrics.JOBS_RECLAIMED.inc()
-                done += 1
+            for stream in self._streams:
+                done += await self._reclaim(stream)
         except GatewayError:
             log.warning("reclaim interrupted: store unavailable")
         return done
 
-    async def _give_up(self, entry: str, fields: dict[bytes, bytes], attempts: int) -> None:
-        try:
-            job = RunJob.from_wire(fields, "")
-        except (KeyError, ValueError, TypeError):
-            job = None
-        if job is not None:
-            await self._executor.fail(job, DEAD_TEXT)
-        await self._jobs.dead_letter(entry, fields, f"stalled {attempts} times")
+    async def _reclaim(self, stream: JobStore) -> int:
+        done = 0
+        for stale in await stream.stale(self._lease_ms, 100):
+            claimed = await stream.claim(_CONSUMER, self._lease_ms, stale.entry)
+            if claimed is None:
+                continue
+            entry, fields = claimed
+            attempts = int(fields.get(b"n", b"1"))
+            if attempts >= self._max_attempts:
+                await self._give_up(stream, entry, fields, attempts)
+            else:
+                await stream.requeue(entry, fields, attempts + 1)
+                metrics.JOBS_RECLAIMED.inc()
+            done += 1
+        return done
+
+    async def _give_up(
+        self, stream: JobStore, entry: str, fields: dict[bytes, bytes], attempts: int
+    ) -> None:
+        if stream is self._jobs:
+            try:
+                await self._executor.fail(RunJob.from_wire(fields, ""), DEAD_TEXT)
+            except (KeyError, ValueError, TypeError):
+                log.error("malformed job entry", extra={"entry": entry})
+        await stream.dead_letter(entry, fields, f"stalled {attempts} times")
         log.error("job moved to dead letters", extra={"entry": entry, "attempts": attempts})
 
     async def prune(self) -> int:
@@ -111,9 +119,13 @@ class Maintenance:
     async def publish_figures(self) -> None:
         try:
             figures = await self._jobs.figures()
+            embeds = await self._streams[-1].figures() if len(self._streams) > 1 else None
         except GatewayError:
             return
         metrics.JOBS_QUEUED.set(figures.queued)
         metrics.JOBS_PENDING.set(figures.pending)
         metrics.JOBS_LAG.set(figures.lag_seconds)
         metrics.JOBS_DEAD.set(figures.dead)
+        if embeds is not None:
+            metrics.EMBED_QUEUED.set(embeds.queued + embeds.pending)
+            metrics.EMBED_LAG.set(embeds.lag_seconds)

@@ -39,6 +39,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             runtime.queue,
             runtime.events,
             settings.blocking_timeout_seconds,
+            embedding=runtime.embedder is not None,
         ),
         tasks=TaskService(runtime.store),
         contexts=ContextService(runtime.store),

@@ -62,14 +62,21 @@ def _decode(entries: Any) -> list[Entry]:
 
 
 class JobStore:
-    def __init__(self, client: Any) -> None:
+    def __init__(
+        self,
+        client: Any,
+        stream: str = JOBS,
+        group: str = JOBS_GROUP,
+        dead: str = DEAD_LETTERS,
+    ) -> None:
         self.client: Redis = client
+        self.stream, self.group, self.dead = stream, group, dead
         self._lead = client.register_script(_LEAD)
 
     @translated
     async def ensure_group(self) -> None:
         try:
-            await self.client.xgroup_create(JOBS, JOBS_GROUP, id="0", mkstream=True)
+            await self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -78,7 +85,7 @@ class JobStore:
     async def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
         try:
             reply: Any = await self.client.xreadgroup(
-                JOBS_GROUP, consumer, {JOBS: ">"}, count=count, block=block_ms
+                self.group, consumer, {self.stream: ">"}, count=count, block=block_ms
             )
         except ResponseError as exc:  # the stream was deleted (FLUSHALL, a fresh Redis)
             if "NOGROUP" not in str(exc):
@@ -92,12 +99,12 @@ class JobStore:
         """Reset the idle time of jobs this consumer is still running (keeps its lease)."""
         if entries:
             ids: list[Any] = list(entries)
-            await self.client.xclaim(JOBS, JOBS_GROUP, consumer, 0, ids, justid=True)
+            await self.client.xclaim(self.stream, self.group, consumer, 0, ids, justid=True)
 
     @translated
     async def stale(self, lease_ms: int, count: int) -> list[PendingJob]:
         rows = await self.client.xpending_range(
-            JOBS, JOBS_GROUP, min="-", max="+", count=count, idle=lease_ms
+            self.stream, self.group, min="-", max="+", count=count, idle=lease_ms
         )
         return [
             PendingJob(
@@ -112,25 +119,35 @@ class JobStore:
     @translated
     async def claim(self, consumer: str, lease_ms: int, entry: str) -> Entry | None:
         """Take a stale job over; None if someone else did, or it is gone."""
-        claimed = _decode(await self.client.xclaim(JOBS, JOBS_GROUP, consumer, lease_ms, [entry]))
+        claimed = _decode(
+            await self.client.xclaim(self.stream, self.group, consumer, lease_ms, [entry])
+        )
         return claimed[0] if claimed else None
+
+    @translated
+    async def ack(self, entries: list[str]) -> None:
+        if entries:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.xack(self.stream, self.group, *entries)
+                pipe.xdel(self.stream, *entries)
+                await pipe.execute()
 
     @translated
     async def requeue(self, entry: str, fields: dict[bytes, bytes], attempts: int) -> None:
         """Put a stalled job back at the end of the queue as a fresh entry."""
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(JOBS, {b"job": fields[b"job"], b"seq": fields[b"seq"], b"n": attempts})
-            pipe.xack(JOBS, JOBS_GROUP, entry)
-            pipe.xdel(JOBS, entry)
+            pipe.xadd(self.stream, {b"job": fields[b"job"], b"seq": fields[b"seq"], b"n": attempts})
+            pipe.xack(self.stream, self.group, entry)
+            pipe.xdel(self.stream, entry)
             await pipe.execute()
 
     @translated
     async def dead_letter(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
         async with self.client.pipeline(transaction=True) as pipe:
             record: dict[Any, Any] = {**fields, b"reason": reason.encode(), b"from": entry}
-            pipe.xadd(DEAD_LETTERS, record)
-            pipe.xack(JOBS, JOBS_GROUP, entry)
-            pipe.xdel(JOBS, entry)
+            pipe.xadd(self.dead, record)
+            pipe.xack(self.stream, self.group, entry)
+            pipe.xdel(self.stream, entry)
             await pipe.execute()
 
     @translated
@@ -141,17 +158,20 @@ class JobStore:
     @translated
     async def figures(self) -> QueueFigures:
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.xlen(JOBS)
-            pipe.xpending(JOBS, JOBS_GROUP)
-            pipe.xinfo_groups(JOBS)
-            pipe.xlen(DEAD_LETTERS)
-            length, pending, groups, dead = await pipe.execute()
+            pipe.xlen(self.stream)
+            pipe.xlen(self.dead)
+            length, dead = await pipe.execute()
+        try:
+            pending = await self.client.xpending(self.stream, self.group)
+            groups = await self.client.xinfo_groups(self.stream)
+        except ResponseError:  # no stream or no group yet: nothing was ever delivered
+            pending, groups = None, []
         pending_count = int(pending["pending"]) if pending else 0
         last = next(
-            (_text(g["last-delivered-id"]) for g in groups if _text(g["name"]) == JOBS_GROUP),
+            (_text(g["last-delivered-id"]) for g in groups if _text(g["name"]) == self.group),
             "0-0",
         )
-        oldest = await self.client.xrange(JOBS, min=f"({last}", max="+", count=1)
+        oldest = await self.client.xrange(self.stream, min=f"({last}", max="+", count=1)
         lag = 0.0
         if oldest:
             stamp = int(_text(oldest[0][0]).split("-")[0])

@@ -426,3 +426,53 @@ class Store:
                 if stale:
                     removed += int(await self.client.hdel(index, *stale))
         return removed
+
+    # -- context memory -------------------------------------------------------------------
+
+    @_translated
+    async def messages_by_seq(
+        self, wanted: Sequence[tuple[UserKeys, str, int]]
+    ) -> list[dict[str, Any] | None]:
+        """The stored messages at (user, context, seq), in order (None where gone)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for keys, context_id, seq in wanted:
+                pipe.hget(keys.context(context_id).msgs, str(seq))
+            raw = await pipe.execute()
+        return [orjson.loads(m) if m is not None else None for m in raw]
+
+    @_translated
+    async def add_vectors(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        dimensions: int,
+        vectors: Sequence[tuple[int, bytes]],
+        skipped: int,
+    ) -> int:
+        """Append (seq, float32 bytes) vectors to a live context; see ``_ADD_VECTORS``."""
+        args: list[Any] = [self.ttl_ms, dimensions, skipped]
+        for seq, blob in vectors:
+            args += [seq.to_bytes(4, "little"), seq, blob]
+        ck = keys.context(context_id)
+        context_keys = ck.all()[:11]
+        return int(await self.scripts.add_vectors(keys=context_keys, args=args))
+
+    @_translated
+    async def vectors(self, keys: UserKeys, context_id: str) -> tuple[bytes, bytes, int] | None:
+        """(vectors, their seqs, dimensions) of a live context; None when it is gone."""
+        ck = keys.context(context_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hget(ck.meta, "created")
+            pipe.hget(ck.meta, "vdim")
+            pipe.get(ck.vectors)
+            pipe.get(ck.vector_seqs)
+            created, dims, vectors, seqs = await pipe.execute()
+        if created is None:
+            return None
+        return vectors or b"", seqs or b"", int(dims or 0)
+
+    @_translated
+    async def memory_status(self, keys: UserKeys, context_id: str) -> dict[str, int]:
+        queued, done = await self.client.hmget(keys.meta(context_id), ["embq", "embd"])
+        indexed = int(done or 0)
+        return {"indexed": indexed, "pending": max(0, int(queued or 0) - indexed)}

@@ -1,0 +1,158 @@
+"""The indexer: embeds queued user messages in batches, off the request path.
+
+Jobs come from the ``gw:{jobs}:embed`` stream (ids only). A batch is embedded in
+one call; failures that may pass (timeouts, 429, 5xx) are retried with
+exponential backoff and jitter until they do, so nothing is lost and the queue
+simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
+still refused, skipped with a logged reason. Vectors are written per context by
+one script that writes nothing if the context is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+
+import orjson
+
+from gateway import metrics
+from gateway.errors import GatewayError
+from gateway.memory.embedders import Embedder, EmbedderError, Matrix
+from gateway.memory.text import embeddable_text
+from gateway.store.jobs import JobStore
+from gateway.store.keys import UserKeys
+from gateway.store.redis_store import Store
+
+__all__ = ["Indexer"]
+
+log = logging.getLogger("gateway.memory")
+
+
+@dataclass(frozen=True)
+class _Item:
+    entry: str
+    keys: UserKeys
+    context_id: str
+    seq: int
+
+
+class Indexer:
+    def __init__(
+        self,
+        store: Store,
+        jobs: JobStore,
+        embedder: Embedder,
+        *,
+        consumer: str,
+        batch_size: int,
+        max_chars: int,
+        block_ms: int,
+        backoff_cap: float = 30.0,
+    ) -> None:
+        self._store, self._jobs, self._embedder = store, jobs, embedder
+        self._consumer, self._batch = consumer, min(batch_size, embedder.max_batch)
+        self._max_chars, self._block_ms, self._cap = max_chars, block_ms, backoff_cap
+        self._loop: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def start(self) -> None:
+        with contextlib.suppress(GatewayError):
+            await self._jobs.ensure_group()
+        self._loop = asyncio.create_task(self._run(), name="indexer")
+
+    async def stop(self) -> None:
+        self._closing = True
+        if self._loop is not None:
+            self._loop.cancel()
+            await asyncio.wait({self._loop}, timeout=5.0)
+
+    async def _run(self) -> None:
+        pause = 0.05
+        while not self._closing:
+            try:
+                batch = await self._jobs.read(self._consumer, self._batch, self._block_ms)
+                if batch:
+                    await self.index([self._item(e, f) for e, f in batch])
+                pause = 0.05
+            except GatewayError:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    @staticmethod
+    def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
+        job = orjson.loads(fields[b"job"])
+        return _Item(entry, UserKeys.of(job["t"], job["u"]), job["c"], int(fields[b"seq"]))
+
+    async def index(self, items: list[_Item]) -> None:
+        """Embed and store one batch, then acknowledge its jobs."""
+        messages = await self._store.messages_by_seq([(i.keys, i.context_id, i.seq) for i in items])
+        texts: list[str] = []
+        todo: list[_Item] = []
+        skipped: dict[tuple[str, str], int] = defaultdict(int)
+        for item, message in zip(items, messages, strict=True):
+            text = embeddable_text(message) if message else ""
+            if len(text) > self._max_chars:
+                log.info("message truncated for embedding", extra={"chars": len(text)})
+                text = text[: self._max_chars]
+            if text:
+                texts.append(text)
+                todo.append(item)
+            else:
+                skipped[(item.keys.prefix, item.context_id)] += 1
+        vectors = await self._embed_all(texts)
+        await self._write(items, todo, vectors, skipped)
+        await self._jobs.ack([i.entry for i in items])
+
+    async def _write(
+        self,
+        items: list[_Item],
+        todo: list[_Item],
+        vectors: list[Matrix | None],
+        skipped: dict[tuple[str, str], int],
+    ) -> None:
+        per_context: dict[tuple[str, str], list[tuple[int, bytes]]] = defaultdict(list)
+        keys_of = {(i.keys.prefix, i.context_id): i.keys for i in items}
+        for item, vector in zip(todo, vectors, strict=True):
+            where = (item.keys.prefix, item.context_id)
+            if vector is None:
+                skipped[where] += 1
+            else:
+                per_context[where].append((item.seq, vector.astype("<f4").tobytes()))
+        for where in set(per_context) | set(skipped):
+            added = await self._store.add_vectors(
+                keys_of[where], where[1], self._embedder.dimensions, per_context[where],
+                skipped[where],
+            )  # fmt: skip
+            if added < 0:
+                log.error("embedding dimensions changed; vectors not stored")
+        metrics.EMBEDDED.inc(sum(len(v) for v in per_context.values()))
+
+    async def _embed_all(self, texts: list[str]) -> list[Matrix | None]:
+        if not texts:
+            return []
+        try:
+            return list(await self._embed_retrying(texts))
+        except EmbedderError:
+            if len(texts) == 1:
+                log.warning("message skipped: the embedder refused it")
+                return [None]
+        # A refused batch: find the input at fault by embedding one at a time.
+        return [row for text in texts for row in await self._embed_all([text])]
+
+    async def _embed_retrying(self, texts: list[str]) -> Matrix:
+        delay = 0.2
+        while True:
+            try:
+                matrix: Matrix = await self._embedder.embed(texts)
+                return matrix
+            except EmbedderError as exc:
+                if not exc.retryable or self._closing:
+                    raise
+                metrics.EMBED_RETRIES.inc()
+                log.warning("embedder unavailable; retrying", extra={"reason": str(exc)})
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, self._cap)
