@@ -19,6 +19,7 @@ __all__ = [
     "FilePart",
     "Message",
     "Part",
+    "SearchRequest",
     "SendConfiguration",
     "SendMessageRequest",
     "TextPart",
@@ -116,3 +117,9 @@ class SendMessageRequest(_Model):
     message: Message
     configuration: SendConfiguration = Field(default_factory=SendConfiguration)
     metadata: dict[str, Any] | None = None
+
+
+class SearchRequest(_Model):
+    query: str = Field(min_length=1, max_length=10_000)
+    topK: int = Field(default=5, ge=1, le=50)
+    minScore: float | None = Field(default=None, ge=-1.0, le=1.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -58,6 +59,30 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
     await client.aclose()
 
 
+@asynccontextmanager
+async def _lifespan(app: Any) -> AsyncIterator[None]:
+    """Run the app's lifespan in a task of its own, as a server does (its task groups must
+    be entered and left in one task, which pytest's fixtures do not guarantee)."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def run() -> None:
+        async with app.router.lifespan_context(app):
+            started.set()
+            await stop.wait()
+
+    task = asyncio.create_task(run())
+    waiter = asyncio.create_task(started.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiter.cancel()
+        task.result()
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
 @pytest.fixture
 def make_app(redis_url: str, redis: Redis) -> AppFactory:
     """Build a gateway with settings overrides; yields an HTTP client bound to it."""
@@ -67,7 +92,7 @@ def make_app(redis_url: str, redis: Redis) -> AppFactory:
         values: dict[str, Any] = {"redis_url": redis_url, "log_requests": False}
         values.update(overrides)
         app = create_app(Settings(**values), agents)
-        async with app.router.lifespan_context(app):
+        async with _lifespan(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
                 client.app = app  # type: ignore[attr-defined]

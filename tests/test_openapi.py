@@ -67,7 +67,7 @@ def test_every_route_is_documented_and_every_documented_route_exists(
         (method, route.path)
         for route in app.routes
         if isinstance(route, Route)
-        for method in (route.methods or ())
+        for method in (route.methods or ("POST",))  # a mounted ASGI endpoint: MCP
         if method != "HEAD"
     }
     assert served == documented()

@@ -14,11 +14,13 @@ from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.auth import Authenticator, AuthMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
+from gateway.http.mcp import mcp_endpoint
 from gateway.http.routes import agent_routes, operational_routes
 from gateway.http.state import AppState
 from gateway.runtime import Runtime
 from gateway.service.contexts import ContextService
 from gateway.service.messages import MessageService
+from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 
@@ -43,7 +45,10 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         ),
         tasks=TaskService(runtime.store),
         contexts=ContextService(runtime.store),
+        search=SearchService(runtime.store, runtime.embedder),
     )
+
+    mcp_server, mcp_routes = mcp_endpoint(state.search)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -51,12 +56,18 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             log.warning("no API keys configured: open mode, every caller is default/local")
         await runtime.start()
         try:
-            yield
+            async with mcp_server.session_manager.run():
+                yield
         finally:
             await runtime.stop()
 
     app = Starlette(
-        routes=[*operational_routes(), *agent_routes(""), *agent_routes("/agents/{agent_id}")],
+        routes=[
+            *operational_routes(),
+            *agent_routes(""),
+            *agent_routes("/agents/{agent_id}"),
+            *mcp_routes,
+        ],
         middleware=[
             Middleware(AccessLogMiddleware, enabled=settings.log_requests),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),

@@ -14,7 +14,7 @@ from gateway.http.cards import agent_card
 from gateway.http.params import json_body, query_int, validated
 from gateway.http.responses import JSONResponse
 from gateway.http.state import AppState
-from gateway.models import SendMessageRequest
+from gateway.models import SearchRequest, SendMessageRequest
 from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
 
@@ -99,6 +99,17 @@ async def delete_context(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def search_context(request: Request) -> Response:
+    state = _state(request)
+    state.agents.get(_agent_id(request))
+    body = validated(SearchRequest, await json_body(request))
+    hits = await state.search.search(
+        _principal(request), request.path_params["context_id"], body.query, body.topK,
+        body.minScore,
+    )  # fmt: skip
+    return JSONResponse({"hits": hits})
+
+
 async def card(request: Request) -> Response:
     state = _state(request)
     agent_id = _agent_id(request)
@@ -115,6 +126,7 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
         ("/v1/tasks/{task_id}:cancel", cancel_task, ["POST"]),
         ("/v1/tasks/{task_id}", get_task, ["GET"]),
         ("/v1/contexts", list_contexts, ["GET"]),
+        ("/v1/contexts/{context_id}:search", search_context, ["POST"]),
         ("/v1/contexts/{context_id}", read_context, ["GET"]),
         ("/v1/contexts/{context_id}", delete_context, ["DELETE"]),
         ("/.well-known/agent-card.json", card, ["GET"]),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gateway.agents.registry import AgentRegistry
 from gateway.service.contexts import ContextService
 from gateway.service.messages import MessageService
+from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.redis_store import Store
@@ -22,3 +23,4 @@ class AppState:
     messages: MessageService
     tasks: TaskService
     contexts: ContextService
+    search: SearchService

@@ -26,6 +26,7 @@ class ContextService:
         page = await self.store.read_context(principal.keys, context_id, limit, offset)
         if page is None:
             raise ContextNotFoundError()
+        page["memory"] = await self.store.memory_status(principal.keys, context_id)
         return page
 
     async def delete(self, principal: Principal, context_id: str) -> None:
