@@ -142,6 +142,10 @@ class Runtime:
             await self.indexer.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
         await self.events.stop()
+        closing = getattr(self.embedder, "close", None)
+        if closing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(closing(), self.settings.redis_timeout_seconds)
         for client in (self.client, self.events_client):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.aclose(), self.settings.redis_timeout_seconds)

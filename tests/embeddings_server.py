@@ -1,0 +1,105 @@
+"""An OpenAI-compatible embeddings server for tests, on 127.0.0.1.
+
+Validates each request as the Embeddings API defines it (model, a list of non-empty
+strings as input, encoding_format, optional dimensions) and answers deterministic
+vectors. Faults are injected through attributes: ``fail_next`` statuses to return
+first, ``delay`` seconds per call, ``refuse`` a substring that makes an input 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gateway.embedded_redis import free_port
+
+MAX_INPUT_CHARS = 20_000
+
+
+def vector(text: str, dimensions: int) -> list[float]:
+    """Deterministic: word-hash features, so texts sharing words point the same way."""
+    out = [0.0] * dimensions
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.encode()).digest()
+        out[int.from_bytes(digest[:4], "big") % dimensions] += 1.0
+    return out
+
+
+class EmbeddingsServer:
+    def __init__(self, model: str = "test-embed", dimensions: int = 64) -> None:
+        self.model, self.dimensions = model, dimensions
+        self.port = free_port()
+        self.calls: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.fail_next: list[int] = []
+        self.delay = 0.0
+        self.refuse = "POISON"
+        app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> EmbeddingsServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def _invalid(self, body: Any) -> str | None:
+        if not isinstance(body, dict):
+            return "body must be an object"
+        if body.get("model") != self.model:
+            return "unknown model"
+        texts = body.get("input")
+        if not isinstance(texts, list) or not texts or len(texts) > 2048:
+            return "input must be a list of 1-2048 strings"
+        if not all(isinstance(t, str) and t and len(t) <= MAX_INPUT_CHARS for t in texts):
+            return "each input must be a non-empty string within the limit"
+        if body.get("encoding_format", "float") not in ("float", "base64"):
+            return "bad encoding_format"
+        dims = body.get("dimensions")
+        if dims is not None and (not isinstance(dims, int) or dims < 1):
+            return "bad dimensions"
+        return None
+
+    async def _embeddings(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.calls.append(body)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail_next:
+            status = self.fail_next.pop(0)
+            return JSONResponse({"error": {"message": "injected", "type": "server_error"}}, status)
+        problem = self._invalid(body)
+        if problem is None and any(self.refuse in t for t in body["input"]):
+            problem = "input refused"
+        if problem is not None:
+            self.errors.append(problem)
+            return JSONResponse(
+                {"error": {"message": problem, "type": "invalid_request_error"}}, 400
+            )
+        dims = body.get("dimensions") or self.dimensions
+        data = [
+            {"object": "embedding", "index": i, "embedding": vector(t, dims)}
+            for i, t in enumerate(body["input"])
+        ]
+        usage = {"prompt_tokens": len(data), "total_tokens": len(data)}
+        return JSONResponse({"object": "list", "data": data, "model": self.model, "usage": usage})

@@ -1,0 +1,258 @@
+"""Context memory: background embedding, skip rules, search, scrub, isolation, providers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from redis.asyncio import Redis
+
+from gateway.agents.base import AgentRequest, AgentSkill, AgentUpdate, ReplyUpdate, StatusUpdate
+from gateway.memory.embedders import HashingEmbedder
+from tests.conftest import AppFactory, auth, message
+from tests.embeddings_server import EmbeddingsServer
+
+
+class Replier:
+    """Answers with words of its own, so agent text can be told from user text."""
+
+    id = "replier"
+    name = "Replier"
+    description = "test"
+    version = "1"
+    input_modes: Sequence[str] = ("text/plain",)
+    output_modes: Sequence[str] = ("text/plain",)
+    skills: Sequence[AgentSkill] = ()
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
+        yield ReplyUpdate([{"kind": "text", "text": "zebra xylophone quartz"}])
+        yield StatusUpdate("completed")
+
+
+async def _send(
+    c: httpx.AsyncClient, *parts: Any, agent: str = "echo", **kw: Any
+) -> dict[str, Any]:
+    headers = kw.pop("headers", None)
+    r = await c.post(
+        f"/agents/{agent}/v1/message:send", json={"message": message(*parts, **kw)}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    task: dict[str, Any] = r.json()["task"]
+    return task
+
+
+async def _indexed(c: httpx.AsyncClient, cid: str, headers: Any = None) -> dict[str, int]:
+    for _ in range(200):
+        memory: dict[str, int] = (await c.get(f"/v1/contexts/{cid}", headers=headers)).json()[
+            "memory"
+        ]
+        if memory["pending"] == 0:
+            return memory
+        await asyncio.sleep(0.02)
+    raise AssertionError("indexing did not finish")
+
+
+async def _search(c: httpx.AsyncClient, cid: str, query: str, **kw: Any) -> httpx.Response:
+    headers = kw.pop("headers", None)
+    return await c.post(f"/v1/contexts/{cid}:search", json={"query": query, **kw}, headers=headers)
+
+
+def test_hashing_is_deterministic_and_normalised() -> None:
+    a, b = HashingEmbedder(), HashingEmbedder()
+    va = asyncio.run(a.embed(["Blood pressure 120/80, patient calm"]))
+    vb = asyncio.run(b.embed(["Blood pressure 120/80, patient calm"]))
+    assert np.array_equal(va, vb)
+    assert va.dtype == np.float32 and va.shape == (1, 256)
+    assert abs(float(np.linalg.norm(va[0])) - 1.0) < 1e-5
+
+
+async def test_the_message_sharing_words_ranks_first(client: httpx.AsyncClient) -> None:
+    cid = (await _send(client, "Patient reports chest pain radiating to the left arm"))["contextId"]
+    texts = [
+        "Allergic to penicillin since childhood",
+        "Blood glucose was 6.1 mmol/L this morning",
+        "Scheduled for an MRI of the lumbar spine next week",
+    ]
+    for text in texts:
+        await _send(client, text, contextId=cid)
+    assert await _indexed(client, cid) == {"indexed": 4, "pending": 0}
+    for query, expected in [
+        ("penicillin allergy", texts[0]),
+        ("glucose level", texts[1]),
+        ("lumbar MRI", texts[2]),
+        ("chest pain", "Patient reports chest pain radiating to the left arm"),
+    ]:
+        hits = (await _search(client, cid, query)).json()["hits"]
+        assert hits[0]["text"] == expected, (query, hits)
+        assert hits[0]["score"] >= hits[-1]["score"]
+    top = (await _search(client, cid, "penicillin", topK=2)).json()["hits"]
+    assert len(top) == 2 and set(top[0]) == {"messageId", "taskId", "score", "text"}
+    filtered = (await _search(client, cid, "penicillin", minScore=0.2)).json()["hits"]
+    assert [h["text"] for h in filtered] == [texts[0]]
+
+
+async def test_skip_rules_and_agent_messages_are_never_indexed(make_app: AppFactory) -> None:
+    async with make_app(agents=[Replier()]) as c:
+        cid = (await _send(c, "cardiology referral", agent="replier"))["contextId"]
+        await _send(
+            c,
+            {"kind": "data", "data": {"medication": {"name": "warfarin", "mg": 5}}},
+            agent="replier",
+            contextId=cid,
+        )
+        await _send(
+            c,
+            {"kind": "data", "data": {"$memoryType": "semantic", "note": "hidden"}},
+            agent="replier",
+            contextId=cid,
+        )
+        await _send(
+            c,
+            {"kind": "data", "data": {"$targetExpert": "x", "note": "routed"}},
+            agent="replier",
+            contextId=cid,
+        )
+        await _send(
+            c,
+            {"kind": "file", "file": {"uri": "https://f.example/scan.png"}},
+            agent="replier",
+            contextId=cid,
+        )
+        memory = await _indexed(c, cid)
+        assert memory == {"indexed": 2, "pending": 0}  # text, and the plain DataPart only
+        assert (await _search(c, cid, "zebra xylophone quartz")).json()["hits"][0]["text"] != (
+            "zebra xylophone quartz"
+        )
+        texts = [h["text"] for h in (await _search(c, cid, "warfarin", topK=50)).json()["hits"]]
+        assert texts[0] == "medication.name: warfarin\nmedication.mg: 5"
+        assert not any("hidden" in t or "routed" in t or "scan" in t for t in texts)
+        assert len(texts) == 2
+
+
+async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
+    client: httpx.AsyncClient, redis: Redis
+) -> None:
+    cid = (await _send(client, "renal function declining"))["contextId"]
+    await _indexed(client, cid)
+    keys = [k async for k in redis.scan_iter(match=f"*{cid}*")]
+    assert any(k.endswith(b":vec") for k in keys)
+    assert (await client.delete(f"/v1/contexts/{cid}")).status_code == 204
+    assert [k async for k in redis.scan_iter(match=f"*{cid}*")] == []
+    # An embedding job that arrives after the scrub writes nothing.
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    from gateway.memory.indexer import _Item
+    from gateway.principal import Principal
+
+    late = _Item("0-1", Principal("default", "local").keys, cid, 1)
+    await runtime.indexer.index([late])
+    assert [k async for k in redis.scan_iter(match=f"*{cid}*")] == []
+    assert (await _search(client, cid, "renal")).status_code == 404
+
+
+async def test_search_is_isolated_per_user(keyed: httpx.AsyncClient) -> None:
+    cid = (await _send(keyed, "private note about anxiety", headers=auth("alice")))["contextId"]
+    await _indexed(keyed, cid, headers=auth("alice"))
+    assert (await _search(keyed, cid, "anxiety", headers=auth("alice"))).status_code == 200
+    for intruder in ("bob", "carol"):
+        r = await _search(keyed, cid, "anxiety", headers=auth(intruder))
+        assert r.status_code == 404 and r.json()["error"] == "ContextNotFoundError"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"query": ""},
+        {"query": "x", "topK": 0},
+        {"query": "x", "topK": 51},
+        {"query": "x", "minScore": 2},
+    ],
+)
+async def test_bad_search_bodies(client: httpx.AsyncClient, body: dict[str, Any]) -> None:
+    cid = (await _send(client, "x"))["contextId"]
+    r = await client.post(f"/v1/contexts/{cid}:search", json=body)
+    assert r.status_code == 400 and r.json()["error"] == "InvalidParamsError"
+
+
+async def test_memory_off_answers_501(make_app: AppFactory) -> None:
+    async with make_app(embedder="none") as c:
+        cid = (await _send(c, "x"))["contextId"]
+        r = await _search(c, cid, "x")
+        assert r.status_code == 501 and r.json()["error"] == "UnsupportedOperationError"
+        assert (await c.get(f"/v1/contexts/{cid}")).json()["memory"] == {"indexed": 0, "pending": 0}
+
+
+@pytest.fixture
+def embeddings() -> Iterator[EmbeddingsServer]:
+    server = EmbeddingsServer().start()
+    yield server
+    server.stop()
+
+
+def _openai(embeddings: EmbeddingsServer, **extra: Any) -> dict[str, Any]:
+    return {
+        "embedder": "openai",
+        "embedder_url": embeddings.url,
+        "embedder_model": embeddings.model,
+        "embedder_api_key": "test-key",
+        "embedder_batch_size": 8,
+        **extra,
+    }
+
+
+async def test_openai_provider_end_to_end(
+    make_app: AppFactory, embeddings: EmbeddingsServer
+) -> None:
+    async with make_app(**_openai(embeddings, embedder_dimensions=32)) as c:
+        cid = (await _send(c, "hemoglobin low"))["contextId"]
+        await _send(c, "knee surgery planned", contextId=cid)
+        await _indexed(c, cid)
+        hits = (await _search(c, cid, "knee surgery")).json()["hits"]
+    assert hits[0]["text"] == "knee surgery planned"
+    assert embeddings.errors == []
+    assert all(
+        call["encoding_format"] == "float" and call["dimensions"] == 32 for call in embeddings.calls
+    )
+
+
+async def test_slow_embedder_is_not_on_the_request_path(
+    make_app: AppFactory, embeddings: EmbeddingsServer
+) -> None:
+    embeddings.delay = 0.3
+    async with make_app(**_openai(embeddings)) as c:
+        task = await _send(c, "slow to embed")
+        memory = (await c.get(f"/v1/contexts/{task['contextId']}")).json()["memory"]
+        assert task["status"]["state"] == "completed"
+        assert memory == {"indexed": 0, "pending": 1}  # the send did not wait for it
+        assert await _indexed(c, task["contextId"]) == {"indexed": 1, "pending": 0}
+
+
+async def test_embedder_outage_loses_nothing(
+    make_app: AppFactory, embeddings: EmbeddingsServer
+) -> None:
+    embeddings.fail_next = [500, 503, 429, 500]
+    async with make_app(**_openai(embeddings)) as c:
+        cid = (await _send(c, "first"))["contextId"]
+        for i in range(5):
+            assert (await _send(c, f"note {i}", contextId=cid))["status"]["state"] == "completed"
+        assert await _indexed(c, cid) == {"indexed": 6, "pending": 0}
+        assert len((await _search(c, cid, "note", topK=50)).json()["hits"]) == 6
+    assert embeddings.fail_next == []
+
+
+async def test_poison_input_is_skipped_and_long_input_truncated(
+    make_app: AppFactory, embeddings: EmbeddingsServer
+) -> None:
+    async with make_app(**_openai(embeddings, embedder_max_chars=1000)) as c:
+        cid = (await _send(c, "ok before"))["contextId"]
+        await _send(c, "POISON pill", contextId=cid)
+        await _send(c, "long " * 10_000, contextId=cid)
+        await _send(c, "ok after", contextId=cid)
+        assert await _indexed(c, cid) == {"indexed": 4, "pending": 0}
+        texts = {h["text"][:9] for h in (await _search(c, cid, "ok long", topK=50)).json()["hits"]}
+    assert texts == {"ok before", "ok after", "long long"}
+    assert all(len(t) <= 1000 for call in embeddings.calls for t in call["input"])
