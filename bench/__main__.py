@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import orjson
 from redis import Redis
@@ -359,6 +360,129 @@ def queues_bench(tmp: Path) -> None:
             server.stop()
 
 
+async def memory_bench(tmp: Path) -> None:
+    """Indexing throughput of the hashing embedder, and search latency by context size."""
+    from gateway.memory.embedders import HashingEmbedder
+    from gateway.principal import Principal
+    from gateway.service.search import SearchService
+    from gateway.store.redis_store import Store
+
+    server = EmbeddedRedis(tmp / "redis-memory")
+    url = server.start()
+    client = Redis.from_url(url)
+    try:
+        embedder = HashingEmbedder()
+        texts = [f"{TEXT} observation {i} dose {i % 17} mg" for i in range(2_000)]
+        started = time.perf_counter()
+        for i in range(0, len(texts), 64):
+            await embedder.embed(texts[i : i + 64])
+        rate = len(texts) / (time.perf_counter() - started)
+        print(f"indexing (hashing embedder, one core, batches of 64): {rate:,.0f} messages/s")
+        from redis.asyncio import Redis as AsyncRedis
+
+        aclient = AsyncRedis.from_url(url)
+        store = Store(aclient, 3600)
+        search = SearchService(store, embedder)
+        principal = Principal("bench", "user")
+        for size in (100, 1_000, 10_000):
+            cid = f"ctx-{size}"
+            await _fill_vectors(store, principal, cid, size, embedder)
+            latencies = []
+            for n in range(200):
+                t0 = time.perf_counter()
+                await search.search(principal, cid, f"dose {n % 17} observation", 5)
+                latencies.append(time.perf_counter() - t0)
+            latencies.sort()
+            print(
+                f"  search, {size:>6,} messages: p50 {latencies[100] * 1000:6.2f} ms   "
+                f"p99 {latencies[197] * 1000:6.2f} ms"
+            )
+        await aclient.aclose()
+    finally:
+        client.close()
+        server.stop()
+
+
+async def _fill_vectors(store: Any, principal: Any, cid: str, size: int, embedder: Any) -> None:
+    """A context of ``size`` user messages with their vectors, through the store's API."""
+    import uuid as _uuid
+
+    from gateway.store.redis_store import SendWrite, VectorBatch
+
+    seqs: list[int] = []
+    texts: list[str] = []
+    for i in range(size):
+        tid = str(_uuid.uuid4())
+        text = f"{TEXT} observation {i} dose {i % 17} mg"
+        msg = {
+            "kind": "message",
+            "role": "user",
+            "messageId": f"{cid}-{i}",
+            "contextId": cid,
+            "taskId": tid,
+            "parts": [{"kind": "text", "text": text}],
+        }
+        result = await store.send(
+            principal.keys,
+            SendWrite(
+                context_id=cid,
+                task_id=tid,
+                continuing=False,
+                new_context=i == 0,
+                message_id=f"{cid}-{i}",
+                digest="d",
+                message_json=orjson.dumps(msg),
+                metadata_json=b"",
+                status_json=b'{"state":"completed"}',
+                reference_ids=(),
+            ),
+        )
+        seqs.append(result.seq)
+        texts.append(text)
+    for i in range(0, size, 256):
+        matrix = await embedder.embed(texts[i : i + 256])
+        vectors = [
+            (seq, row.astype("<f4").tobytes()) for seq, row in zip(seqs[i:], matrix, strict=False)
+        ]
+        await store.add_vectors([VectorBatch(principal.keys, cid, embedder.dimensions, vectors, 0)])
+
+
+def embedding_on_off(tmp: Path) -> None:
+    """Blocking send latency with background embedding on vs off, same run, interleaved."""
+    servers = [EmbeddedRedis(tmp / f"redis-emb{i}") for i in range(2)]
+    urls = [s.start() for s in servers]
+    ports = {"embedding on (hashing)": free_port(), "embedding off": free_port()}
+    base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
+    try:
+        with contextlib.ExitStack() as stack:
+            for port, url, embedder in zip(ports.values(), urls, ("hashing", "none"), strict=True):
+                env = {**base_env, "REDIS_URL": url, "GATEWAY_EMBEDDER": embedder}
+                stack.enter_context(process([*serve, str(port)], env, port))
+            asyncio.run(_on_off(ports))
+    finally:
+        for s in servers:
+            s.stop()
+
+
+async def _on_off(ports: dict[str, int]) -> None:
+    counter = itertools.count(40_000_000)
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+
+    def request() -> bytes:
+        return loadgen.post("/v1/message:send", send_body(next(counter)))
+
+    for _ in range(ROUNDS * 2):
+        for name, port in ports.items():
+            res[name].append(await timed(port, request, 150))
+    merged = {name: merge(r) for name, r in res.items()}
+    print("blocking send latency, concurrency 1, embedding on vs off (interleaved)")
+    for name, r in merged.items():
+        print(line(name, r))
+    on, off = merged["embedding on (hashing)"], merged["embedding off"]
+    print(f"  p50 ratio on/off: {on.pct(0.5) / off.pct(0.5):.2f}")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp) / "redis")
@@ -380,8 +504,12 @@ def main() -> None:
                     asyncio.run(memory(gw_port, Redis.from_url(url)))
             if only in ("", "queues"):
                 queues_bench(Path(tmp))
+            if only in ("", "memory"):
+                asyncio.run(memory_bench(Path(tmp)))
+                embedding_on_off(Path(tmp))
         finally:
             server.stop()
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 """Embedders behind one small protocol, chosen by ``GATEWAY_EMBEDDER``.
 
-``hashing`` (default): offline and deterministic — signed feature hashing of word
-unigrams, word bigrams and character trigrams into a fixed dimension, L2-normalised.
+``hashing`` (default): offline and deterministic — signed feature hashing (CRC-32) of
+word unigrams, word bigrams and character trigrams into a fixed dimension (256 by
+default), L2-normalised.
 It finds messages that share words (and word fragments) with the query; it knows
 no synonyms or meaning: "heart attack" does not find "myocardial infarction".
 
@@ -11,9 +12,9 @@ Ollama) through the official SDK, with our own retry policy.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import re
+import zlib
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -65,11 +66,10 @@ class HashingEmbedder:
         return features
 
     def _row(self, text: str) -> Matrix:
-        row = np.zeros(self.dimensions, dtype=np.float32)
-        for feature in self._features(text):
-            digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest())
-            sign = 1.0 if digest & 1 else -1.0
-            row[(digest >> 1) % self.dimensions] += sign
+        codes = np.fromiter((zlib.crc32(f.encode()) for f in self._features(text)), np.int64)
+        signs = np.where(codes & 1, 1.0, -1.0)
+        counts = np.bincount((codes >> 1) % self.dimensions, signs, minlength=self.dimensions)
+        row: Matrix = counts.astype(np.float32)
         return row
 
     async def embed(self, texts: Sequence[str]) -> Matrix:

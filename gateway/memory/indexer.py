@@ -25,7 +25,7 @@ from gateway.memory.embedders import Embedder, EmbedderError, Matrix
 from gateway.memory.text import embeddable_text
 from gateway.store.jobs import JobStore
 from gateway.store.keys import UserKeys
-from gateway.store.redis_store import Store
+from gateway.store.redis_store import Store, VectorBatch
 
 __all__ = ["Indexer"]
 
@@ -51,11 +51,13 @@ class Indexer:
         batch_size: int,
         max_chars: int,
         block_ms: int,
+        linger: float = 0.05,
         backoff_cap: float = 30.0,
     ) -> None:
         self._store, self._jobs, self._embedder = store, jobs, embedder
         self._consumer, self._batch = consumer, min(batch_size, embedder.max_batch)
         self._max_chars, self._block_ms, self._cap = max_chars, block_ms, backoff_cap
+        self._linger = linger
         self._loop: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -75,6 +77,10 @@ class Indexer:
         while not self._closing:
             try:
                 batch = await self._jobs.read(self._consumer, self._batch, self._block_ms)
+                if batch and len(batch) < self._batch and self._linger:
+                    # Let a batch gather: fewer round trips, less competition with requests.
+                    await asyncio.sleep(self._linger)
+                    batch += await self._jobs.read(self._consumer, self._batch - len(batch), None)
                 if batch:
                     await self.index([self._item(e, f) for e, f in batch])
                 pause = 0.05
@@ -122,13 +128,18 @@ class Indexer:
                 skipped[where] += 1
             else:
                 per_context[where].append((item.seq, vector.astype("<f4").tobytes()))
-        for where in set(per_context) | set(skipped):
-            added = await self._store.add_vectors(
-                keys_of[where], where[1], self._embedder.dimensions, per_context[where],
+        batches = [
+            VectorBatch(
+                keys_of[where],
+                where[1],
+                self._embedder.dimensions,
+                per_context[where],
                 skipped[where],
-            )  # fmt: skip
-            if added < 0:
-                log.error("embedding dimensions changed; vectors not stored")
+            )
+            for where in set(per_context) | set(skipped)
+        ]
+        if any(added < 0 for added in await self._store.add_vectors(batches)):
+            log.error("embedding dimensions changed; vectors not stored")
         metrics.EMBEDDED.inc(sum(len(v) for v in per_context.values()))
 
     async def _embed_all(self, texts: list[str]) -> list[Matrix | None]:

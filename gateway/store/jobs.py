@@ -82,7 +82,8 @@ class JobStore:
                 raise
 
     @translated
-    async def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
+    async def read(self, consumer: str, count: int, block_ms: int | None) -> list[Entry]:
+        """Up to ``count`` new jobs; waits up to ``block_ms`` for the first (None: no wait)."""
         try:
             reply: Any = await self.client.xreadgroup(
                 self.group, consumer, {self.stream: ">"}, count=count, block=block_ms
