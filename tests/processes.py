@@ -86,6 +86,11 @@ def working(tmp: Path, name: str, **env: str) -> Iterator[subprocess.Popen[bytes
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (a graceful stop), then SIGKILL if it takes too long."""
     if proc.poll() is None:
-        proc.kill()
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
     proc.wait(timeout=10)
