@@ -17,7 +17,11 @@ from gateway.agents.base import (
 from gateway.errors import StoreUnavailableError
 
 
-class _TestAgent:
+class TestAgent:
+    """The card facts every test agent shares; subclasses set ``id`` and ``run``."""
+
+    __test__ = False  # not a pytest test class
+
     id = "test"
     name = "Test"
     description = "An agent for tests"
@@ -27,7 +31,7 @@ class _TestAgent:
     skills: Sequence[AgentSkill] = ()
 
 
-class Partial(_TestAgent):
+class Partial(TestAgent):
     """Writes half its answer, pauses for ``metadata.sleep`` seconds, then finishes.
 
     With ``metadata.once`` (a file path) it pauses only the first time it runs that
@@ -58,7 +62,7 @@ def _first_time(flag: Path) -> bool:
     return True
 
 
-class StoreFlaky(_TestAgent):
+class StoreFlaky(TestAgent):
     """Fails the way a run fails when Redis drops mid-run: the job must be retried."""
 
     id = "flaky"

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.agents.base import AgentRequest, AgentSkill, AgentUpdate, ArtifactUpdate, StatusUpdate
+from gateway.agents.base import AgentRequest, AgentUpdate, ArtifactUpdate, StatusUpdate
+from tests.agents import TestAgent
 from tests.conftest import AppFactory, message
 
 
-class HistoryProbe:
+class HistoryProbe(TestAgent):
     """Reports the texts of the context window it loads, and the references it was given."""
 
     id = "probe"
-    name = "Probe"
-    description = "Test agent"
-    version = "1"
-    input_modes: Sequence[str] = ("text/plain",)
-    output_modes: Sequence[str] = ("application/json",)
-    skills: Sequence[AgentSkill] = ()
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
         history = await request.history.load()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -11,22 +11,17 @@ import numpy as np
 import pytest
 from redis.asyncio import Redis
 
-from gateway.agents.base import AgentRequest, AgentSkill, AgentUpdate, ReplyUpdate, StatusUpdate
+from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
 from gateway.memory.embedders import HashingEmbedder
+from tests.agents import TestAgent
 from tests.conftest import AppFactory, auth, message
 from tests.embeddings_server import EmbeddingsServer
 
 
-class Replier:
+class Replier(TestAgent):
     """Answers with words of its own, so agent text can be told from user text."""
 
     id = "replier"
-    name = "Replier"
-    description = "test"
-    version = "1"
-    input_modes: Sequence[str] = ("text/plain",)
-    output_modes: Sequence[str] = ("text/plain",)
-    skills: Sequence[AgentSkill] = ()
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
         yield ReplyUpdate([{"kind": "text", "text": "zebra xylophone quartz"}])
