@@ -102,6 +102,7 @@ class Runtime:
                 consumer=consumer_name(),
                 batch_size=settings.embedder_batch_size,
                 max_chars=settings.embedder_max_chars,
+                backoff_cap=settings.embedder_backoff_max_seconds,
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
             )
         maintenance = Maintenance(

@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     embedder_dimensions: int | None = Field(default=None, ge=8, le=8192)
     embedder_batch_size: int = Field(default=64, ge=1, le=2048)
     embedder_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    embedder_backoff_max_seconds: float = Field(default=30.0, gt=0, le=3600)
     embedder_max_chars: int = Field(default=8000, ge=100, le=1_000_000)
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     log_level: str = "INFO"

@@ -84,9 +84,13 @@ class Indexer:
                 if batch:
                     await self.index([self._item(e, f) for e, f in batch])
                 pause = 0.05
-            except GatewayError:
+            except (GatewayError, EmbedderError):
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
+            except Exception as exc:  # a malformed job must not stop indexing
+                # Its entries stay pending; maintenance requeues, then dead-letters them.
+                log.error("indexing batch failed", extra={"error": type(exc).__name__})
+                await asyncio.sleep(pause)
 
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
