@@ -7,49 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
-from gateway.embedded_redis import free_port
 from tests.conftest import AppFactory, message
-
-
-@contextmanager
-def serving(
-    tmp_path: Path, *args: str, **env: str
-) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = free_port()
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "REDIS_URL"))}
-    environ.update({"GATEWAY_DATA_DIR": str(tmp_path / ".data"), "GATEWAY_LOG_LEVEL": "INFO"})
-    environ.update(env)
-    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args],
-        env=environ,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError((tmp_path / "serve.log").read_text())
-        yield proc, base
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-        log.close()
+from tests.processes import serving
 
 
 def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
@@ -62,7 +25,7 @@ def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
         assert proc.wait(timeout=20) == 0
     assert (tmp_path / ".data" / "redis").is_dir()
     assert any((tmp_path / ".data" / "redis").rglob("*.aof"))
-    logs = (tmp_path / "serve.log").read_text()
+    logs = next(tmp_path.glob("serve-*.log")).read_text()
     assert "hello" not in logs  # message text never reaches the logs
     assert '"event":"request"' in logs
 
