@@ -393,6 +393,13 @@ async def memory_bench(tmp: Path) -> None:
                 await search.search(principal, cid, f"dose {n % 17} observation", 5)
                 latencies.append(time.perf_counter() - t0)
             latencies.sort()
+            if size == 10_000:
+                vec_keys = [k async for k in aclient.scan_iter(match=f"*:c:{cid}:v*")]
+                vec_bytes = sum([int(await aclient.memory_usage(k) or 0) for k in vec_keys])
+                print(
+                    f"  vectors in Redis: {vec_bytes / size:,.0f} B per embedded message "
+                    f"({embedder.dimensions} float32 + seq + bitmap)"
+                )
             print(
                 f"  search, {size:>6,} messages: p50 {latencies[100] * 1000:6.2f} ms   "
                 f"p99 {latencies[197] * 1000:6.2f} ms"
@@ -481,6 +488,16 @@ async def _on_off(ports: dict[str, int]) -> None:
         print(line(name, r))
     on, off = merged["embedding on (hashing)"], merged["embedding off"]
     print(f"  p50 ratio on/off: {on.pct(0.5) / off.pct(0.5):.2f}")
+    rounds: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for _ in range(ROUNDS):
+        for name, port in ports.items():
+            rounds[name].append(await loadgen.run(port, lambda n: request(), 32, SECONDS, counter))
+    busy = {name: merge(r) for name, r in rounds.items()}
+    print("blocking send throughput, concurrency 32, embedding on vs off (interleaved)")
+    for name, r in busy.items():
+        print(line(name, r))
+    ratio = busy["embedding on (hashing)"].throughput / busy["embedding off"].throughput
+    print(f"  throughput ratio on/off: {ratio:.2f} (embedding shares the process's CPU)")
 
 
 def main() -> None:
@@ -488,7 +505,14 @@ def main() -> None:
         server = EmbeddedRedis(Path(tmp) / "redis")
         url = server.start()
         gw_port, floor_port = free_port(), free_port()
-        env = {"REDIS_URL": url, "GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
+        # The core figures measure the A2A path; context memory's cost is measured on its own
+        # (embedding on vs off) in the memory section.
+        env = {
+            "REDIS_URL": url,
+            "GATEWAY_LOG_REQUESTS": "false",
+            "GATEWAY_LOG_LEVEL": "WARNING",
+            "GATEWAY_EMBEDDER": "none",
+        }
         gw_args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(gw_port)]
         floor_args = [sys.executable, "-m", "bench.floor"]
         only = os.environ.get("BENCH_ONLY", "")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
 
 from gateway.embedded_redis import EmbeddedRedis
@@ -251,3 +252,51 @@ async def test_sends_survive_a_missing_consumer_group(make_app: AppFactory, redi
         r = await _send(c, "after")
         assert r.status_code == 200
         assert r.json()["task"]["status"]["state"] == "completed"
+
+
+async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: Redis) -> None:
+    """On a cluster the job is queued after the message (another slot). If the process dies
+    in between, the client's retry of the same message queues it."""
+    import orjson
+
+    from gateway.errors import StoreUnavailableError
+    from gateway.principal import Principal
+    from gateway.store.redis_store import SendWrite, Store
+
+    class DiesBeforeQueueing(Store):
+        async def _queue_job(self, *args: Any, **kwargs: Any) -> str:
+            raise StoreUnavailableError()
+
+    keys = Principal("t", "u").keys
+    msg = {
+        "kind": "message",
+        "role": "user",
+        "messageId": "m1",
+        "contextId": "c1",
+        "taskId": "t1",
+        "parts": [{"kind": "text", "text": "x"}],
+    }
+    write = SendWrite(
+        context_id="c1",
+        task_id="t1",
+        continuing=False,
+        new_context=True,
+        message_id="m1",
+        digest="d",
+        message_json=orjson.dumps(msg),
+        metadata_json=b"",
+        status_json=b'{"state":"submitted"}',
+        reference_ids=(),
+        job_json=orjson.dumps({"t": "t", "u": "u", "a": "echo", "c": "c1", "k": "t1", "r": []}),
+        queue_run=True,
+    )
+    with pytest.raises(StoreUnavailableError):
+        await DiesBeforeQueueing(redis, 3600, cluster=True).send(keys, write)
+    assert await redis.xlen(JOBS) == 0  # the message is stored, its job is not
+    replay = await Store(redis, 3600, cluster=True).send(keys, write)
+    assert replay.duplicate
+    entries = await redis.xrange(JOBS)
+    assert len(entries) == 1
+    assert orjson.loads(entries[0][1][b"job"])["k"] == "t1" and entries[0][1][b"seq"] == b"1"
+    again = await Store(redis, 3600, cluster=True).send(keys, write)
+    assert again.duplicate and await redis.xlen(JOBS) == 1  # queued once, not per replay

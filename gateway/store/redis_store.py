@@ -121,10 +121,25 @@ class Store:
         all_keys = keys.context(context_id).all()
         return all_keys[:-2] if self.cluster else all_keys
 
-    async def _queue_job(self, job_json: bytes, seq: int) -> str:
-        """Cluster mode's second step of a send: queue the run (ids only)."""
-        entry = await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq})
-        return _text(entry)
+    async def _queue_job(
+        self, keys: UserKeys, context_id: str, task_id: str, job_json: bytes, seq: int
+    ) -> str:
+        """Cluster mode's second step of a send: queue the run (ids only), then record its
+        entry on the task in place of the 'pending' mark the send script left."""
+        entry = _text(await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq}))
+        await self.client.hset(keys.context(context_id).tasks, f"{task_id}:job", entry)
+        return entry
+
+    async def _queue_if_lost(
+        self, keys: UserKeys, context_id: str, task_id: str, job_json: bytes
+    ) -> None:
+        """Cluster mode, a replayed message: if the first attempt died before queueing its
+        job, queue it now (a job queued twice runs once: attempts are fenced)."""
+        mark = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:job")
+        if mark is not None and _text(mark).startswith("pending:"):
+            job = orjson.loads(job_json) | {"c": context_id, "k": task_id}
+            seq = int(_text(mark).split(":", 1)[1])
+            await self._queue_job(keys, context_id, task_id, orjson.dumps(job), seq)
 
     async def _ack_job(self, entry: str) -> None:
         """Cluster mode's second step of a finished (or moot) run: drop its job."""
@@ -176,7 +191,7 @@ class Store:
             inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
             entry = _text(reply[5]) if len(reply) > 5 else ""
             if self.cluster and w.queue_run:
-                entry = await self._queue_job(w.job_json, seq)
+                entry = await self._queue_job(keys, context_id, _text(reply[1]), w.job_json, seq)
             if self.cluster and w.embed:
                 await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
             claimed = None
@@ -187,6 +202,8 @@ class Store:
         if kind == "dup":
             if _text(reply[2]) != w.digest:
                 raise IdempotencyConflictError()
+            if self.cluster and w.queue_run:
+                await self._queue_if_lost(keys, context_id, _text(reply[1]), w.job_json)
             return SendResult(context_id, _text(reply[1]), 0, duplicate=True)
         if kind == "origin":
             return await self._retry_opening(keys, w, _text(reply[1]))

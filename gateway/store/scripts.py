@@ -115,7 +115,11 @@ if string.find(ARGV[15], 'e', 1, true) then
   redis.call('HINCRBY', KEYS[4], 'embq', 1)
   if KEYS[13] then redis.call('XADD', KEYS[13], '*', 'job', ARGV[13], 'seq', seq) end
 end
-if not (KEYS[12] and string.find(ARGV[15], 'r', 1, true)) then
+if not string.find(ARGV[15], 'r', 1, true) then return {'ok', tid, seq, msg, referenced} end
+if not KEYS[12] then
+  -- Cluster: the store queues the job next; until it records the entry, a retry of this
+  -- message can tell that the job may not exist and queue it again.
+  redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. seq)
   return {'ok', tid, seq, msg, referenced}
 end
 local entry = redis.call('XADD', KEYS[12], '*', 'job', ARGV[13], 'seq', seq)
