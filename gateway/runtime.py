@@ -30,7 +30,7 @@ from gateway.memory.indexer import Indexer
 from gateway.settings import Settings
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
-from gateway.store.keys import DEAD_LETTERS, EMBEDS, EMBEDS_GROUP
+from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP
 from gateway.store.redis_store import Store
 
 __all__ = ["Runtime"]
@@ -92,7 +92,7 @@ class Runtime:
                 workers=settings.workers,
             )
         embedder = build_embedder(settings)
-        embeds = JobStore(client, EMBEDS, EMBEDS_GROUP, DEAD_LETTERS)
+        embeds = JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
         indexer = None
         if embedder is not None and settings.workers:
             indexer = Indexer(

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 __all__ = [
     "DEAD_LETTERS",
     "EMBEDS",
+    "EMBEDS_DEAD",
     "EMBEDS_GROUP",
     "EVENTS_PATTERN",
     "JOBS",
@@ -55,6 +56,7 @@ __all__ = [
 EVENTS_PATTERN = "gw:ev:*"
 JOBS = "gw:{jobs}"
 EMBEDS = "gw:{jobs}:embed"
+EMBEDS_DEAD = "gw:{jobs}:embed:dead"
 EMBEDS_GROUP = "embedders"
 JOBS_GROUP = "runners"
 DEAD_LETTERS = "gw:{jobs}:dead"

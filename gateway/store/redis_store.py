@@ -5,6 +5,7 @@ Redis exceptions become ``StoreUnavailableError`` through ``translate.translated
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -473,14 +474,21 @@ class Store:
     async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
         """Append vectors to live contexts, one script per context, in one round trip;
         see ``_ADD_VECTORS``. Returns what each added (-1: dimensions changed)."""
-        async with self.client.pipeline(transaction=False) as pipe:
-            for b in batches:
-                args: list[Any] = [self.ttl_ms, b.dimensions, b.skipped]
-                for seq, blob in b.vectors:
-                    args += [seq.to_bytes(4, "little"), seq, blob]
-                context_keys = b.keys.context(b.context_id).all()[:11]
-                await self.scripts.add_vectors(keys=context_keys, args=args, client=pipe)
-            replies = await pipe.execute()
+        calls = []
+        for b in batches:
+            args: list[Any] = [self.ttl_ms, b.dimensions, b.skipped]
+            for seq, blob in b.vectors:
+                args += [seq.to_bytes(4, "little"), seq, blob]
+            calls.append((b.keys.context(b.context_id).all()[:11], args))
+        if self.cluster:  # a cluster pipeline refuses scripts: send them side by side
+            replies = await asyncio.gather(
+                *(self.scripts.add_vectors(keys=k, args=a) for k, a in calls)
+            )
+        else:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for k, a in calls:
+                    await self.scripts.add_vectors(keys=k, args=a, client=pipe)
+                replies = await pipe.execute()
         return [int(r) for r in replies]
 
     @_translated
