@@ -300,3 +300,21 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: Redis) ->
     assert orjson.loads(entries[0][1][b"job"])["k"] == "t1" and entries[0][1][b"seq"] == b"1"
     again = await Store(redis, 3600, cluster=True).send(keys, write)
     assert again.duplicate and await redis.xlen(JOBS) == 1  # queued once, not per replay
+
+
+async def test_a_worker_without_the_agent_leaves_the_job_to_one_that_has_it(
+    make_app: AppFactory,
+) -> None:
+    """Replicas mid-deploy may differ: a job must not fail on a worker that lacks its agent."""
+    async with make_app(agents=[Partial()], workers=False) as front:
+        r = await _send(front, "x", agent="partial", configuration={"blocking": False})
+        tid = r.json()["task"]["id"]
+        async with make_app(job_lease_seconds=0.4) as lacking:  # takes the job, cannot run it
+            await asyncio.sleep(0.5)
+            assert (await _task(lacking, tid))["status"]["state"] == "submitted"
+        async with make_app(agents=[Partial()], job_lease_seconds=0.4) as able:
+
+            async def completed() -> bool:
+                return (await _task(able, tid))["status"]["state"] == "completed"
+
+            await _until(completed, seconds=15)

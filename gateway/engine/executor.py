@@ -33,7 +33,7 @@ from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import RunJob
 from gateway.engine.status import agent_message, artifact, settled, status_json
-from gateway.errors import GatewayError, StoreUnavailableError
+from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
 
@@ -173,6 +173,13 @@ class RunExecutor:
                 await run.write("", finish=True)
         except StoreUnavailableError:
             log.error("store unavailable during run", extra={"task": job.task_id})
+        except AgentNotFoundError:
+            if not job.entry:
+                with contextlib.suppress(GatewayError):
+                    await run.write("failed", FAILURE_TEXT, finish=True)
+            # A durable job stays pending: after the lease it goes back to the queue for a
+            # worker that has this agent (or, after too many attempts, to the dead letters).
+            log.warning("agent not served by this worker", extra={"task": job.task_id})
         except Exception as exc:  # an agent bug must not kill the worker
             log.error("agent run failed", extra={"task": job.task_id, "error": type(exc).__name__})
             with contextlib.suppress(GatewayError):
