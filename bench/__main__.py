@@ -365,6 +365,7 @@ async def memory_bench(tmp: Path) -> None:
     from gateway.memory.embedders import HashingEmbedder
     from gateway.principal import Principal
     from gateway.service.search import SearchService
+    from gateway.store.memory_store import MemoryStore
     from gateway.store.redis_store import Store
 
     server = EmbeddedRedis(tmp / "redis-memory")
@@ -382,7 +383,7 @@ async def memory_bench(tmp: Path) -> None:
 
         aclient = AsyncRedis.from_url(url)
         store = Store(aclient, 3600)
-        search = SearchService(store, embedder)
+        search = SearchService(MemoryStore(store), embedder)
         principal = Principal("bench", "user")
         for size in (100, 1_000, 10_000):
             cid = f"ctx-{size}"
@@ -414,7 +415,8 @@ async def _fill_vectors(store: Any, principal: Any, cid: str, size: int, embedde
     """A context of ``size`` user messages with their vectors, through the store's API."""
     import uuid as _uuid
 
-    from gateway.store.redis_store import SendWrite, VectorBatch
+    from gateway.store.memory_store import MemoryStore, VectorBatch
+    from gateway.store.redis_store import SendWrite
 
     seqs: list[int] = []
     texts: list[str] = []
@@ -451,7 +453,9 @@ async def _fill_vectors(store: Any, principal: Any, cid: str, size: int, embedde
         vectors = [
             (seq, row.astype("<f4").tobytes()) for seq, row in zip(seqs[i:], matrix, strict=False)
         ]
-        await store.add_vectors([VectorBatch(principal.keys, cid, embedder.dimensions, vectors, 0)])
+        await MemoryStore(store).add_vectors(
+            [VectorBatch(principal.keys, cid, embedder.dimensions, vectors, 0)]
+        )
 
 
 def embedding_on_off(tmp: Path) -> None:

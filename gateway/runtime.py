@@ -31,6 +31,7 @@ from gateway.settings import Settings
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
 from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP
+from gateway.store.memory_store import MemoryStore
 from gateway.store.redis_store import Store
 
 __all__ = ["Runtime"]
@@ -96,7 +97,7 @@ class Runtime:
         indexer = None
         if embedder is not None and settings.workers:
             indexer = Indexer(
-                store,
+                MemoryStore(store),
                 embeds,
                 embedder,
                 consumer=consumer_name(),

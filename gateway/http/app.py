@@ -23,6 +23,7 @@ from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
+from gateway.store.memory_store import MemoryStore
 
 __all__ = ["create_app"]
 
@@ -44,8 +45,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             embedding=runtime.embedder is not None,
         ),
         tasks=TaskService(runtime.store),
-        contexts=ContextService(runtime.store),
-        search=SearchService(runtime.store, runtime.embedder),
+        contexts=ContextService(runtime.store, MemoryStore(runtime.store)),
+        search=SearchService(MemoryStore(runtime.store), runtime.embedder),
     )
 
     mcp_server, mcp_routes = mcp_endpoint(state.search)

@@ -25,7 +25,7 @@ from gateway.memory.embedders import Embedder, EmbedderError, Matrix
 from gateway.memory.text import embeddable_text
 from gateway.store.jobs import JobStore
 from gateway.store.keys import UserKeys
-from gateway.store.redis_store import Store, VectorBatch
+from gateway.store.memory_store import MemoryStore, VectorBatch
 
 __all__ = ["Indexer"]
 
@@ -43,7 +43,7 @@ class _Item:
 class Indexer:
     def __init__(
         self,
-        store: Store,
+        store: MemoryStore,
         jobs: JobStore,
         embedder: Embedder,
         *,

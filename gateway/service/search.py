@@ -11,14 +11,14 @@ from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOp
 from gateway.memory.embedders import Embedder, EmbedderError
 from gateway.memory.text import embeddable_text
 from gateway.principal import Principal
-from gateway.store.redis_store import Store
+from gateway.store.memory_store import MemoryStore
 
 __all__ = ["SearchService"]
 
 
 @dataclass
 class SearchService:
-    store: Store
+    store: MemoryStore
     embedder: Embedder | None
 
     async def search(

@@ -5,7 +5,6 @@ Redis exceptions become ``StoreUnavailableError`` through ``translate.translated
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,7 +25,7 @@ from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated as _translated
 
-__all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult", "VectorBatch"]
+__all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult"]
 
 _TASK_FIELDS = (":s", ":a", ":m", ":md")
 
@@ -77,18 +76,6 @@ class SendResult:
     @property
     def claimed_own(self) -> bool:
         return self.claimed is not None and self.claimed[0] == self.entry
-
-
-@dataclass(frozen=True)
-class VectorBatch:
-    """Vectors (message seq, float32 bytes) for one context, and how many of its queued
-    messages held nothing to embed."""
-
-    keys: UserKeys
-    context_id: str
-    dimensions: int
-    vectors: Sequence[tuple[int, bytes]]
-    skipped: int
 
 
 @dataclass(frozen=True)
@@ -456,57 +443,3 @@ class Store:
                 if stale:
                     removed += int(await self.client.hdel(index, *stale))
         return removed
-
-    # -- context memory -------------------------------------------------------------------
-
-    @_translated
-    async def messages_by_seq(
-        self, wanted: Sequence[tuple[UserKeys, str, int]]
-    ) -> list[dict[str, Any] | None]:
-        """The stored messages at (user, context, seq), in order (None where gone)."""
-        async with self.client.pipeline(transaction=False) as pipe:
-            for keys, context_id, seq in wanted:
-                pipe.hget(keys.context(context_id).msgs, str(seq))
-            raw = await pipe.execute()
-        return [orjson.loads(m) if m is not None else None for m in raw]
-
-    @_translated
-    async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
-        """Append vectors to live contexts, one script per context, in one round trip;
-        see ``_ADD_VECTORS``. Returns what each added (-1: dimensions changed)."""
-        calls = []
-        for b in batches:
-            args: list[Any] = [self.ttl_ms, b.dimensions, b.skipped]
-            for seq, blob in b.vectors:
-                args += [seq.to_bytes(4, "little"), seq, blob]
-            calls.append((b.keys.context(b.context_id).all()[:11], args))
-        if self.cluster:  # a cluster pipeline refuses scripts: send them side by side
-            replies = await asyncio.gather(
-                *(self.scripts.add_vectors(keys=k, args=a) for k, a in calls)
-            )
-        else:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for k, a in calls:
-                    await self.scripts.add_vectors(keys=k, args=a, client=pipe)
-                replies = await pipe.execute()
-        return [int(r) for r in replies]
-
-    @_translated
-    async def vectors(self, keys: UserKeys, context_id: str) -> tuple[bytes, bytes, int] | None:
-        """(vectors, their seqs, dimensions) of a live context; None when it is gone."""
-        ck = keys.context(context_id)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hget(ck.meta, "created")
-            pipe.hget(ck.meta, "vdim")
-            pipe.get(ck.vectors)
-            pipe.get(ck.vector_seqs)
-            created, dims, vectors, seqs = await pipe.execute()
-        if created is None:
-            return None
-        return vectors or b"", seqs or b"", int(dims or 0)
-
-    @_translated
-    async def memory_status(self, keys: UserKeys, context_id: str) -> dict[str, int]:
-        queued, done = await self.client.hmget(keys.meta(context_id), ["embq", "embd"])
-        indexed = int(done or 0)
-        return {"indexed": indexed, "pending": max(0, int(queued or 0) - indexed)}

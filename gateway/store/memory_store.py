@@ -1,0 +1,89 @@
+"""Context memory in Redis: the vectors of a context's user messages, and the messages.
+
+Vectors live with their context (``vec``/``vix``/``vbits``, see ``keys.py``), expire with it
+and go with a scrub; they are written by the ``_ADD_VECTORS`` script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.store.keys import UserKeys
+from gateway.store.redis_store import Store
+from gateway.store.translate import translated as _translated
+
+__all__ = ["MemoryStore", "VectorBatch"]
+
+
+@dataclass(frozen=True)
+class VectorBatch:
+    """Vectors (message seq, float32 bytes) for one context, and how many of its queued
+    messages held nothing to embed."""
+
+    keys: UserKeys
+    context_id: str
+    dimensions: int
+    vectors: Sequence[tuple[int, bytes]]
+    skipped: int
+
+
+class MemoryStore:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @_translated
+    async def messages_by_seq(
+        self, wanted: Sequence[tuple[UserKeys, str, int]]
+    ) -> list[dict[str, Any] | None]:
+        """The stored messages at (user, context, seq), in order (None where gone)."""
+        async with self._store.client.pipeline(transaction=False) as pipe:
+            for keys, context_id, seq in wanted:
+                pipe.hget(keys.context(context_id).msgs, str(seq))
+            raw = await pipe.execute()
+        return [orjson.loads(m) if m is not None else None for m in raw]
+
+    @_translated
+    async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
+        """Append vectors to live contexts, one script per context, in one round trip;
+        see ``_ADD_VECTORS``. Returns what each added (-1: dimensions changed)."""
+        calls = []
+        for b in batches:
+            args: list[Any] = [self._store.ttl_ms, b.dimensions, b.skipped]
+            for seq, blob in b.vectors:
+                args += [seq.to_bytes(4, "little"), seq, blob]
+            calls.append((b.keys.context(b.context_id).all()[:11], args))
+        if self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
+            replies = await asyncio.gather(
+                *(self._store.scripts.add_vectors(keys=k, args=a) for k, a in calls)
+            )
+        else:
+            async with self._store.client.pipeline(transaction=False) as pipe:
+                for k, a in calls:
+                    await self._store.scripts.add_vectors(keys=k, args=a, client=pipe)
+                replies = await pipe.execute()
+        return [int(r) for r in replies]
+
+    @_translated
+    async def vectors(self, keys: UserKeys, context_id: str) -> tuple[bytes, bytes, int] | None:
+        """(vectors, their seqs, dimensions) of a live context; None when it is gone."""
+        ck = keys.context(context_id)
+        async with self._store.client.pipeline(transaction=False) as pipe:
+            pipe.hget(ck.meta, "created")
+            pipe.hget(ck.meta, "vdim")
+            pipe.get(ck.vectors)
+            pipe.get(ck.vector_seqs)
+            created, dims, vectors, seqs = await pipe.execute()
+        if created is None:
+            return None
+        return vectors or b"", seqs or b"", int(dims or 0)
+
+    @_translated
+    async def memory_status(self, keys: UserKeys, context_id: str) -> dict[str, int]:
+        queued, done = await self._store.client.hmget(keys.meta(context_id), ["embq", "embd"])
+        indexed = int(done or 0)
+        return {"indexed": indexed, "pending": max(0, int(queued or 0) - indexed)}
