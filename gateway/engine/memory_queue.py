@@ -33,7 +33,7 @@ class MemoryQueue:
         """Nothing is ever reserved."""
 
     def adopt(self, entry: str, fields: dict[bytes, bytes]) -> None:
-        raise NotImplementedError("an in-memory queue never claims stream jobs")
+        raise RuntimeError("an in-memory queue never takes stream jobs (it names no claimant)")
 
     async def start(self) -> None:
         self._workers = [
