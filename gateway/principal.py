@@ -19,8 +19,3 @@ class Principal:
     @cached_property
     def keys(self) -> UserKeys:
         return UserKeys.of(self.tenant, self.user)
-
-    @property
-    def tag(self) -> str:
-        """An opaque, log-safe name for this principal."""
-        return self.keys.prefix[4:-1]

@@ -132,10 +132,6 @@ class RunExecutor:
         self.closing = False
         events.add_listener(self._on_event)
 
-    @property
-    def running(self) -> int:
-        return len(self._running)
-
     def _on_event(self, task_id: str, state: str) -> None:
         if state == "canceled" and (running := self._running.get(task_id)) is not None:
             running.cancel()

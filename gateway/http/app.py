@@ -45,7 +45,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             embedding=runtime.embedder is not None,
         ),
         tasks=TaskService(runtime.store),
-        contexts=ContextService(runtime.store, MemoryStore(runtime.store)),
+        contexts=ContextService(runtime.store),
         search=SearchService(MemoryStore(runtime.store), runtime.embedder),
     )
 

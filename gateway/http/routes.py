@@ -43,26 +43,29 @@ def _agent_id(request: Request) -> str:
     return agent_id if isinstance(agent_id, str) else _state(request).settings.default_agent
 
 
-async def send_message(request: Request) -> Response:
+def _served(request: Request) -> AppState:
+    """The app state, once the agent named by the path (or the default) is known to exist."""
     state = _state(request)
-    agent_id = _agent_id(request)
-    state.agents.get(agent_id)
+    state.agents.get(_agent_id(request))
+    return state
+
+
+async def send_message(request: Request) -> Response:
+    state, agent_id = _served(request), _agent_id(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
     task = await state.messages.send(_principal(request), agent_id, body)
     return JSONResponse({"task": task})
 
 
 async def get_task(request: Request) -> Response:
-    state = _state(request)
-    state.agents.get(_agent_id(request))
+    state = _served(request)
     history = query_int(request, "historyLength", "history_length", default=None)
     task = await state.tasks.get(_principal(request), request.path_params["task_id"], history)
     return JSONResponse(task)
 
 
 async def cancel_task(request: Request) -> Response:
-    state = _state(request)
-    state.agents.get(_agent_id(request))
+    state = _served(request)
     await json_body(request, optional=True)
     task = await state.tasks.cancel(_principal(request), request.path_params["task_id"])
     return JSONResponse(task)
@@ -76,15 +79,13 @@ def _page(request: Request, default_limit: int) -> tuple[int, int]:
 
 
 async def list_contexts(request: Request) -> Response:
-    state = _state(request)
-    state.agents.get(_agent_id(request))
+    state = _served(request)
     limit, offset = _page(request, 50)
     return JSONResponse(await state.contexts.list(_principal(request), limit, offset))
 
 
 async def read_context(request: Request) -> Response:
-    state = _state(request)
-    state.agents.get(_agent_id(request))
+    state = _served(request)
     limit, offset = _page(request, 100)
     page = await state.contexts.read(
         _principal(request), request.path_params["context_id"], limit, offset
@@ -93,15 +94,13 @@ async def read_context(request: Request) -> Response:
 
 
 async def delete_context(request: Request) -> Response:
-    state = _state(request)
-    state.agents.get(_agent_id(request))
+    state = _served(request)
     await state.contexts.delete(_principal(request), request.path_params["context_id"])
     return Response(status_code=204)
 
 
 async def search_context(request: Request) -> Response:
-    state = _state(request)
-    state.agents.get(_agent_id(request))
+    state = _served(request)
     body = validated(SearchRequest, await json_body(request))
     hits = await state.search.search(
         _principal(request), request.path_params["context_id"], body.query, body.topK,

@@ -7,7 +7,6 @@ from typing import Any
 
 from gateway.errors import ContextNotFoundError
 from gateway.principal import Principal
-from gateway.store.memory_store import MemoryStore
 from gateway.store.redis_store import Store
 
 __all__ = ["ContextService"]
@@ -16,7 +15,6 @@ __all__ = ["ContextService"]
 @dataclass
 class ContextService:
     store: Store
-    memory: MemoryStore
 
     async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
         items, total = await self.store.list_contexts(principal.keys, limit, offset)
@@ -28,7 +26,6 @@ class ContextService:
         page = await self.store.read_context(principal.keys, context_id, limit, offset)
         if page is None:
             raise ContextNotFoundError()
-        page["memory"] = await self.memory.memory_status(principal.keys, context_id)
         return page
 
     async def delete(self, principal: Principal, context_id: str) -> None:

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER
+from gateway.store.records import text_of as _text
 from gateway.store.translate import translated
 
 __all__ = ["JobStore", "PendingJob", "QueueFigures"]
@@ -178,7 +179,3 @@ class JobStore:
             stamp = int(_text(oldest[0][0]).split("-")[0])
             lag = max(0.0, time.time() - stamp / 1000)
         return QueueFigures(max(0, int(length) - pending_count), pending_count, lag, int(dead))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

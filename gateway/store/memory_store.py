@@ -81,9 +81,3 @@ class MemoryStore:
         if created is None:
             return None
         return vectors or b"", seqs or b"", int(dims or 0)
-
-    @_translated
-    async def memory_status(self, keys: UserKeys, context_id: str) -> dict[str, int]:
-        queued, done = await self._store.client.hmget(keys.meta(context_id), ["embq", "embd"])
-        indexed = int(done or 0)
-        return {"indexed": indexed, "pending": max(0, int(queued or 0) - indexed)}

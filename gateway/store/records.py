@@ -8,7 +8,12 @@ from typing import Any
 
 import orjson
 
-__all__ = ["assemble_task", "iso_from_ms", "message_seqs", "now_ms"]
+__all__ = ["assemble_task", "iso_from_ms", "message_seqs", "now_ms", "text_of"]
+
+
+def text_of(value: Any) -> str:
+    """A Redis reply (bytes) or a plain value, as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def now_ms() -> int:

@@ -22,16 +22,13 @@ from gateway.errors import (
 )
 from gateway.store.keys import EMBEDS, JOBS, JOBS_GROUP, UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
+from gateway.store.records import text_of as _text
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated as _translated
 
 __all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult"]
 
 _TASK_FIELDS = (":s", ":a", ":m", ":md")
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True)
@@ -350,8 +347,11 @@ class Store:
     async def list_contexts(
         self, keys: UserKeys, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
-        ids = await self.client.zrevrange(keys.contexts, offset, offset + limit - 1)
-        total = int(await self.client.zcard(keys.contexts))
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.zrevrange(keys.contexts, offset, offset + limit - 1)
+            pipe.zcard(keys.contexts)
+            ids, count = await pipe.execute()
+        total = int(count)
         if not ids:
             return [], total
         async with self.client.pipeline(transaction=False) as pipe:
@@ -390,7 +390,8 @@ class Store:
             pipe.pttl(ck.meta)
             pipe.llen(ck.items)
             pipe.lrange(ck.items, offset, offset + limit - 1)
-            ttl, total, tids = await pipe.execute()
+            pipe.hmget(ck.meta, ["embq", "embd"])
+            ttl, total, tids, (queued, embedded) = await pipe.execute()
         if ttl < 0:
             return None
         fields = [f"{_text(t)}{suffix}" for t in tids for suffix in _TASK_FIELDS]
@@ -414,6 +415,10 @@ class Store:
             "limit": limit,
             "offset": offset,
             "expiresAt": iso_from_ms(now_ms() + int(ttl)),
+            "memory": {
+                "indexed": int(embedded or 0),
+                "pending": max(0, int(queued or 0) - int(embedded or 0)),
+            },
         }
 
     @_translated
