@@ -15,9 +15,17 @@ __all__ = [
     "JOBS_QUEUED",
     "JOBS_RECLAIMED",
     "JOB_WAIT_SECONDS",
+    "LTM_RETRIES",
+    "MEMORIES_FORGOTTEN",
+    "OUTBOX_AGE",
+    "OUTBOX_DEPTH",
+    "RECALLS",
+    "RECALL_SECONDS",
     "REQUESTS",
     "RUNS",
     "RUN_SECONDS",
+    "TURNS_DROPPED",
+    "TURNS_STORED",
 ]
 
 REQUESTS = Counter("gateway_requests_total", "HTTP requests", ["method", "status"])
@@ -56,3 +64,21 @@ EMBEDDED = Counter("gateway_messages_embedded_total", "User messages embedded an
 EMBED_RETRIES = Counter("gateway_embedder_retries_total", "Embedding calls retried")
 EMBED_QUEUED = Gauge("gateway_embed_queued", "User messages waiting to be embedded")
 EMBED_LAG = Gauge("gateway_embed_lag_seconds", "Age of the oldest message waiting to be embedded")
+RECALLS = Counter(
+    "gateway_ltm_recalls_total",
+    "Long-term memory recalls by outcome (hits, empty, skipped, failed, timeout)",
+    ["outcome"],
+)
+RECALL_SECONDS = Histogram("gateway_ltm_recall_seconds", "Long-term memory recall duration")
+TURNS_STORED = Counter("gateway_ltm_turns_stored_total", "Turns delivered to long-term memory")
+TURNS_DROPPED = Counter(
+    "gateway_ltm_turns_dropped_total",
+    "Turns not delivered: their context was scrubbed or expired, or Cortadel refused them",
+    ["reason"],
+)
+MEMORIES_FORGOTTEN = Counter(
+    "gateway_ltm_memories_deleted_total", "Long-term memories deleted with their context"
+)
+LTM_RETRIES = Counter("gateway_ltm_retries_total", "Cortadel calls retried by the outbox")
+OUTBOX_DEPTH = Gauge("gateway_ltm_outbox_depth", "Long-term memory jobs not yet done")
+OUTBOX_AGE = Gauge("gateway_ltm_outbox_oldest_seconds", "Age of the oldest outbox job")

@@ -24,13 +24,24 @@ from gateway.engine.jobs import JobQueue
 from gateway.engine.maintenance import Maintenance
 from gateway.engine.memory_queue import MemoryQueue
 from gateway.engine.stream_queue import StreamQueue
+from gateway.longterm.cortadel import Cortadel
+from gateway.longterm.outbox import Outbox
+from gateway.longterm.recall import LongTermMemory
 from gateway.memory.embedders import Embedder
 from gateway.memory.factory import build_embedder
 from gateway.memory.indexer import Indexer
 from gateway.settings import Settings
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
-from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP
+from gateway.store.keys import (
+    EMBEDS,
+    EMBEDS_DEAD,
+    EMBEDS_GROUP,
+    OUTBOX,
+    OUTBOX_DEAD,
+    OUTBOX_GROUP,
+)
+from gateway.store.longterm_store import LongTermStore
 from gateway.store.memory_store import MemoryStore
 from gateway.store.redis_store import Store
 
@@ -60,6 +71,8 @@ class Runtime:
     maintenance: Maintenance
     embedder: Embedder | None
     indexer: Indexer | None
+    cortadel: Cortadel | None = None
+    outbox: Outbox | None = None
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
@@ -72,12 +85,18 @@ class Runtime:
         agents.get(settings.default_agent)
         events_client = target.events_client(settings.redis_timeout_seconds)
         events = TaskEvents(events_client)
+        cortadel = Cortadel(settings.cortadel) if settings.cortadel.enabled else None
+        longterm = None
+        if cortadel is not None:
+            defaults = settings.cortadel.options()
+            longterm = LongTermMemory(cortadel, LongTermStore(store), defaults)
         executor = RunExecutor(
             store,
             agents,
             events,
             context_window=settings.agent_context_messages,
             working_after=settings.working_after_ms / 1000,
+            longterm=longterm,
         )
         queue: JobQueue
         if settings.queue == "memory":
@@ -106,10 +125,26 @@ class Runtime:
                 backoff_cap=settings.embedder_backoff_max_seconds,
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
             )
+        outbox_jobs = JobStore(client, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
+        outbox = None
+        if cortadel is not None and settings.workers:
+            outbox = Outbox(
+                cortadel,
+                LongTermStore(store),
+                outbox_jobs,
+                consumer=consumer_name(),
+                header=settings.cortadel.memory_header,
+                batch=settings.cortadel.outbox_batch,
+                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                lease_seconds=settings.job_lease_seconds,
+                backoff_cap=settings.cortadel.backoff_max_seconds,
+            )
         maintenance = Maintenance(
             store,
-            [jobs, embeds],
+            jobs,
             executor,
+            embeds=embeds,
+            outbox=outbox_jobs if cortadel is not None else None,
             lease_seconds=settings.job_lease_seconds,
             max_attempts=settings.job_max_attempts,
             prune_interval_seconds=settings.prune_interval_seconds,
@@ -127,6 +162,8 @@ class Runtime:
             maintenance,
             embedder,
             indexer,
+            cortadel,
+            outbox,
         )
 
     async def start(self) -> None:
@@ -134,7 +171,11 @@ class Runtime:
         await self.queue.start()
         if self.indexer is not None:
             await self.indexer.start()
-        if self.queue.durable or self.indexer is not None:
+        if self.cortadel is not None:
+            self.cortadel.start()
+        if self.outbox is not None:
+            await self.outbox.start()
+        if self.queue.durable or self.indexer is not None or self.outbox is not None:
             self.maintenance.start()
 
     async def stop(self) -> None:
@@ -142,7 +183,12 @@ class Runtime:
         self.maintenance.stop()
         if self.indexer is not None:
             await self.indexer.stop()
+        if self.outbox is not None:
+            await self.outbox.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
+        if self.cortadel is not None:
+            with contextlib.suppress(Exception):
+                await self.cortadel.close()
         await self.events.stop()
         closing = getattr(self.embedder, "close", None)
         if closing is not None:

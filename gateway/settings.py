@@ -14,6 +14,8 @@ import orjson
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gateway.longterm.options import CortadelSettings
+
 __all__ = ["ApiKeyEntry", "Settings"]
 
 THIRTY_DAYS = 30 * 24 * 3600
@@ -65,6 +67,8 @@ class Settings(BaseSettings):
     embedder_backoff_max_seconds: float = Field(default=30.0, gt=0, le=3600)
     embedder_max_chars: int = Field(default=8000, ge=100, le=1_000_000)
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # Long-term memory: every GATEWAY_CORTADEL_* variable (see longterm/options.py).
+    cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
     log_level: str = "INFO"
     log_requests: bool = True
 

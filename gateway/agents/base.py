@@ -13,6 +13,7 @@ __all__ = [
     "AgentUpdate",
     "ArtifactUpdate",
     "ContextHistory",
+    "RecalledMemory",
     "ReplyUpdate",
     "StatusUpdate",
 ]
@@ -33,6 +34,19 @@ class ContextHistory(Protocol):
 
 
 @dataclass(frozen=True)
+class RecalledMemory:
+    """Long-term memories recalled for one run: the lines, and the delimited block to
+    inject. ``inject_as`` "message" puts the block before the user's message;
+    "instructions" appends it to the system prompt. Text that already holds ``header``
+    holds a block, and gets no second one."""
+
+    lines: tuple[str, ...]
+    block: str
+    inject_as: str
+    header: str
+
+
+@dataclass(frozen=True)
 class AgentRequest:
     """One run: the user's message plus the context the gateway hands over.
 
@@ -46,6 +60,7 @@ class AgentRequest:
     history: ContextHistory
     referenced_tasks: Sequence[JSON]
     recalled: Sequence[str] = ()
+    memory: RecalledMemory | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import RunJob
 from gateway.engine.status import agent_message, artifact, settled, status_json
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
+from gateway.longterm.recall import LongTermMemory, RecallFailed
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
 
@@ -43,6 +44,7 @@ log = logging.getLogger("gateway.runs")
 
 SHUTDOWN_TEXT = "The gateway stopped before the task finished."
 FAILURE_TEXT = "The agent failed while processing the task."
+MEMORY_TEXT = "Long-term memory is unavailable, and this agent requires it."
 
 
 class _Run:
@@ -54,6 +56,7 @@ class _Run:
         self.artifacts: list[bytes] = []
         self.reply: bytes | None = None
         self.open = True
+        self.outbox_job = b""  # set when the finished turn goes to long-term memory
 
     async def write(self, state: str, text: str | None = None, *, finish: bool = False) -> None:
         """Store an update; ``finish`` also records the run as done and acknowledges its job.
@@ -72,6 +75,7 @@ class _Run:
             seq=job.seq,
             finish=finish,
             entry=job.entry,
+            outbox_job=self.outbox_job if finish else b"",
         )
         self.artifacts, self.reply = [], None
         self.open = result.outcome == "ok" and not finish
@@ -123,8 +127,10 @@ class RunExecutor:
         *,
         context_window: int,
         working_after: float,
+        longterm: LongTermMemory | None = None,
     ) -> None:
         self._store, self._agents, self._events = store, agents, events
+        self._longterm = longterm
         self._window, self._working_after = context_window, working_after
         self._markers: set[asyncio.Task[None]] = set()
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -169,6 +175,9 @@ class RunExecutor:
                 await run.write("", finish=True)
         except StoreUnavailableError:
             log.error("store unavailable during run", extra={"task": job.task_id})
+        except RecallFailed:
+            with contextlib.suppress(GatewayError):
+                await run.write("failed", MEMORY_TEXT, finish=True)
         except AgentNotFoundError:
             if not job.entry:
                 with contextlib.suppress(GatewayError):
@@ -215,15 +224,27 @@ class RunExecutor:
         if inputs is None:
             return
         history = _StoredHistory(self._store, run.keys, job.context_id, job.seq, self._window)
-        request = AgentRequest(
-            task_id=job.task_id,
-            context_id=job.context_id,
-            message=inputs.message,
-            history=history,
-            referenced_tasks=inputs.referenced,
-        )
         timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)
         try:
+            memory = None
+            if self._longterm is not None:
+                options = self._longterm.options_for(agent)
+                memory = await self._longterm.recall(
+                    job.tenant, job.user, job.context_id, inputs.message, options
+                )
+                if options.store_turns:
+                    run.outbox_job = self._longterm.store_job(
+                        job.tenant, job.user, job.context_id, job.task_id, options
+                    )
+            request = AgentRequest(
+                task_id=job.task_id,
+                context_id=job.context_id,
+                message=inputs.message,
+                history=history,
+                referenced_tasks=inputs.referenced,
+                recalled=memory.lines if memory else (),
+                memory=memory,
+            )
             with self._events.running_here(job.task_id):
                 await self._consume(run, agent.run(request))
         finally:

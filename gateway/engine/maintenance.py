@@ -33,15 +33,18 @@ class Maintenance:
     def __init__(
         self,
         store: Store,
-        streams: list[JobStore],
+        jobs: JobStore,
         executor: RunExecutor,
         *,
+        embeds: JobStore | None = None,
+        outbox: JobStore | None = None,
         lease_seconds: float,
         max_attempts: int,
         prune_interval_seconds: float,
     ) -> None:
         self._store, self._executor = store, executor
-        self._jobs, self._streams = streams[0], streams
+        self._jobs, self._embeds, self._outbox = jobs, embeds, outbox
+        self._streams = [s for s in (jobs, embeds, outbox) if s is not None]
         self._lease_ms = int(lease_seconds * 1000)
         self._max_attempts = max_attempts
         self._reclaim_every = max(0.5, lease_seconds / 2)
@@ -119,9 +122,13 @@ class Maintenance:
     async def publish_figures(self) -> None:
         try:
             figures = await self._jobs.figures()
-            embeds = await self._streams[-1].figures() if len(self._streams) > 1 else None
+            embeds = await self._embeds.figures() if self._embeds is not None else None
+            outbox = await self._outbox.figures() if self._outbox is not None else None
         except GatewayError:
             return
+        if outbox is not None:
+            metrics.OUTBOX_DEPTH.set(outbox.queued + outbox.pending)
+            metrics.OUTBOX_AGE.set(outbox.oldest_seconds)
         metrics.JOBS_QUEUED.set(figures.queued)
         metrics.JOBS_PENDING.set(figures.pending)
         metrics.JOBS_LAG.set(figures.lag_seconds)

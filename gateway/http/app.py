@@ -45,7 +45,9 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             embedding=runtime.embedder is not None,
         ),
         tasks=TaskService(runtime.store),
-        contexts=ContextService(runtime.store),
+        contexts=ContextService(
+            runtime.store, forget_memories=settings.cortadel.enabled and settings.cortadel.scrub
+        ),
         search=SearchService(MemoryStore(runtime.store), runtime.embedder),
     )
 

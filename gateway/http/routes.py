@@ -144,8 +144,19 @@ async def readyz(request: Request) -> Response:
         ok = await state.store.ping()
     except Exception:
         ok = False
+    cortadel = request.app.state.runtime.cortadel
+    if ok and cortadel is not None:
+        # Cortadel is not critical: without it runs go on (recall fails open, stores wait).
+        health = await cortadel.health()
+        return JSONResponse(
+            {
+                "status": "ready" if health == "ok" else "degraded",
+                "checks": {"redis": "ok", "cortadel": health},
+                "critical": ["redis"],
+            }
+        )
     if ok:
-        return JSONResponse({"status": "ready", "checks": {"redis": "ok"}})
+        return JSONResponse({"status": "ready", "checks": {"redis": "ok"}, "critical": ["redis"]})
     return JSONResponse(
         {"status": "unavailable", "checks": {"redis": "unreachable"}},
         status_code=503,

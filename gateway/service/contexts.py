@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from gateway.errors import ContextNotFoundError
 from gateway.principal import Principal
 from gateway.store.redis_store import Store
@@ -15,6 +17,7 @@ __all__ = ["ContextService"]
 @dataclass
 class ContextService:
     store: Store
+    forget_memories: bool = False  # also delete the context's long-term memories (Cortadel)
 
     async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
         items, total = await self.store.list_contexts(principal.keys, limit, offset)
@@ -29,6 +32,10 @@ class ContextService:
         return page
 
     async def delete(self, principal: Principal, context_id: str) -> None:
-        """Scrub the context: every key of it, its index entries; running tasks stop."""
-        if not await self.store.scrub(principal.keys, context_id):
+        """Scrub the context: every key of it, its index entries; running tasks stop; the
+        long-term memories its turns added are queued for deletion."""
+        forget = b""
+        if self.forget_memories:
+            forget = orjson.dumps({"t": principal.tenant, "u": principal.user, "c": context_id})
+        if not await self.store.scrub(principal.keys, context_id, forget):
             raise ContextNotFoundError()

@@ -52,6 +52,7 @@ class QueueFigures:
     pending: int  # delivered, not yet acknowledged
     lag_seconds: float  # age of the oldest job not yet delivered
     dead: int
+    oldest_seconds: float = 0.0  # age of the oldest job not yet done (queued or pending)
 
 
 def _decode(entries: Any) -> list[Entry]:
@@ -138,7 +139,8 @@ class JobStore:
     async def requeue(self, entry: str, fields: dict[bytes, bytes], attempts: int) -> None:
         """Put a stalled job back at the end of the queue as a fresh entry."""
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.stream, {b"job": fields[b"job"], b"seq": fields[b"seq"], b"n": attempts})
+            record: dict[Any, Any] = {**fields, b"n": attempts}
+            pipe.xadd(self.stream, record)
             pipe.xack(self.stream, self.group, entry)
             pipe.xdel(self.stream, entry)
             await pipe.execute()
@@ -173,9 +175,20 @@ class JobStore:
             (_text(g["last-delivered-id"]) for g in groups if _text(g["name"]) == self.group),
             "0-0",
         )
-        oldest = await self.client.xrange(self.stream, min=f"({last}", max="+", count=1)
-        lag = 0.0
-        if oldest:
-            stamp = int(_text(oldest[0][0]).split("-")[0])
-            lag = max(0.0, time.time() - stamp / 1000)
-        return QueueFigures(max(0, int(length) - pending_count), pending_count, lag, int(dead))
+        undelivered = await self.client.xrange(self.stream, min=f"({last}", max="+", count=1)
+        first = await self.client.xrange(self.stream, min="-", max="+", count=1)
+        return QueueFigures(
+            max(0, int(length) - pending_count),
+            pending_count,
+            _age(undelivered),
+            int(dead),
+            _age(first),
+        )
+
+
+def _age(entries: Any) -> float:
+    """Seconds since the first of ``entries`` was added (0 when there is none)."""
+    if not entries:
+        return 0.0
+    stamp = int(_text(entries[0][0]).split("-")[0])
+    return max(0.0, time.time() - stamp / 1000)

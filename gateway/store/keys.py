@@ -21,6 +21,10 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:vec``                 string  float32 vectors of embedded user messages, appended
 ``gw:{u}:c:<cid>:vix``                 string  uint32 message seq of each vector, appended
 ``gw:{u}:c:<cid>:vbits``               string  bitmap of seqs embedded (a repeated job adds none)
+``gw:{u}:c:<cid>:seen``                zset    Cortadel memory id -> when it was last recalled
+                                               into this context (dedupe across turns)
+``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel added from this
+                                               context's turns (deleted with it on scrub)
 =====================================  ======  ==============================================
 
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
@@ -28,7 +32,9 @@ them on each write costs O(1) whatever the context holds.
 
 Global keys share the hash tag ``{jobs}`` (one slot, so they can change together):
 ``gw:{jobs}`` (stream, consumer group ``runners``) holds queued runs, ids only;
-``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:leader`` names the
+``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:embed`` and
+``gw:{jobs}:ltm`` (with their ``:dead`` streams) queue embeddings and long-term memory
+work (turns to store in Cortadel, memories to delete); ``gw:{jobs}:leader`` names the
 process whose scheduler runs maintenance. Channels: ``gw:ev:<tid>`` carries a task's new state on
 every change.
 """
@@ -39,6 +45,7 @@ import hashlib
 from dataclasses import dataclass
 
 __all__ = [
+    "CONTEXT_KEY_COUNT",
     "DEAD_LETTERS",
     "EMBEDS",
     "EMBEDS_DEAD",
@@ -47,6 +54,9 @@ __all__ = [
     "JOBS",
     "JOBS_GROUP",
     "MAINTENANCE_LEADER",
+    "OUTBOX",
+    "OUTBOX_DEAD",
+    "OUTBOX_GROUP",
     "ContextKeys",
     "UserKeys",
     "event_channel",
@@ -59,8 +69,15 @@ EMBEDS = "gw:{jobs}:embed"
 EMBEDS_DEAD = "gw:{jobs}:embed:dead"
 EMBEDS_GROUP = "embedders"
 JOBS_GROUP = "runners"
+OUTBOX = "gw:{jobs}:ltm"
+OUTBOX_DEAD = "gw:{jobs}:ltm:dead"
+OUTBOX_GROUP = "memorizers"
 DEAD_LETTERS = "gw:{jobs}:dead"
 MAINTENANCE_LEADER = "gw:{jobs}:leader"
+
+
+# How many of ``ContextKeys.all()`` belong to the context (the rest are global streams).
+CONTEXT_KEY_COUNT = 13
 
 
 def event_channel(task_id: str) -> str:
@@ -88,9 +105,11 @@ class ContextKeys:
     vectors: str
     vector_seqs: str
     vector_bits: str
+    seen: str
+    ledger: str
 
     def all(self) -> list[str]:
-        """The keys every context script takes: the context's eleven, then the job streams."""
+        """The keys every context script takes: the context's thirteen, then the streams."""
         return [
             self.contexts,
             self.task_index,
@@ -103,8 +122,11 @@ class ContextKeys:
             self.vectors,
             self.vector_seqs,
             self.vector_bits,
+            self.seen,
+            self.ledger,
             JOBS,
             EMBEDS,
+            OUTBOX,
         ]
 
 
@@ -145,4 +167,6 @@ class UserKeys:
             vectors=f"{base}:vec",
             vector_seqs=f"{base}:vix",
             vector_bits=f"{base}:vbits",
+            seen=f"{base}:seen",
+            ledger=f"{base}:ledger",
         )

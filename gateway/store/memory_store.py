@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from gateway.store.keys import UserKeys
+from gateway.store.keys import CONTEXT_KEY_COUNT, UserKeys
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
 
@@ -56,7 +56,7 @@ class MemoryStore:
             args: list[Any] = [self._store.ttl_ms, b.dimensions, b.skipped]
             for seq, blob in b.vectors:
                 args += [seq.to_bytes(4, "little"), seq, blob]
-            calls.append((b.keys.context(b.context_id).all()[:11], args))
+            calls.append((b.keys.context(b.context_id).all()[:CONTEXT_KEY_COUNT], args))
         if self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
             replies = await asyncio.gather(
                 *(self._store.scripts.add_vectors(keys=k, args=a) for k, a in calls)

@@ -20,7 +20,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.store.keys import EMBEDS, JOBS, JOBS_GROUP, UserKeys
+from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.records import text_of as _text
 from gateway.store.scripts import Scripts
@@ -102,9 +102,9 @@ class Store:
         self.scripts = Scripts.register(client)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
-        """A context script's keys; on a cluster without the jobs stream (another slot)."""
+        """A context script's keys; on a cluster without the streams (another slot)."""
         all_keys = keys.context(context_id).all()
-        return all_keys[:-2] if self.cluster else all_keys
+        return all_keys[:CONTEXT_KEY_COUNT] if self.cluster else all_keys
 
     async def _queue_job(
         self, keys: UserKeys, context_id: str, task_id: str, job_json: bytes, seq: int
@@ -233,13 +233,15 @@ class Store:
         seq: int = 0,
         finish: bool = False,
         entry: str = "",
+        outbox_job: bytes = b"",
     ) -> UpdateResult:
         """Record a run's progress (``state`` "" leaves the status as it is).
 
         Refused for terminal or scrubbed tasks; skipped when ``required_state`` is given and
         the task is no longer in it; fenced when ``attempt`` no longer owns the run. ``seq``
         names the run's message; with ``finish`` that run is recorded as done and its job
-        ``entry`` acknowledged in the same step."""
+        ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
+        ended completed or input-required is queued for long-term memory."""
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
             args=[
@@ -256,9 +258,12 @@ class Store:
                 "1" if finish else "0",
                 seq,
                 entry,
+                outbox_job,
             ],
         )
         outcome = _text(reply[0])
+        if len(reply) > 2 and _text(reply[2]) == "store":
+            await self.client.xadd(OUTBOX, {b"job": outbox_job, b"seq": seq})
         assert outcome in ("ok", "gone", "terminal", "skipped", "fenced")
         if (finish and outcome != "fenced") or outcome == "gone":
             await self._ack_job(entry)
@@ -275,9 +280,16 @@ class Store:
         return _text(reply[0]), _text(reply[1]) if len(reply) > 1 else None
 
     @_translated
-    async def scrub(self, keys: UserKeys, context_id: str) -> bool:
-        reply = await self.scripts.scrub(keys=self._keys(keys, context_id), args=[context_id])
-        return bool(reply)
+    async def scrub(self, keys: UserKeys, context_id: str, forget_job: bytes = b"") -> bool:
+        """Delete the context; with ``forget_job`` its ledger's memories are queued for
+        deletion in Cortadel in the same step (on a cluster, in a second one)."""
+        reply = await self.scripts.scrub(
+            keys=self._keys(keys, context_id), args=[context_id, forget_job]
+        )
+        if len(reply) > 1:
+            ids = b",".join(r if isinstance(r, bytes) else str(r).encode() for r in reply[1:])
+            await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
+        return bool(reply[0])
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Every Lua script of the store, registered once per client.
 
-Each context script takes the eleven keys of ``ContextKeys.all()`` in that order,
+Each context script takes the thirteen keys of ``ContextKeys.all()`` in that order,
 then the job streams, so it may read and write the whole context atomically and
 refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the job
 streams live in another slot, so it is not passed: the scripts then leave the
@@ -21,18 +21,20 @@ from redis.commands.core import AsyncScript
 __all__ = ["Scripts"]
 
 # KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 vec  10 vix
-#       11 vbits  12 jobs stream  13 embedding stream
+#       11 vbits  12 seen  13 ledger  14 jobs stream  15 embedding stream
+#       16 long-term memory outbox (14-16 absent on a cluster)
 _PRELUDE = """
 local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
 local GROUP = 'runners'
+local JOBS, EMBEDS, OUTBOX = KEYS[14], KEYS[15], KEYS[16]
 local function touch(ttl)
-  for i = 1, 11 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot).
 local function ack(entry)
-  if entry ~= '' and KEYS[12] then
-    redis.pcall('XACK', KEYS[12], GROUP, entry)
-    redis.call('XDEL', KEYS[12], entry)
+  if entry ~= '' and JOBS then
+    redis.pcall('XACK', JOBS, GROUP, entry)
+    redis.call('XDEL', JOBS, entry)
   end
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
@@ -113,22 +115,22 @@ touch(ttl)
 local msg, referenced = run_inputs(seq, 16)
 if string.find(ARGV[15], 'e', 1, true) then
   redis.call('HINCRBY', KEYS[4], 'embq', 1)
-  if KEYS[13] then redis.call('XADD', KEYS[13], '*', 'job', ARGV[13], 'seq', seq) end
+  if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', ARGV[13], 'seq', seq) end
 end
 if not string.find(ARGV[15], 'r', 1, true) then return {'ok', tid, seq, msg, referenced} end
-if not KEYS[12] then
+if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
   redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. seq)
   return {'ok', tid, seq, msg, referenced}
 end
-local entry = redis.call('XADD', KEYS[12], '*', 'job', ARGV[13], 'seq', seq)
+local entry = redis.call('XADD', JOBS, '*', 'job', ARGV[13], 'seq', seq)
 redis.call('HSET', KEYS[6], tid .. ':job', entry)
 if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry} end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
 local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1,
-                        'STREAMS', KEYS[12], '>')
+                        'STREAMS', JOBS, '>')
 if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry} end
 local claimed = got[1][2][1]
 if claimed[1] == entry then
@@ -144,6 +146,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2]}
 # ARGV: 1 cid 2 tid 3 state ('' = unchanged) 4 status json 5 artifacts (json objects joined
 #       by ',') or '' 6 agent message json or '' 7 now ms 8 ttl ms 9 required current state
 #       or '' 10 attempt id or '' 11 finish (1|0) 12 seq of the run's message 13 job entry or ''
+#       14 long-term memory job json or '': a finishing write that leaves the task completed or
+#       input-required queues the turn in the outbox (on a cluster it returns 'store' instead)
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
 # earlier run's of the same task.
 # Returns {'ok', artifacts json array}, {'skipped'} (state not as required), {'fenced'}
@@ -180,16 +184,23 @@ end
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
 end
+local store = ''
 if finish then
   redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])
   redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
   ack(entry)
+  local ended = ARGV[3]
+  if ended == '' then ended = state end
+  if ARGV[14] ~= '' and (ended == 'completed' or ended == 'input-required') then
+    if OUTBOX then redis.call('XADD', OUTBOX, '*', 'job', ARGV[14], 'seq', ARGV[12])
+    else store = 'store' end
+  end
 end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
 if ARGV[3] ~= '' then redis.call('PUBLISH', 'gw:ev:' .. tid, ARGV[3] .. '|' .. ARGV[12]) end
-return {'ok', arts}
+return {'ok', arts, store}
 """
 )
 
@@ -279,13 +290,22 @@ return added
 """
 )
 
-# ARGV: 1 cid. Deletes every key of the context and its entries in the user's indexes,
-# drops its queued jobs, and tells runners of unfinished tasks to stop.
+# ARGV: 1 cid 2 long-term memory job json, or '' to leave Cortadel's memories alone.
+# Deletes every key of the context and its entries in the user's indexes, drops its queued
+# jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
+# to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
+# Returns {0} (no such context) or {1, ids still to forget...}.
 _SCRUB = (
     _PRELUDE
     + """
 local cid = ARGV[1]
-if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[4]) == 0 then return {0} end
+local forget = {}
+if ARGV[2] ~= '' then forget = redis.call('SMEMBERS', KEYS[13]) end
+if #forget > 0 and OUTBOX then
+  redis.call('XADD', OUTBOX, '*', 'job', ARGV[2], 'forget', table.concat(forget, ','))
+  forget = {}
+end
 local origin = redis.call('HGET', KEYS[4], 'origin')
 if origin and redis.call('HGET', KEYS[3], origin) == cid then
   redis.call('HDEL', KEYS[3], origin)
@@ -300,11 +320,39 @@ for i = 1, #tids do
   local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
   if job then ack(job) end
 end
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11])
+redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
+           KEYS[12], KEYS[13])
 redis.call('ZREM', KEYS[1], cid)
-return 1
+return {1, unpack(forget)}
 """
 )
+
+# KEYS: 1 context meta 2 seen (zset). ARGV: 1 now ms 2 how many ids to keep 3.. recalled ids.
+# Returns the ids not recalled into this context before, and remembers all of them (the
+# oldest beyond the cap are forgotten). Nothing is written once the context is gone.
+_REMEMBER = """
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then return {} end
+local fresh = {}
+for i = 3, #ARGV do
+  if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then fresh[#fresh + 1] = ARGV[i] end
+  redis.call('ZADD', KEYS[2], ARGV[1], ARGV[i])
+end
+local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[2])
+if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1) end
+redis.call('PEXPIRE', KEYS[2], ttl)
+return fresh
+"""
+
+# KEYS: 1 context meta 2 ledger (set). ARGV: memory ids Cortadel added from the context.
+# Returns 1, or 0 when the context is gone (scrubbed or expired: the caller deletes them).
+_LEDGER = """
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then return 0 end
+redis.call('SADD', KEYS[2], unpack(ARGV))
+redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+"""
 
 
 @dataclass(frozen=True)
@@ -315,6 +363,8 @@ class Scripts:
     cancel: AsyncScript
     scrub: AsyncScript
     add_vectors: AsyncScript
+    remember: AsyncScript
+    ledger: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -325,4 +375,6 @@ class Scripts:
             cancel=client.register_script(_CANCEL),
             scrub=client.register_script(_SCRUB),
             add_vectors=client.register_script(_ADD_VECTORS),
+            remember=client.register_script(_REMEMBER),
+            ledger=client.register_script(_LEDGER),
         )

@@ -1,0 +1,239 @@
+"""The long-term memory outbox: delivers turns to Cortadel and deletes scrubbed memories.
+
+Jobs come from the ``gw:{jobs}:ltm`` stream (ids only), queued atomically with the
+write that finished a turn, or with the scrub of a context. A batch's turns are
+grouped per context and sent as one ``from-conversation`` call, each message with its
+``messageId`` as ``uuid``, so a repeated delivery is recognised by Cortadel
+(exactly once in effect). While Cortadel is down the batch is retried with backoff
+and jitter, its leases renewed, so nothing is lost and nothing is reclaimed; a
+request Cortadel refuses (4xx) goes to the dead letters with its status.
+
+A turn whose context is gone (scrubbed or expired) is dropped. Memories Cortadel
+adds are written to the context's ledger; if the context was scrubbed meanwhile, the
+ledger refuses them and they are deleted at once, so no memory outlives its scrub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+
+from gateway import metrics
+from gateway.errors import GatewayError
+from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
+from gateway.longterm.render import turn_text
+from gateway.store.jobs import JobStore
+from gateway.store.keys import UserKeys
+from gateway.store.longterm_store import LongTermStore, TurnRef
+
+__all__ = ["Outbox"]
+
+log = logging.getLogger("gateway.cortadel")
+
+T = TypeVar("T")
+_DELETE_CHUNK = 500
+_PARALLEL = 8
+
+
+class _Refused(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"cortadel refused the request (status {status})")
+        self.status = status
+
+
+@dataclass(frozen=True)
+class _Job:
+    entry: str
+    fields: dict[bytes, bytes]
+    tenant: str
+    user: str
+    context_id: str
+    task_id: str
+    seq: int
+    options: dict[str, Any]
+    forget: tuple[str, ...]
+
+
+def _job(entry: str, fields: dict[bytes, bytes]) -> _Job:
+    raw = orjson.loads(fields[b"job"])
+    forget = tuple(i for i in fields.get(b"forget", b"").decode().split(",") if i)
+    return _Job(
+        entry,
+        fields,
+        raw["t"],
+        raw["u"],
+        raw["c"],
+        raw.get("k", ""),
+        int(fields.get(b"seq", b"0")),
+        raw.get("o") or {},
+        forget,
+    )
+
+
+class Outbox:
+    def __init__(
+        self,
+        cortadel: Cortadel,
+        store: LongTermStore,
+        jobs: JobStore,
+        *,
+        consumer: str,
+        header: str,
+        batch: int,
+        block_ms: int,
+        lease_seconds: float,
+        backoff_cap: float,
+    ) -> None:
+        self._cortadel, self._store, self._jobs = cortadel, store, jobs
+        self._consumer, self._header, self._batch = consumer, header, batch
+        self._block_ms, self._lease, self._cap = block_ms, lease_seconds, backoff_cap
+        self._loop: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def start(self) -> None:
+        with contextlib.suppress(GatewayError):
+            await self._jobs.ensure_group()
+        self._loop = asyncio.create_task(self._run(), name="ltm-outbox")
+
+    async def stop(self) -> None:
+        self._closing = True
+        if self._loop is not None:
+            self._loop.cancel()
+            await asyncio.wait({self._loop}, timeout=5.0)
+
+    async def _run(self) -> None:
+        pause = 0.05
+        while not self._closing:
+            try:
+                entries = await self._jobs.read(self._consumer, self._batch, self._block_ms)
+                if entries:
+                    await self._leased([e for e, _ in entries], self.deliver(entries))
+                pause = 0.05
+            except GatewayError:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+            except Exception as exc:  # a malformed job must not stop the outbox
+                log.error("outbox batch failed", extra={"error": type(exc).__name__})
+                await asyncio.sleep(pause)
+
+    async def _leased(self, entries: list[str], work: Awaitable[None]) -> None:
+        """Run ``work`` while renewing the lease of its entries (retries may take long)."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self._lease / 3)
+                with contextlib.suppress(GatewayError):
+                    await self._jobs.heartbeat(self._consumer, entries)
+
+        renewing = asyncio.create_task(renew())
+        try:
+            await work
+        finally:
+            renewing.cancel()
+
+    async def deliver(self, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
+        jobs = [_job(e, f) for e, f in entries]
+        stores = [j for j in jobs if not j.forget]
+        groups: dict[tuple[str, str, str, bytes], list[_Job]] = defaultdict(list)
+        for job in stores:
+            groups[(job.tenant, job.user, job.context_id, orjson.dumps(job.options))].append(job)
+        turns = await self._store.turns(
+            [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in stores]
+        )
+        turn_of = {j.entry: t for j, t in zip(stores, turns, strict=True)}
+        gate = asyncio.Semaphore(_PARALLEL)
+
+        async def one(work: Callable[[], Awaitable[None]], batch: list[_Job]) -> None:
+            async with gate:
+                try:
+                    await work()
+                except _Refused as exc:
+                    for job in batch:
+                        await self._jobs.dead_letter(job.entry, job.fields, str(exc))
+                    log.error("outbox job refused by cortadel", extra={"status": exc.status})
+                    return
+                await self._jobs.ack([j.entry for j in batch])
+
+        tasks = [
+            one(functools.partial(self._store_turns, g, [turn_of[j.entry] for j in g]), g)
+            for g in groups.values()
+        ]
+        tasks += [one(functools.partial(self._forget, j, j.forget), [j]) for j in jobs if j.forget]
+        await asyncio.gather(*tasks)
+
+    async def _store_turns(self, group: list[_Job], turns: list[list[dict[str, Any]]]) -> None:
+        from cortadel import ChatMessage, ConversationOptions
+
+        first = group[0]
+        messages = [
+            ChatMessage(
+                role="user" if m.get("role") == "user" else "assistant",
+                content=text,
+                uuid=m.get("messageId"),
+            )
+            for turn in turns
+            for m in turn
+            if (text := turn_text(m, self._header))
+        ]
+        if not messages:
+            gone = not any(turns)
+            metrics.TURNS_DROPPED.labels("gone" if gone else "empty").inc(len(group))
+            return
+        o = first.options
+        options = ConversationOptions(
+            is_agent_memory=bool(o.get("agent")),
+            tags=o.get("tags") or None,
+            project=o.get("project"),
+            session_id=first.context_id,
+        )
+        app = str(o.get("app") or "gateway")
+
+        async def store() -> Any:
+            client = self._cortadel.client(first.tenant, first.user, app)
+            return await client.add_conversation(messages, options)
+
+        result = await self._retrying(store)
+        added = [r.id for r in result.results or () if r.event == "ADD" and r.id]
+        keys = UserKeys.of(first.tenant, first.user)
+        metrics.TURNS_STORED.inc(len(group))
+        if not await self._store.add_to_ledger(keys, first.context_id, added):
+            # The context was scrubbed while its turns were on their way: delete them too.
+            await self._forget(first, tuple(added))
+
+    async def _forget(self, job: _Job, ids: tuple[str, ...]) -> None:
+        for start in range(0, len(ids), _DELETE_CHUNK):
+            chunk = list(ids[start : start + _DELETE_CHUNK])
+
+            async def delete(chunk: list[str] = chunk) -> str:
+                return await self._cortadel.client(job.tenant, job.user).delete(chunk)
+
+            await self._retrying(delete)
+            metrics.MEMORIES_FORGOTTEN.inc(len(chunk))
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        delay = 0.2
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                if not retryable(exc):
+                    raise _Refused(int(getattr(exc, "status", 0))) from exc
+                if self._closing:
+                    raise
+                metrics.LTM_RETRIES.inc()
+                reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
+                log.warning(
+                    "cortadel unavailable; retrying",
+                    extra={"reason": reason, "status": getattr(exc, "status", None)},
+                )
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, self._cap)

@@ -1,0 +1,129 @@
+"""Recall before a run, and what a finished run queues for storing.
+
+Recall runs inside the run (never on the request path), bounded by
+``recallTimeoutMs``. It fails open: a timeout or a Cortadel error leaves the run
+without memories, counted in a metric and logged without content. With ``strict``
+the run fails instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from gateway import metrics
+from gateway.agents.base import RecalledMemory
+from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
+from gateway.longterm.options import MemoryOptions
+from gateway.longterm.render import MAX_QUERY_CHARS, render_block, select_hits
+from gateway.memory.text import embeddable_text
+from gateway.store.keys import UserKeys
+from gateway.store.longterm_store import LongTermStore
+
+__all__ = ["LongTermMemory", "RecallFailed", "RecalledMemory"]
+
+log = logging.getLogger("gateway.cortadel")
+
+
+class RecallFailed(Exception):
+    """Recall failed and the agent's options are strict."""
+
+
+class LongTermMemory:
+    def __init__(self, cortadel: Cortadel, store: LongTermStore, defaults: MemoryOptions) -> None:
+        self.cortadel, self.store, self.defaults = cortadel, store, defaults
+        self._by_agent: dict[int, MemoryOptions] = {}
+
+    def options_for(self, agent: object) -> MemoryOptions:
+        """The options for an agent: the defaults with its ``memory_options`` applied."""
+        overrides: Mapping[str, Any] | None = getattr(agent, "memory_options", None)
+        if not overrides:
+            return self.defaults
+        key = id(overrides)
+        if key not in self._by_agent:
+            self._by_agent[key] = self.defaults.overridden(overrides)
+        return self._by_agent[key]
+
+    @staticmethod
+    def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions) -> bytes:
+        """The outbox entry of a turn: ids and store options only, never content."""
+        options = {
+            "tags": o.tags,
+            "project": o.project,
+            "agent": o.is_agent_memory,
+            "app": o.app_name,
+        }
+        return orjson.dumps({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
+
+    async def recall(
+        self,
+        tenant: str,
+        user: str,
+        context_id: str,
+        message: Mapping[str, Any],
+        options: MemoryOptions,
+    ) -> RecalledMemory | None:
+        if not options.retrieve:
+            return None
+        query = embeddable_text(message)[:MAX_QUERY_CHARS]
+        if not query.strip() or options.memory_header in query:
+            metrics.RECALLS.labels("skipped").inc()
+            return None
+        started = time.perf_counter()
+        try:
+            hits = await asyncio.wait_for(
+                self._search(tenant, user, context_id, query, options),
+                options.recall_timeout_ms / 1000,
+            )
+        except Exception as exc:
+            outcome = "timeout" if isinstance(exc, TimeoutError) else "failed"
+            reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
+            metrics.RECALLS.labels(outcome).inc()
+            log.warning(
+                "recall failed; run proceeds without memories",
+                extra={"outcome": outcome, "reason": reason, "strict": options.strict},
+            )
+            if options.strict:
+                raise RecallFailed(outcome) from exc
+            return None
+        finally:
+            metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
+        if options.dedupe_across_turns and hits:
+            keys = UserKeys.of(tenant, user)
+            fresh = await self.store.remember(
+                keys, context_id, [h.id for h in hits], options.max_remembered_ids
+            )
+            hits = [h for h in hits if h.id in fresh]
+        metrics.RECALLS.labels("hits" if hits else "empty").inc()
+        if not hits:
+            return None
+        lines = tuple(h.text for h in hits)
+        return RecalledMemory(
+            lines,
+            render_block(lines, options.memory_header),
+            options.inject_as,
+            options.memory_header,
+        )
+
+    async def _search(
+        self, tenant: str, user: str, context_id: str, query: str, o: MemoryOptions
+    ) -> list[Any]:
+        from cortadel import SearchOptions
+
+        client = self.cortadel.client(tenant, user, o.app_name)
+        found = await client.search(
+            query,
+            SearchOptions(
+                top_k=o.top_k,
+                mode=o.search_mode,
+                session_id=context_id if o.scope_recall_to_session else None,
+                rerank=o.rerank,
+                memory_type=o.memory_type,
+            ),
+        )
+        return select_hits(found.results, o.min_score)
