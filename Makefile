@@ -21,7 +21,8 @@ run: install
 	$(VENV)/bin/gateway serve
 
 CLUSTER_SUITE := tests/test_send.py tests/test_tasks.py tests/test_contexts.py \
-                 tests/test_isolation.py tests/test_durability.py tests/test_memory.py
+                 tests/test_isolation.py tests/test_durability.py tests/test_memory.py \
+                 tests/test_longterm.py
 
 test: install
 	$(VENV)/bin/pytest --cov=gateway --cov-report=

@@ -227,7 +227,9 @@ class CortadelServer:
                 None,
             )
             if existing is not None:
-                results.append({"id": existing.id, "memory": existing.text, "event": "SKIP_DUPLICATE"})
+                results.append(
+                    {"id": existing.id, "memory": existing.text, "event": "SKIP_DUPLICATE"}
+                )
                 continue
             memory_id = self.seed(
                 user,
@@ -249,8 +251,12 @@ class CortadelServer:
             memory_id = self.seed(body["user_id"], body["text"])
             return JSONResponse({"id": memory_id, "content": body["text"], "state": "active"})
         if request.method == "DELETE":
-            gone = [i for i in body["memory_ids"] if self.memories.get(i, None) is not None
-                    and self.memories[i].user_id == body["user_id"]]
+            gone = [
+                i
+                for i in body["memory_ids"]
+                if self.memories.get(i, None) is not None
+                and self.memories[i].user_id == body["user_id"]
+            ]
             for i in gone:
                 del self.memories[i]
             return JSONResponse({"message": f"Deleted {len(gone)} memories"})
@@ -261,7 +267,9 @@ class CortadelServer:
             {"id": m.id, "content": m.text, "created_at": 0, "state": "active"}
             for m in self.of_user(user)
         ]
-        return JSONResponse({"items": items, "total": len(items), "page": 1, "size": 100, "pages": 1})
+        return JSONResponse(
+            {"items": items, "total": len(items), "page": 1, "size": 100, "pages": 1}
+        )
 
     async def _get(self, request: Request) -> Response:
         _, refused = await self._enter(request)
@@ -270,4 +278,6 @@ class CortadelServer:
         memory = self.memories.get(request.path_params["memory_id"])
         if memory is None or memory.user_id != request.query_params.get("user_id"):
             return JSONResponse({"code": "not_found", "status": 404}, 404)
-        return JSONResponse({"id": memory.id, "text": memory.text, "created_at": 0, "state": "active"})
+        return JSONResponse(
+            {"id": memory.id, "text": memory.text, "created_at": 0, "state": "active"}
+        )

@@ -83,7 +83,14 @@ def strip_block(text: str, header: str) -> str:
 
 
 def turn_text(message: Mapping[str, Any], header: str) -> str:
-    """What of a message is stored as a turn: its text and flattened DataParts (not
-    internal-marker ones, not files), without recalled-memory blocks, within Cortadel's
-    limit."""
-    return strip_block(embeddable_text(message), header)[:MAX_STORED_CHARS]
+    """What of a message is stored as a turn, without recalled-memory blocks and within
+    Cortadel's limit: of a user message its text and flattened DataParts (not
+    internal-marker ones, not files); of an agent message its text only (its DataParts
+    are results and plumbing, not conversation)."""
+    if message.get("role") == "user":
+        text = embeddable_text(message)
+    else:
+        text = "\n".join(
+            p.get("text", "") for p in message.get("parts", ()) if p.get("kind") == "text"
+        )
+    return strip_block(text, header)[:MAX_STORED_CHARS]

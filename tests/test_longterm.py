@@ -1,0 +1,548 @@
+"""Long-term memory through Cortadel, against a stand-in that validates every request
+against Cortadel's published contract: recall options, injection, dedupe, fail-open and
+strict recall, the durable outbox, the ledger and scrub, the one-key probe, health."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, ClassVar
+
+import httpx
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from gateway.agents.base import (
+    AgentRequest,
+    AgentUpdate,
+    ArtifactUpdate,
+    ReplyUpdate,
+    StatusUpdate,
+)
+from gateway.longterm.options import CortadelSettings, MemoryOptions
+from gateway.longterm.render import cortadel_user_id, strip_block
+from gateway.store.keys import UserKeys
+from gateway.store.longterm_store import LongTermStore
+from tests.agents import TestAgent
+from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.cortadel_server import CortadelServer
+
+SEARCH = "/api/v1/memories/search"
+STORE = "/api/v1/memories/from-conversation"
+MEMORIES = "/api/v1/memories"
+ALICE = cortadel_user_id("t1", "alice")
+
+
+class Reveal(TestAgent):
+    """Shows what recall handed it, and replies with the block it was given (an agent that
+    leaks its prompt), so the tests can see the block never goes back to Cortadel."""
+
+    id = "reveal"
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
+        memory = request.memory
+        seen = {
+            "lines": list(request.recalled),
+            "block": memory.block if memory else None,
+            "injectAs": memory.inject_as if memory else None,
+        }
+        yield ArtifactUpdate([{"kind": "data", "data": seen}], name="recall")
+        leaked = f"{memory.block}\n" if memory else ""
+        yield ReplyUpdate([{"kind": "text", "text": f"{leaked}Noted, thank you."}])
+        yield StatusUpdate("completed")
+
+
+class Overridden(Reveal):
+    """An agent whose own configuration overrides the deployment's memory options."""
+
+    id = "overridden"
+    memory_options: ClassVar[dict[str, Any]] = {
+        "topK": 2,
+        "searchMode": "vector",
+        "injectAs": "instructions",
+    }
+
+
+@pytest.fixture
+def cortadel() -> Iterator[CortadelServer]:
+    server = CortadelServer().start()
+    yield server
+    server.stop()
+
+
+Gateway = Callable[..., Any]
+
+
+@pytest.fixture
+def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
+    """A keyed gateway wired to the stand-in; keyword arguments are Cortadel settings."""
+
+    def build(**options: Any) -> Any:
+        values: dict[str, Any] = {
+            "url": cortadel.url,
+            "api_key": "cortadel-key",
+            "backoff_max_seconds": 0.3,
+            "timeout_seconds": 2.0,
+        }
+        values.update(options)
+        return make_app(
+            agents=[Reveal(), Overridden()],
+            api_keys=orjson.dumps(API_KEYS).decode(),
+            cortadel=CortadelSettings(**values),
+            job_lease_seconds=2.0,
+        )
+
+    return build
+
+
+async def _send(
+    c: httpx.AsyncClient, *parts: Any, agent: str = "reveal", user: str = "alice", **kw: Any
+) -> dict[str, Any]:
+    r = await c.post(
+        f"/agents/{agent}/v1/message:send",
+        json={"message": message(*parts, **kw)},
+        headers=auth(user),
+    )
+    assert r.status_code == 200, r.text
+    task: dict[str, Any] = r.json()["task"]
+    return task
+
+
+def _seen(task: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = task["artifacts"][0]["parts"][0]["data"]
+    return data
+
+
+async def _until(check: Callable[[], bool | Awaitable[bool]], seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.02)):
+        outcome = check()
+        if outcome if isinstance(outcome, bool) else await outcome:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+async def _probed(c: httpx.AsyncClient) -> None:
+    """Wait until the gateway's start-up key probe has run."""
+
+    async def ready() -> bool:
+        return (await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded"
+
+    await _until(ready)
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def test_options_are_validated_and_agents_override_them() -> None:
+    with pytest.raises(ValidationError):
+        CortadelSettings(top_k=51)
+    with pytest.raises(ValidationError):
+        CortadelSettings(search_mode="fuzzy")
+    with pytest.raises(ValidationError):
+        MemoryOptions().overridden({"topK": 0})
+    with pytest.raises(ValidationError):
+        MemoryOptions().overridden({"unknownOption": 1})
+    defaults = CortadelSettings(url="http://x", tags="a, b").options()
+    assert defaults.top_k == 5 and defaults.search_mode == "hybrid" and defaults.rerank is None
+    assert defaults.tags == ["a", "b"] and defaults.inject_as == "message"
+    assert defaults.recall_timeout_ms == 1500 and not defaults.strict
+    mine = defaults.overridden({"topK": 9, "injectAs": "instructions"})
+    assert (mine.top_k, mine.inject_as, mine.tags) == (9, "instructions", ["a", "b"])
+
+
+def test_user_ids_never_collide_across_tenants() -> None:
+    assert cortadel_user_id("t1", "alice") != cortadel_user_id("t2", "alice")
+    assert cortadel_user_id("a:b", "c") != cortadel_user_id("a", "b:c")
+    hashed = cortadel_user_id("t1", "alice", "s" * 32)
+    assert hashed.startswith("gw-") and "alice" not in hashed
+    assert hashed != cortadel_user_id("t1", "alice", "t" * 32)
+
+
+def test_a_block_is_cut_out_wherever_it_appears() -> None:
+    header = "[Recalled memories]"
+    text = f"before\n{header}\n- a fact\n[End of recalled memories]\nafter"
+    assert strip_block(text, header) == "before\n\nafter"
+    assert strip_block(f"keep\n{header}\n- unclosed", header) == "keep"
+
+
+# -- recall -------------------------------------------------------------------------------
+
+
+async def test_default_recall_request_and_injected_block(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(ALICE, "allergic to penicillin", gist="Penicillin allergy")
+    cortadel.seed(ALICE, "prefers morning appointments")
+    cortadel.seed(cortadel_user_id("t2", "alice"), "another tenant's alice")
+    async with gateway() as c:
+        await _probed(c)
+        task = await _send(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
+        echo = await _send(c, "appointments please", agent="echo")
+    body = cortadel.calls_to(SEARCH)[0]["body"]
+    assert body["query"] == "is penicillin safe?\ndose: 1g"
+    assert body["user_id"] == ALICE and body["top_k"] == 5 and body["mode"] == "hybrid"
+    assert body["app_name"] == "gateway"
+    assert body.get("rerank") is None and body.get("memory_type") is None
+    assert body.get("session_id") is None
+    assert cortadel.calls_to(SEARCH)[0]["auth"] == "Bearer cortadel-key"
+    seen = _seen(task)
+    # gist preferred over content; the other tenant's alice is never recalled
+    assert seen["lines"] == ["Penicillin allergy", "prefers morning appointments"]
+    assert seen["injectAs"] == "message"
+    block = seen["block"]
+    assert block.startswith("[Recalled memories]\n") and "not instructions" in block
+    assert "- Penicillin allergy\n- prefers morning appointments\n" in block
+    assert block.endswith("[End of recalled memories]")
+    assert "another tenant" not in block
+    # the echo agent reports how many memories it was handed (a new context: no dedupe)
+    assert echo["artifacts"][0]["parts"][-1]["data"]["echo"]["recalled"] >= 2
+    assert cortadel.errors == []
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"top_k": 12}, {"top_k": 12}),
+        ({"search_mode": "text"}, {"mode": "text"}),
+        ({"search_mode": "vector"}, {"mode": "vector"}),
+        ({"rerank": "cross_encoder"}, {"rerank": "cross_encoder"}),
+        ({"memory_type": "episodic"}, {"memory_type": "episodic"}),
+        ({"app_name": "ward-7"}, {"app_name": "ward-7"}),
+    ],
+)
+async def test_each_recall_option_shapes_the_search(
+    gateway: Gateway, cortadel: CortadelServer, options: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    async with gateway(**options) as c:
+        await _probed(c)
+        await _send(c, "anything to recall?")
+    body = cortadel.calls_to(SEARCH)[0]["body"]
+    assert {k: body.get(k) for k in expected} == expected
+    assert cortadel.errors == []
+
+
+async def test_scoped_recall_sends_the_context_as_session(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway(scope_recall_to_session=True) as c:
+        await _probed(c)
+        task = await _send(c, "what did we say?")
+    assert cortadel.calls_to(SEARCH)[0]["body"]["session_id"] == task["contextId"]
+
+
+async def test_min_score_header_and_instructions(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(ALICE, "low score fact", score=0.01)
+    cortadel.seed(ALICE, "high score fact", score=0.9)
+    cortadel.seed(ALICE, "unscored fact")
+    options = {"min_score": 0.5, "memory_header": "## Chart notes", "inject_as": "instructions"}
+    async with gateway(**options) as c:
+        await _probed(c)
+        seen = _seen(await _send(c, "fact check"))
+    assert sorted(seen["lines"]) == ["high score fact", "unscored fact"]
+    assert seen["block"].startswith("## Chart notes\n")
+    assert seen["injectAs"] == "instructions"
+
+
+async def test_an_agent_overrides_the_deployment_options(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        seen = _seen(await _send(c, "hello there", agent="overridden"))
+    body = cortadel.calls_to(SEARCH)[0]["body"]
+    assert (body["top_k"], body["mode"]) == (2, "vector")
+    assert seen["injectAs"] is None  # nothing recalled, nothing injected
+
+
+async def test_dedupe_across_turns_and_its_cap(gateway: Gateway, cortadel: CortadelServer) -> None:
+    cortadel.seed(ALICE, "takes metformin daily")
+    async with gateway(store_turns=False) as c:
+        await _probed(c)
+        first = await _send(c, "metformin dose?")
+        again = await _send(c, "metformin dose again?", contextId=first["contextId"])
+        elsewhere = await _send(c, "metformin in a new visit?")
+    assert _seen(first)["lines"] == ["takes metformin daily"]
+    assert _seen(again)["lines"] == []  # already in this context's prompt history
+    assert _seen(elsewhere)["lines"] == ["takes metformin daily"]  # per context
+
+
+async def test_without_dedupe_memories_repeat(gateway: Gateway, cortadel: CortadelServer) -> None:
+    cortadel.seed(ALICE, "takes metformin daily")
+    async with gateway(dedupe_across_turns=False, store_turns=False) as c:
+        await _probed(c)
+        first = await _send(c, "metformin dose?")
+        again = await _send(c, "metformin again?", contextId=first["contextId"])
+    assert _seen(again)["lines"] == ["takes metformin daily"]
+
+
+async def test_remembered_ids_are_capped_per_context(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(ALICE, "alpha fact")
+    cortadel.seed(ALICE, "beta fact")
+    async with gateway(max_remembered_ids=1, top_k=1, store_turns=False) as c:
+        await _probed(c)
+        t1 = await _send(c, "alpha")
+        t2 = await _send(c, "beta", contextId=t1["contextId"])
+        t3 = await _send(c, "alpha", contextId=t1["contextId"])
+    assert _seen(t1)["lines"] == ["alpha fact"]
+    assert _seen(t2)["lines"] == ["beta fact"]
+    assert _seen(t3)["lines"] == ["alpha fact"]  # forgotten once beta took the only slot
+
+
+async def test_no_recall_without_text_or_when_disabled_or_already_injected(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        await _send(c, {"kind": "data", "data": {"$memoryType": "episodic", "note": "x"}})
+        await _send(c, "[Recalled memories]\n- pasted by the client\n[End of recalled memories]")
+    async with gateway(retrieve=False) as c:
+        await _probed(c)
+        await _send(c, "plenty of text here")
+    assert cortadel.calls_to(SEARCH) == []
+
+
+async def test_recall_fails_open_and_is_counted(gateway: Gateway, cortadel: CortadelServer) -> None:
+    async with gateway(recall_timeout_ms=200) as c:
+        await _probed(c)
+        cortadel.down = True
+        down = await _send(c, "is anyone there?")
+        cortadel.down, cortadel.delay = False, 1.0
+        slow = await _send(c, "still slow?")
+        cortadel.delay = 0.0
+        metrics = (await c.get("/metrics")).text
+        ready = (await c.get("/readyz")).json()
+    assert down["status"]["state"] == "completed" and _seen(down)["lines"] == []
+    assert slow["status"]["state"] == "completed"
+    assert 'gateway_ltm_recalls_total{outcome="failed"}' in metrics
+    assert 'gateway_ltm_recalls_total{outcome="timeout"}' in metrics
+    assert ready["status"] == "ready"
+
+
+async def test_strict_recall_fails_the_task(gateway: Gateway, cortadel: CortadelServer) -> None:
+    async with gateway(strict=True) as c:
+        await _probed(c)
+        cortadel.down = True
+        task = await _send(c, "recall or nothing")
+    assert task["status"]["state"] == "failed"
+    assert "Long-term memory is unavailable" in task["status"]["message"]["parts"][0]["text"]
+
+
+# -- store --------------------------------------------------------------------------------
+
+
+async def test_turns_are_stored_without_the_injected_block(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(ALICE, "blood type O negative")
+    async with gateway(tags="triage,ward-3", project="cardiology", is_agent_memory=True) as c:
+        await _probed(c)
+        task = await _send(c, "my blood type?", message_id="m-user-1")
+        await _until(lambda: bool(cortadel.calls_to(STORE)))
+        full = (await c.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))).json()
+    body = cortadel.calls_to(STORE)[0]["body"]
+    reply = full["history"][-1]
+    assert body["user_id"] == ALICE and body["session_id"] == task["contextId"]
+    assert body["tags"] == ["triage", "ward-3"] and body["project"] == "cardiology"
+    assert body["is_agent_memory"] is True
+    assert body["messages"] == [
+        {"role": "user", "content": "my blood type?", "uuid": "m-user-1"},
+        {"role": "assistant", "content": "Noted, thank you.", "uuid": reply["messageId"]},
+    ]
+    assert "[Recalled memories]" in reply["parts"][0]["text"]  # the agent did leak it
+    assert cortadel.errors == []
+
+
+async def test_store_turns_off_stores_nothing(gateway: Gateway, cortadel: CortadelServer) -> None:
+    async with gateway(store_turns=False) as c:
+        await _probed(c)
+        await _send(c, "do not keep this")
+        await asyncio.sleep(0.5)
+    assert cortadel.calls_to(STORE) == []
+
+
+async def test_an_outage_loses_no_turn_and_repeats_none(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    turns = 6
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.down = True
+        sent = [await _send(c, f"turn number {n}", message_id=f"turn-{n}") for n in range(turns)]
+        assert all(t["status"]["state"] == "completed" for t in sent)
+        await asyncio.sleep(0.6)  # the outbox retries meanwhile
+        await c.app.state.runtime.maintenance.publish_figures()
+        during = (await c.get("/metrics")).text
+        cortadel.down = False
+
+        def arrived() -> bool:
+            return {m.uuid for m in cortadel.of_user(ALICE)} >= {f"turn-{n}" for n in range(turns)}
+
+        await _until(arrived)
+        await c.app.state.runtime.maintenance.publish_figures()
+        after = (await c.get("/metrics")).text
+    stored = [m.uuid for m in cortadel.of_user(ALICE) if m.uuid and m.uuid.startswith("turn-")]
+    assert sorted(stored) == sorted(f"turn-{n}" for n in range(turns))  # each exactly once
+    assert f"gateway_ltm_outbox_depth {float(turns)}" in during
+    assert "gateway_ltm_outbox_depth 0.0" in after
+    assert "gateway_ltm_retries_total" in during
+    assert cortadel.errors == []
+
+
+# -- ledger and scrub ---------------------------------------------------------------------
+
+
+async def _stored(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> dict[str, Any]:
+    task = await _send(c, text)
+    await _until(lambda: any(m.text == text for m in cortadel.of_user(ALICE)))
+    return task
+
+
+async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: CortadelServer) -> None:
+    unrelated = cortadel.seed(ALICE, "written by another application")
+    async with gateway() as c:
+        await _probed(c)
+        gone = await _stored(c, cortadel, "forget this visit")
+        kept = await _stored(c, cortadel, "keep this visit")
+        ledger = await LongTermStore(c.app.state.runtime.store).ledger(
+            UserKeys.of("t1", "alice"), gone["contextId"]
+        )
+        r = await c.delete(f"/v1/contexts/{gone['contextId']}", headers=auth("alice"))
+        assert r.status_code == 204
+        await _until(lambda: bool(cortadel.calls_to(MEMORIES) and _deletes(cortadel)))
+    deleted = _deletes(cortadel)
+    assert deleted == [sorted(ledger)] and len(ledger) == 2  # the user's turn and the reply
+    left = {m.text for m in cortadel.of_user(ALICE)}
+    assert "forget this visit" not in left
+    assert {"keep this visit", "written by another application"} <= left
+    assert unrelated in cortadel.memories
+    assert kept["contextId"] != gone["contextId"]
+
+
+def _deletes(cortadel: CortadelServer) -> list[list[str]]:
+    return [
+        sorted(c["body"]["memory_ids"])
+        for c in cortadel.calls_to(MEMORIES)
+        if c["method"] == "DELETE" and c["body"]["user_id"] == ALICE
+    ]
+
+
+async def test_scrub_off_keeps_memories(gateway: Gateway, cortadel: CortadelServer) -> None:
+    async with gateway(scrub=False) as c:
+        await _probed(c)
+        task = await _stored(c, cortadel, "outlive the context")
+        assert (
+            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
+        ).status_code == 204
+        await asyncio.sleep(0.5)
+    assert _deletes(cortadel) == []
+    assert any(m.text == "outlive the context" for m in cortadel.of_user(ALICE))
+
+
+async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.down = True
+        task = await _send(c, "scrub me before delivery")
+        await asyncio.sleep(0.3)
+        assert (
+            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
+        ).status_code == 204
+        cortadel.down = False
+
+        async def drained() -> bool:
+            figures = await c.app.state.runtime.outbox._jobs.figures()
+            return bool(figures.queued + figures.pending == 0)
+
+        await _until(drained)
+    assert cortadel.of_user(ALICE) == []
+
+
+async def test_a_store_landing_after_the_scrub_is_deleted_too(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.delay = 0.6
+        task = await _send(c, "racing the scrub")
+        await _until(lambda: bool(cortadel.calls_to(STORE)))  # the store is in flight
+        assert (
+            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
+        ).status_code == 204
+        await _until(lambda: bool(_deletes(cortadel)))
+        cortadel.delay = 0.0
+        await _until(lambda: cortadel.of_user(ALICE) == [])
+
+
+# -- identity and health ------------------------------------------------------------------
+
+
+async def test_a_key_bound_to_one_user_is_refused(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.pin_key_to = "service-account"
+    async with gateway() as c:
+        # the probe writes as one user and reads as another: refused, so the key is bound
+        await _until(lambda: any(x["path"].startswith(f"{MEMORIES}/") for x in cortadel.calls))
+        await asyncio.sleep(0.1)
+        ready = (await c.get("/readyz")).json()
+        task = await _send(c, "does anyone remember me?")
+        await asyncio.sleep(0.5)
+    assert ready["status"] == "degraded" and ready["checks"]["cortadel"] == "degraded"
+    assert task["status"]["state"] == "completed"
+    assert cortadel.calls_to(SEARCH) == [] and cortadel.calls_to(STORE) == []
+    assert [m.text for m in cortadel.memories.values()] == []  # the probe cleaned up
+
+
+async def test_the_probe_passes_for_a_per_user_key_and_cleans_up(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        ready = (await c.get("/readyz")).json()
+    assert ready == {
+        "status": "ready",
+        "checks": {"redis": "ok", "cortadel": "ok"},
+        "critical": ["redis"],
+    }
+    assert cortadel.memories == {}
+
+
+async def test_per_tenant_keys_and_hashed_user_ids(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.api_key = None  # accept any key; record which one came
+    secret = "a-long-enough-secret-value"
+    async with gateway(
+        tenant_keys='{"t2": "tenant-two-key"}', user_ids="hashed", user_id_secret=secret
+    ) as c:
+        await _probed(c)
+        await _send(c, "tenant one speaking")
+        await _send(c, "tenant two speaking", user="carol")
+    one, two = cortadel.calls_to(SEARCH)
+    assert one["auth"] == "Bearer cortadel-key" and two["auth"] == "Bearer tenant-two-key"
+    assert one["body"]["user_id"] == cortadel_user_id("t1", "alice", secret)
+    assert two["body"]["user_id"] == cortadel_user_id("t2", "alice", secret)
+    assert one["body"]["user_id"] != two["body"]["user_id"]
+
+
+async def test_readyz_reports_cortadel_as_non_critical(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.down = True
+        r = await c.get("/readyz")
+    assert r.status_code == 200
+    assert r.json()["status"] == "degraded" and r.json()["checks"]["cortadel"] == "degraded"
+    cortadel.stop()
+    async with gateway(probe=False) as c:
+        r = await c.get("/readyz")
+    assert r.status_code == 200 and r.json()["checks"]["cortadel"] == "unreachable"
