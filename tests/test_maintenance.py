@@ -64,3 +64,10 @@ async def test_http_only_replica_queues_without_running(make_app: AppFactory) ->
                 break
             await asyncio.sleep(0.05)
     assert got["status"]["state"] == "completed"
+
+
+async def test_reclaim_runs_with_streams_that_were_never_used(make_app: AppFactory) -> None:
+    """With embedding off, the embedding stream has no consumer group: reclaiming must not
+    stop at it (it used to raise on every cycle)."""
+    async with make_app(embedder="none") as c:
+        assert await c.app.state.runtime.maintenance.reclaim() == 0  # type: ignore[attr-defined]

@@ -106,9 +106,14 @@ class JobStore:
 
     @translated
     async def stale(self, lease_ms: int, count: int) -> list[PendingJob]:
-        rows = await self.client.xpending_range(
-            self.stream, self.group, min="-", max="+", count=count, idle=lease_ms
-        )
+        try:
+            rows = await self.client.xpending_range(
+                self.stream, self.group, min="-", max="+", count=count, idle=lease_ms
+            )
+        except ResponseError as exc:  # no stream or group yet: nothing was ever delivered
+            if "NOGROUP" not in str(exc):
+                raise
+            return []
         return [
             PendingJob(
                 entry=_text(r["message_id"]),
