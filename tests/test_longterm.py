@@ -22,7 +22,8 @@ from gateway.agents.base import (
 )
 from gateway.longterm.options import CortadelSettings, MemoryOptions
 from gateway.longterm.render import cortadel_user_id, strip_block
-from gateway.store.keys import UserKeys
+from gateway.store.keys import OUTBOX as OUTBOX_STREAM
+from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore
 from tests.agents import TestAgent
 from tests.conftest import API_KEYS, AppFactory, auth, message
@@ -546,3 +547,21 @@ async def test_readyz_reports_cortadel_as_non_critical(
     async with gateway(probe=False) as c:
         r = await c.get("/readyz")
     assert r.status_code == 200 and r.json()["checks"]["cortadel"] == "unreachable"
+
+
+async def test_a_stalled_outbox_job_is_reclaimed_whole(
+    gateway: Gateway, cortadel: CortadelServer, redis: Any
+) -> None:
+    """A worker that died holding a job: maintenance requeues it with all its fields (a
+    'forget' job keeps its ids) and another worker finishes it."""
+    doomed = cortadel.seed(ALICE, "to be deleted")
+    async with gateway() as c:
+        await _probed(c)
+        job = orjson.dumps({"t": "t1", "u": "alice", "c": "gone-context"})
+        # a consumer that never finishes takes it, in the same step as it is queued
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(OUTBOX_STREAM, {b"job": job, b"forget": doomed.encode()})
+            pipe.xreadgroup(OUTBOX_GROUP, "ghost", {OUTBOX_STREAM: ">"}, count=1)
+            _, taken = await pipe.execute()
+        assert taken
+        await _until(lambda: doomed not in cortadel.memories, seconds=15)
