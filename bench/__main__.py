@@ -535,6 +535,10 @@ def main() -> None:
             if only in ("", "memory"):
                 asyncio.run(memory_bench(Path(tmp)))
                 embedding_on_off(Path(tmp))
+            if only in ("", "longterm"):
+                from bench.longterm import longterm_bench
+
+                longterm_bench(Path(tmp))
         finally:
             server.stop()
 
