@@ -141,6 +141,8 @@ def test_options_are_validated_and_agents_override_them() -> None:
         CortadelSettings(top_k=51)
     with pytest.raises(ValidationError):
         CortadelSettings(search_mode="fuzzy")
+    with pytest.raises(ValidationError, match="USER_ID_SECRET"):
+        CortadelSettings(user_ids="hashed")
     with pytest.raises(ValidationError):
         MemoryOptions().overridden({"topK": 0})
     with pytest.raises(ValidationError):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -105,6 +105,14 @@ class CortadelSettings(_OptionFields, BaseSettings):
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("the user id secret must be at least 16 characters")
         return value
+
+    @model_validator(mode="after")
+    def _hashing_needs_a_secret(self) -> CortadelSettings:
+        if self.user_ids == "hashed" and self.user_id_secret is None:
+            raise ValueError(
+                "GATEWAY_CORTADEL_USER_IDS=hashed needs GATEWAY_CORTADEL_USER_ID_SECRET"
+            )
+        return self
 
     @property
     def enabled(self) -> bool:
