@@ -30,7 +30,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AgentExistsError",
     "AgentNotFoundError",
+    "AgentReadOnlyError",
     "ContentTypeNotSupportedError",
     "ContextNotFoundError",
     "ForbiddenError",
@@ -101,6 +103,16 @@ class ContextNotFoundError(GatewayError):
 class AgentNotFoundError(GatewayError):
     status, code, name = 404, -32011, "AgentNotFoundError"
     default_message = "Agent not found"
+
+
+class AgentExistsError(GatewayError):
+    status, code, name = 409, -32014, "AgentExistsError"
+    default_message = "An agent with this id already exists"
+
+
+class AgentReadOnlyError(GatewayError):
+    status, code, name = 409, -32015, "AgentReadOnlyError"
+    default_message = "Built-in agents cannot be changed or deleted"
 
 
 class TaskNotCancelableError(GatewayError):

@@ -13,11 +13,13 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import httpx
+import httpx2
 from redis.asyncio import Redis
 
 from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
-from gateway.agents.registry import AgentRegistry
+from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
 from gateway.engine.jobs import JobQueue
@@ -30,7 +32,10 @@ from gateway.longterm.recall import LongTermMemory
 from gateway.memory.embedders import Embedder
 from gateway.memory.factory import build_embedder
 from gateway.memory.indexer import Indexer
+from gateway.outbound import Allowlist, guarded_client
+from gateway.service.search import SearchService
 from gateway.settings import Settings
+from gateway.store.agents_store import AgentStore
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
@@ -73,6 +78,9 @@ class Runtime:
     indexer: Indexer | None
     cortadel: Cortadel | None = None
     outbox: Outbox | None = None
+    allowlist: Allowlist | None = None
+    search: SearchService | None = None
+    outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient] | None = None
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
@@ -81,7 +89,19 @@ class Runtime:
         client = target.client(settings.redis_timeout_seconds)
         store = Store(client, settings.context_ttl_seconds, cluster=target.cluster)
         jobs = JobStore(client)
-        agents = AgentRegistry([*load_agents(settings.agent_plugins), *extra_agents])
+        allowlist = Allowlist(
+            settings.outbound_allowlist, [settings.embedder_url, settings.cortadel.url]
+        )
+        outbound = (
+            guarded_client(allowlist, httpx, timeout=60.0),
+            guarded_client(allowlist, httpx2, timeout=60.0),
+        )
+        agents = AgentRegistry(
+            [*load_agents(settings.agent_plugins), *extra_agents],
+            AgentStore(client, settings.context_ttl_seconds),
+            AgentFactory(allowlist, *outbound),
+            cache_seconds=settings.agent_cache_seconds,
+        )
         agents.get(settings.default_agent)
         events_client = target.events_client(settings.redis_timeout_seconds)
         events = TaskEvents(events_client)
@@ -90,6 +110,8 @@ class Runtime:
         if cortadel is not None:
             defaults = settings.cortadel.options()
             longterm = LongTermMemory(cortadel, LongTermStore(store), defaults)
+        embedder = build_embedder(settings)
+        search = SearchService(MemoryStore(store), embedder)
         executor = RunExecutor(
             store,
             agents,
@@ -97,6 +119,7 @@ class Runtime:
             context_window=settings.agent_context_messages,
             working_after=settings.working_after_ms / 1000,
             longterm=longterm,
+            search=search,
         )
         queue: JobQueue
         if settings.queue == "memory":
@@ -111,7 +134,6 @@ class Runtime:
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 workers=settings.workers,
             )
-        embedder = build_embedder(settings)
         embeds = JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
         indexer = None
         if embedder is not None and settings.workers:
@@ -164,6 +186,9 @@ class Runtime:
             indexer,
             cortadel,
             outbox,
+            allowlist,
+            search,
+            outbound,
         )
 
     async def start(self) -> None:
@@ -189,6 +214,9 @@ class Runtime:
         if self.cortadel is not None:
             with contextlib.suppress(Exception):
                 await self.cortadel.close()
+        for http in self.outbound or ():
+            with contextlib.suppress(Exception):
+                await http.aclose()
         await self.events.stop()
         closing = getattr(self.embedder, "close", None)
         if closing is not None:

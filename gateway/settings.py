@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
+    # hosts of this configuration (embedder, Cortadel).
+    outbound_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    agent_cache_seconds: float = Field(default=2.0, ge=0, le=300)
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     runner_concurrency: int = Field(default=64, ge=1, le=10_000)
@@ -79,7 +83,7 @@ class Settings(BaseSettings):
             return orjson.loads(value) if value.strip() else {}
         return value
 
-    @field_validator("agent_plugins", mode="before")
+    @field_validator("agent_plugins", "outbound_allowlist", mode="before")
     @classmethod
     def _split_plugins(cls, value: object) -> object:
         if isinstance(value, str):

@@ -13,6 +13,8 @@ __all__ = [
     "AgentUpdate",
     "ArtifactUpdate",
     "ContextHistory",
+    "ContextSearch",
+    "MetadataUpdate",
     "RecalledMemory",
     "ReplyUpdate",
     "StatusUpdate",
@@ -31,6 +33,12 @@ class ContextHistory(Protocol):
     async def load(self) -> Sequence[JSON]:
         """The messages, oldest first, as A2A v0.3.0 Message JSON."""
         ...
+
+
+class ContextSearch(Protocol):
+    """Semantic search over the run's context: hits ``{messageId, taskId, score, text}``."""
+
+    async def __call__(self, query: str, top_k: int) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,10 @@ class AgentRequest:
     referenced_tasks: Sequence[JSON]
     recalled: Sequence[str] = ()
     memory: RecalledMemory | None = None
+    # The client's acceptedOutputModes (empty: no preference).
+    accepted_output_modes: Sequence[str] = ()
+    # Search of this context's memory (None when context memory is off).
+    search: ContextSearch | None = None
 
 
 @dataclass(frozen=True)
@@ -79,12 +91,20 @@ class ArtifactUpdate:
 
 @dataclass(frozen=True)
 class ReplyUpdate:
-    """An agent message appended to the task's history."""
+    """An agent message appended to the task's history (``metadata`` on the message)."""
 
     parts: Sequence[JSON]
+    metadata: JSON | None = None
 
 
-AgentUpdate = StatusUpdate | ArtifactUpdate | ReplyUpdate
+@dataclass(frozen=True)
+class MetadataUpdate:
+    """Keys merged into the task's metadata (e.g. token usage, a remote task's ids)."""
+
+    metadata: JSON
+
+
+AgentUpdate = StatusUpdate | ArtifactUpdate | ReplyUpdate | MetadataUpdate
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class TaskEvent:
     seq: int = 0  # the run's message; 0 when it concerns the task whatever ran (a cancel)
     status_json: bytes | None = None
     artifacts_json: bytes | None = None
+    metadata_json: bytes | None = None  # what the agent reported for the task's metadata
 
 
 class TaskEvents:

@@ -26,6 +26,8 @@ from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
     ArtifactUpdate,
+    ContextSearch,
+    MetadataUpdate,
     ReplyUpdate,
     StatusUpdate,
 )
@@ -35,6 +37,8 @@ from gateway.engine.jobs import RunJob
 from gateway.engine.status import agent_message, artifact, settled, status_json
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed
+from gateway.principal import Principal
+from gateway.service.search import SearchService
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
 
@@ -45,6 +49,7 @@ log = logging.getLogger("gateway.runs")
 SHUTDOWN_TEXT = "The gateway stopped before the task finished."
 FAILURE_TEXT = "The agent failed while processing the task."
 MEMORY_TEXT = "Long-term memory is unavailable, and this agent requires it."
+GONE_TEXT = "The agent was deleted before the task ran."
 
 
 class _Run:
@@ -57,6 +62,9 @@ class _Run:
         self.reply: bytes | None = None
         self.open = True
         self.outbox_job = b""  # set when the finished turn goes to long-term memory
+        self.metadata: dict[str, Any] = {}  # what the agent reported for the task's metadata
+        self.metadata_json: bytes | None = None
+        self._metadata_written = True
 
     async def write(self, state: str, text: str | None = None, *, finish: bool = False) -> None:
         """Store an update; ``finish`` also records the run as done and acknowledges its job.
@@ -76,12 +84,22 @@ class _Run:
             finish=finish,
             entry=job.entry,
             outbox_job=self.outbox_job if finish else b"",
+            metadata_json=b"" if self._metadata_written else (self.metadata_json or b""),
         )
-        self.artifacts, self.reply = [], None
+        self.artifacts, self.reply, self._metadata_written = [], None, True
         self.open = result.outcome == "ok" and not finish
         if result.outcome == "ok" and settled(state):
-            event = TaskEvent(state, job.seq, status, result.artifacts_json)
+            event = TaskEvent(state, job.seq, status, result.artifacts_json, self.metadata_json)
             self.events.notify_local(job.task_id, event)
+
+    @property
+    def metadata_written(self) -> bool:
+        return self._metadata_written
+
+    def add_metadata(self, metadata: Mapping[str, Any]) -> None:
+        self.metadata.update(metadata)
+        self.metadata_json = orjson.dumps(self.metadata)
+        self._metadata_written = False
 
     async def mark_working(self) -> None:
         """Record that the run is under way, unless it has already moved on."""
@@ -128,9 +146,10 @@ class RunExecutor:
         context_window: int,
         working_after: float,
         longterm: LongTermMemory | None = None,
+        search: SearchService | None = None,
     ) -> None:
         self._store, self._agents, self._events = store, agents, events
-        self._longterm = longterm
+        self._longterm, self._search = longterm, search
         self._window, self._working_after = context_window, working_after
         self._markers: set[asyncio.Task[None]] = set()
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -179,12 +198,15 @@ class RunExecutor:
             with contextlib.suppress(GatewayError):
                 await run.write("failed", MEMORY_TEXT, finish=True)
         except AgentNotFoundError:
-            if not job.entry:
+            if not job.entry or job.registered:
+                # In-memory jobs cannot move; a registered agent is gone for every worker.
+                text = GONE_TEXT if job.registered else FAILURE_TEXT
                 with contextlib.suppress(GatewayError):
-                    await run.write("failed", FAILURE_TEXT, finish=True)
-            # A durable job stays pending: after the lease it goes back to the queue for a
-            # worker that has this agent (or, after too many attempts, to the dead letters).
-            log.warning("agent not served by this worker", extra={"task": job.task_id})
+                    await run.write("failed", text, finish=True)
+            else:
+                # A durable job stays pending: after the lease it goes back to the queue for a
+                # worker that has this agent (or, after too many attempts, to the dead letters).
+                log.warning("agent not served by this worker", extra={"task": job.task_id})
         except Exception as exc:  # an agent bug must not kill the worker
             log.error("agent run failed", extra={"task": job.task_id, "error": type(exc).__name__})
             with contextlib.suppress(GatewayError):
@@ -211,7 +233,7 @@ class RunExecutor:
 
     async def _drive(self, run: _Run) -> None:
         job = run.job
-        agent = self._agents.get(job.agent_id)
+        agent = await self._agents.resolve(job.tenant, job.agent_id)
         inputs = job.inputs or await self._store.begin_run(
             run.keys,
             job.context_id,
@@ -244,11 +266,25 @@ class RunExecutor:
                 referenced_tasks=inputs.referenced,
                 recalled=memory.lines if memory else (),
                 memory=memory,
+                accepted_output_modes=job.output_modes,
+                search=self._search_for(job),
             )
             with self._events.running_here(job.task_id):
                 await self._consume(run, agent.run(request))
         finally:
             timer.cancel()
+
+    def _search_for(self, job: RunJob) -> ContextSearch | None:
+        search = self._search
+        if search is None or search.embedder is None:
+            return None
+        principal = Principal(job.tenant, job.user)
+
+        async def context_search(query: str, top_k: int) -> list[dict[str, Any]]:
+            assert search is not None
+            return await search.search(principal, job.context_id, query, top_k)
+
+        return context_search
 
     def _mark(self, run: _Run) -> None:
         marker = asyncio.create_task(run.mark_working())
@@ -261,12 +297,14 @@ class RunExecutor:
             if isinstance(update, ArtifactUpdate):
                 run.artifacts.append(artifact(update.parts, update.name))
             elif isinstance(update, ReplyUpdate):
-                reply = agent_message(job.context_id, job.task_id, update.parts)
+                reply = agent_message(job.context_id, job.task_id, update.parts, update.metadata)
                 run.reply = orjson.dumps(reply)
+            elif isinstance(update, MetadataUpdate):
+                run.add_metadata(update.metadata)
             elif isinstance(update, StatusUpdate):
                 final = update.state
                 await run.write(update.state, update.text, finish=settled(update.state))
                 if not run.open:
                     return
-        pending = run.artifacts or run.reply is not None
+        pending = run.artifacts or run.reply is not None or not run.metadata_written
         await run.write(final if pending else "", finish=True)

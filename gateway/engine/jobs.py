@@ -24,6 +24,8 @@ class RunJob:
     task_id: str
     seq: int
     reference_ids: Sequence[str] = ()
+    output_modes: Sequence[str] = ()  # the client's acceptedOutputModes
+    registered: bool = False  # the agent is in the registry (shared by every worker)
     # Handed over by the send that created the job, so the run needs no read. A queue
     # that serialises jobs drops it; the run then loads its inputs itself.
     inputs: RunInputs | None = field(default=None, compare=False)
@@ -34,16 +36,19 @@ class RunJob:
 
     def wire(self) -> bytes:
         """The job's fields as stored in the stream (``seq`` is added by the send script)."""
-        return orjson.dumps(
-            {
-                "t": self.tenant,
-                "u": self.user,
-                "a": self.agent_id,
-                "c": self.context_id,
-                "k": self.task_id,
-                "r": list(self.reference_ids),
-            }
-        )
+        fields: dict[str, Any] = {
+            "t": self.tenant,
+            "u": self.user,
+            "a": self.agent_id,
+            "c": self.context_id,
+            "k": self.task_id,
+            "r": list(self.reference_ids),
+        }
+        if self.output_modes:
+            fields["o"] = list(self.output_modes)
+        if self.registered:
+            fields["g"] = 1
+        return orjson.dumps(fields)
 
     @classmethod
     def from_wire(cls, fields: dict[bytes, bytes], entry: str) -> RunJob:
@@ -56,6 +61,8 @@ class RunJob:
             task_id=raw["k"],
             seq=int(fields[b"seq"]),
             reference_ids=tuple(raw["r"]),
+            output_modes=tuple(raw.get("o") or ()),
+            registered=bool(raw.get("g")),
             entry=entry,
             attempts=int(fields.get(b"n", b"1")),
         )

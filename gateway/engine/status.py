@@ -22,9 +22,12 @@ def settled(state: str) -> bool:
 
 
 def agent_message(
-    context_id: str, task_id: str, parts: Sequence[Mapping[str, Any]]
+    context_id: str,
+    task_id: str,
+    parts: Sequence[Mapping[str, Any]],
+    metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    message: dict[str, Any] = {
         "kind": "message",
         "role": "agent",
         "messageId": str(uuid.uuid4()),
@@ -32,6 +35,9 @@ def agent_message(
         "taskId": task_id,
         "parts": list(parts),
     }
+    if metadata:
+        message["metadata"] = dict(metadata)
+    return message
 
 
 def status_json(

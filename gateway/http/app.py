@@ -15,9 +15,11 @@ from gateway.http.auth import Authenticator, AuthMiddleware
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
-from gateway.http.routes import agent_routes, operational_routes
+from gateway.http.routes import agent_routes, operational_routes, registry_routes
 from gateway.http.state import AppState
+from gateway.outbound import Allowlist
 from gateway.runtime import Runtime
+from gateway.service.agents import AgentService
 from gateway.service.contexts import ContextService
 from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
@@ -48,7 +50,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         contexts=ContextService(
             runtime.store, forget_memories=settings.cortadel.enabled and settings.cortadel.scrub
         ),
-        search=SearchService(MemoryStore(runtime.store), runtime.embedder),
+        search=runtime.search or SearchService(MemoryStore(runtime.store), runtime.embedder),
+        registry=AgentService(runtime.agents, runtime.allowlist or Allowlist([])),
     )
 
     mcp_server, mcp_routes = mcp_endpoint(state.search)
@@ -67,6 +70,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     app = Starlette(
         routes=[
             *operational_routes(),
+            *registry_routes(),
             *agent_routes(""),
             *agent_routes("/agents/{agent_id}"),
             *mcp_routes,

@@ -19,7 +19,8 @@ from gateway.settings import ApiKeyEntry
 
 __all__ = ["LOCAL_PRINCIPAL", "AuthMiddleware", "Authenticator"]
 
-LOCAL_PRINCIPAL = Principal("default", "local")
+# Open mode (no keys, loopback only) is one local operator: it may change the registry.
+LOCAL_PRINCIPAL = Principal("default", "local", frozenset({"admin"}))
 
 _PUBLIC_SUFFIXES = ("/.well-known/agent-card.json", "/agent-card.json")
 _PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.yaml", "/metrics"})
@@ -66,7 +67,19 @@ class AuthMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in _PUBLIC_PATHS or path.endswith(_PUBLIC_SUFFIXES):
+        if scope["type"] != "http" or path in _PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if path.endswith(_PUBLIC_SUFFIXES):
+            # Cards are public; a registered agent's card needs to know the caller's tenant.
+            headers = Headers(scope=scope)
+            if self.authenticator.open or "authorization" in headers or "x-api-key" in headers:
+                try:
+                    principal = self.authenticator.authenticate(headers)
+                except GatewayError as exc:
+                    await error_response(exc)(scope, receive, send)
+                    return
+                scope.setdefault("state", {})["principal"] = principal
             await self.app(scope, receive, send)
             return
         try:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from gateway.errors import InvalidParamsError, JSONParseError
+from gateway.validation import validated
 
 __all__ = ["json_body", "query_int", "validated"]
-
-M = TypeVar("M", bound=BaseModel)
 
 
 async def json_body(request: Request, *, optional: bool = False) -> Any:
@@ -23,17 +21,6 @@ async def json_body(request: Request, *, optional: bool = False) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise JSONParseError() from None
-
-
-def validated(model: type[M], data: Any) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "reason": e["msg"]}
-            for e in exc.errors(include_url=False, include_input=False, include_context=False)
-        ]
-        raise InvalidParamsError("Request failed validation", data={"errors": errors}) from None
 
 
 def query_int(

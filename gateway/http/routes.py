@@ -10,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.agents.specs import AgentPatch, AgentSpec
+from gateway.errors import AgentNotFoundError, InvalidParamsError
 from gateway.http.cards import agent_card
 from gateway.http.params import json_body, query_int, validated
 from gateway.http.responses import JSONResponse
@@ -18,7 +20,7 @@ from gateway.models import SearchRequest, SendMessageRequest
 from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
 
-__all__ = ["agent_routes", "openapi_text", "operational_routes"]
+__all__ = ["agent_routes", "openapi_text", "operational_routes", "registry_routes"]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _OPENAPI_CANDIDATES = (
@@ -43,29 +45,30 @@ def _agent_id(request: Request) -> str:
     return agent_id if isinstance(agent_id, str) else _state(request).settings.default_agent
 
 
-def _served(request: Request) -> AppState:
-    """The app state, once the agent named by the path (or the default) is known to exist."""
+async def _served(request: Request) -> AppState:
+    """The app state, once the agent named by the path (or the default) is known to exist
+    for the caller (built in, or registered by the caller's tenant)."""
     state = _state(request)
-    state.agents.get(_agent_id(request))
+    await state.agents.resolve(_principal(request).tenant, _agent_id(request))
     return state
 
 
 async def send_message(request: Request) -> Response:
-    state, agent_id = _served(request), _agent_id(request)
+    state, agent_id = await _served(request), _agent_id(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
     task = await state.messages.send(_principal(request), agent_id, body)
     return JSONResponse({"task": task})
 
 
 async def get_task(request: Request) -> Response:
-    state = _served(request)
+    state = await _served(request)
     history = query_int(request, "historyLength", "history_length", default=None)
     task = await state.tasks.get(_principal(request), request.path_params["task_id"], history)
     return JSONResponse(task)
 
 
 async def cancel_task(request: Request) -> Response:
-    state = _served(request)
+    state = await _served(request)
     await json_body(request, optional=True)
     task = await state.tasks.cancel(_principal(request), request.path_params["task_id"])
     return JSONResponse(task)
@@ -79,13 +82,13 @@ def _page(request: Request, default_limit: int) -> tuple[int, int]:
 
 
 async def list_contexts(request: Request) -> Response:
-    state = _served(request)
+    state = await _served(request)
     limit, offset = _page(request, 50)
     return JSONResponse(await state.contexts.list(_principal(request), limit, offset))
 
 
 async def read_context(request: Request) -> Response:
-    state = _served(request)
+    state = await _served(request)
     limit, offset = _page(request, 100)
     page = await state.contexts.read(
         _principal(request), request.path_params["context_id"], limit, offset
@@ -94,13 +97,13 @@ async def read_context(request: Request) -> Response:
 
 
 async def delete_context(request: Request) -> Response:
-    state = _served(request)
+    state = await _served(request)
     await state.contexts.delete(_principal(request), request.path_params["context_id"])
     return Response(status_code=204)
 
 
 async def search_context(request: Request) -> Response:
-    state = _served(request)
+    state = await _served(request)
     body = validated(SearchRequest, await json_body(request))
     hits = await state.search.search(
         _principal(request), request.path_params["context_id"], body.query, body.topK,
@@ -112,7 +115,12 @@ async def search_context(request: Request) -> Response:
 async def card(request: Request) -> Response:
     state = _state(request)
     agent_id = _agent_id(request)
-    agent = state.agents.get(agent_id)
+    agent = state.agents.builtin(agent_id)
+    if agent is None:
+        principal = request.scope.get("state", {}).get("principal")
+        if principal is None:  # anonymous callers see the built-in agents only
+            raise AgentNotFoundError()
+        agent = await state.agents.resolve(principal.tenant, agent_id)
     origin = state.settings.public_url or str(request.base_url).rstrip("/")
     url = origin if "agent_id" not in request.path_params else f"{origin}/agents/{agent_id}"
     return JSONResponse(agent_card(agent, url, authenticated=not state.settings.open_mode))
@@ -132,6 +140,48 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
         ("/agent-card.json", card, ["GET"]),
     ]
     return [Route(prefix + path, fn, methods=methods) for path, fn, methods in table]
+
+
+async def list_agents(request: Request) -> Response:
+    return JSONResponse(await _state(request).registry.list(_principal(request)))
+
+
+async def register_agent(request: Request) -> Response:
+    spec = validated(AgentSpec, await json_body(request))
+    flag = request.query_params.get("ephemeral", "false").lower()
+    if flag not in ("true", "false", "1", "0"):
+        raise InvalidParamsError(
+            "ephemeral must be true or false",
+            data={"errors": [{"field": "ephemeral", "reason": "must be true or false"}]},
+        )
+    view = await _state(request).registry.create(_principal(request), spec, flag in ("true", "1"))
+    return JSONResponse(view, status_code=201, headers={"Location": f"/agents/{view['id']}"})
+
+
+async def read_agent(request: Request) -> Response:
+    agent_id = request.path_params["agent_id"]
+    return JSONResponse(await _state(request).registry.read(_principal(request), agent_id))
+
+
+async def change_agent(request: Request) -> Response:
+    patch = validated(AgentPatch, await json_body(request))
+    agent_id = request.path_params["agent_id"]
+    return JSONResponse(await _state(request).registry.patch(_principal(request), agent_id, patch))
+
+
+async def delete_agent(request: Request) -> Response:
+    await _state(request).registry.delete(_principal(request), request.path_params["agent_id"])
+    return Response(status_code=204)
+
+
+def registry_routes() -> list[BaseRoute]:
+    return [
+        Route("/agents", list_agents, methods=["GET"]),
+        Route("/agents", register_agent, methods=["POST"]),
+        Route("/agents/{agent_id}", read_agent, methods=["GET"]),
+        Route("/agents/{agent_id}", change_agent, methods=["PATCH"]),
+        Route("/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+    ]
 
 
 async def healthz(request: Request) -> Response:

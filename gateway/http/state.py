@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.agents.registry import AgentRegistry
+from gateway.service.agents import AgentService
 from gateway.service.contexts import ContextService
 from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
@@ -24,3 +25,4 @@ class AppState:
     tasks: TaskService
     contexts: ContextService
     search: SearchService
+    registry: AgentService

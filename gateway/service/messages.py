@@ -50,7 +50,8 @@ class MessageService:
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
     ) -> dict[str, Any]:
-        agent = self.agents.get(agent_id)
+        agent = await self.agents.resolve(principal.tenant, agent_id)
+        registered = self.agents.builtin(agent_id) is None
         config = request.configuration
         if config.pushNotificationConfig is not None:
             raise PushNotificationNotSupportedError()
@@ -59,11 +60,13 @@ class MessageService:
         history_length = config.historyLength or 0
         claimant = self.queue.claimant()
         try:
-            write = await self._prepare(principal, agent.id, request, claimant)
+            write = await self._prepare(principal, agent.id, request, claimant, registered)
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(principal.keys, write)
-                claimant = await self._hand_over(principal, agent.id, request, result, claimant)
+                claimant = await self._hand_over(
+                    principal, agent.id, request, result, claimant, registered
+                )
                 event = await self._outcome(principal, result, events, config.blocking)
         finally:
             if claimant:
@@ -77,6 +80,7 @@ class MessageService:
                 event.artifacts_json,
                 None,
                 metadata,
+                event.metadata_json,
             )
         task = await self.store.read_task(
             principal.keys, result.context_id, result.task_id, history_length
@@ -115,11 +119,12 @@ class MessageService:
         request: SendMessageRequest,
         result: SendResult,
         claimant: str,
+        registered: bool,
     ) -> str:
         """Give the run to the queue; returns the claimant if its reservation went unused."""
         if result.duplicate:
             return claimant
-        job = self._job(principal, agent_id, request, result)
+        job = self._job(principal, agent_id, request, result, registered)
         if result.claimed_own:
             job = replace(job, entry=result.entry, attempt=f"{claimant}/{result.entry}")
         elif result.claimed is not None:
@@ -132,7 +137,11 @@ class MessageService:
 
     @staticmethod
     def _job(
-        principal: Principal, agent_id: str, request: SendMessageRequest, result: SendResult
+        principal: Principal,
+        agent_id: str,
+        request: SendMessageRequest,
+        result: SendResult,
+        registered: bool,
     ) -> RunJob:
         return RunJob(
             tenant=principal.tenant,
@@ -142,11 +151,18 @@ class MessageService:
             task_id=result.task_id,
             seq=result.seq,
             reference_ids=tuple(request.message.referenceTaskIds or ()),
+            output_modes=tuple(request.configuration.acceptedOutputModes or ()),
+            registered=registered,
             inputs=result.inputs,
         )
 
     async def _prepare(
-        self, principal: Principal, agent_id: str, request: SendMessageRequest, claimant: str
+        self,
+        principal: Principal,
+        agent_id: str,
+        request: SendMessageRequest,
+        claimant: str,
+        registered: bool,
     ) -> SendWrite:
         message = request.message
         context_id, task_id = message.contextId, message.taskId
@@ -163,7 +179,15 @@ class MessageService:
         stored["contextId"], stored["taskId"] = context_id, task_id
         references = tuple(message.referenceTaskIds or ())
         template = RunJob(
-            principal.tenant, principal.user, agent_id, context_id, task_id, 0, references
+            principal.tenant,
+            principal.user,
+            agent_id,
+            context_id,
+            task_id,
+            0,
+            references,
+            tuple(request.configuration.acceptedOutputModes or ()),
+            registered,
         )
         return SendWrite(
             context_id=context_id,

@@ -30,6 +30,11 @@ key                                    type    holds
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
 them on each write costs O(1) whatever the context holds.
 
+A tenant's agent registry has a tag of its own, ``{r:<tenant digest>}``:
+``gw:{r:<t>}:agents`` (set) lists the ids of its registered agents and
+``gw:{r:<t>}:agent:<id>`` (string) holds each entry as JSON; an ephemeral agent's key
+has a sliding TTL like a context's.
+
 Global keys share the hash tag ``{jobs}`` (one slot, so they can change together):
 ``gw:{jobs}`` (stream, consumer group ``runners``) holds queued runs, ids only;
 ``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:embed`` and
@@ -58,6 +63,7 @@ __all__ = [
     "OUTBOX_DEAD",
     "OUTBOX_GROUP",
     "ContextKeys",
+    "TenantAgentKeys",
     "UserKeys",
     "event_channel",
     "user_tag",
@@ -170,3 +176,20 @@ class UserKeys:
             seen=f"{base}:seen",
             ledger=f"{base}:ledger",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantAgentKeys:
+    prefix: str
+
+    @classmethod
+    def of(cls, tenant: str) -> TenantAgentKeys:
+        digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
+        return cls(prefix=f"gw:{{r:{digest}}}")
+
+    @property
+    def index(self) -> str:
+        return f"{self.prefix}:agents"
+
+    def agent(self, agent_id: str) -> str:
+        return f"{self.prefix}:agent:{agent_id}"

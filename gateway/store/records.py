@@ -43,8 +43,10 @@ def assemble_task(
     artifacts: bytes | str | None,
     history: Sequence[bytes | str] | None,
     metadata: bytes | str | None = None,
+    agent_metadata: bytes | str | None = None,
 ) -> dict[str, Any]:
-    """An A2A Task from its stored fields; ``history`` None leaves it out."""
+    """An A2A Task from its stored fields; ``history`` None leaves it out. The metadata is
+    the client's, with what the agent reported (usage, remote ids) merged over it."""
     task: dict[str, Any] = {
         "id": task_id,
         "contextId": context_id,
@@ -55,6 +57,9 @@ def assemble_task(
         task["artifacts"] = orjson.loads(artifacts)
     if history is not None:
         task["history"] = [orjson.loads(m) for m in history]
-    if metadata:
-        task["metadata"] = orjson.loads(metadata)
+    if metadata or agent_metadata:
+        merged = orjson.loads(metadata) if metadata else {}
+        if agent_metadata:
+            merged.update(orjson.loads(agent_metadata))
+        task["metadata"] = merged
     return task

@@ -28,7 +28,7 @@ from gateway.store.translate import translated as _translated
 
 __all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult"]
 
-_TASK_FIELDS = (":s", ":a", ":m", ":md")
+_TASK_FIELDS = (":s", ":a", ":m", ":md", ":xmd")
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,7 @@ class Store:
         finish: bool = False,
         entry: str = "",
         outbox_job: bytes = b"",
+        metadata_json: bytes = b"",
     ) -> UpdateResult:
         """Record a run's progress (``state`` "" leaves the status as it is).
 
@@ -241,7 +242,8 @@ class Store:
         the task is no longer in it; fenced when ``attempt`` no longer owns the run. ``seq``
         names the run's message; with ``finish`` that run is recorded as done and its job
         ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
-        ended completed or input-required is queued for long-term memory."""
+        ended completed or input-required is queued for long-term memory. ``metadata_json``
+        (the agent's metadata of this run) replaces what earlier runs reported."""
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
             args=[
@@ -259,6 +261,7 @@ class Store:
                 seq,
                 entry,
                 outbox_job,
+                metadata_json,
             ],
         )
         outcome = _text(reply[0])
@@ -310,7 +313,7 @@ class Store:
         """The task as A2A JSON; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
         fields = [f"{task_id}{suffix}" for suffix in _TASK_FIELDS]
-        status, arts, seqs, metadata = await self.client.hmget(ck.tasks, fields)
+        status, arts, seqs, metadata, extra = await self.client.hmget(ck.tasks, fields)
         if status is None:
             return None
         history: list[bytes] | None = None
@@ -319,7 +322,7 @@ class Store:
             history = [m for m in await self.client.hmget(ck.msgs, wanted) if m is not None]  # type: ignore[misc]
         elif history_length is None or history_length > 0:
             history = []
-        return assemble_task(task_id, context_id, status, arts, history, metadata)
+        return assemble_task(task_id, context_id, status, arts, history, metadata, extra)
 
     @_translated
     async def begin_run(
@@ -414,12 +417,12 @@ class Store:
         msgs = await self.client.hmget(ck.msgs, flat) if flat else []
         items, pos = [], 0
         for n, seqs in enumerate(all_seqs):
-            status, arts, _, metadata = raw[width * n : width * n + width]
+            status, arts, _, metadata, extra = raw[width * n : width * n + width]
             history = [m for m in msgs[pos : pos + len(seqs)] if m is not None]
             pos += len(seqs)
             if status is not None:
                 tid = _text(tids[n])
-                items.append(assemble_task(tid, context_id, status, arts, history, metadata))
+                items.append(assemble_task(tid, context_id, status, arts, history, metadata, extra))
         return {
             "id": context_id,
             "items": items,

@@ -148,6 +148,7 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2]}
 #       or '' 10 attempt id or '' 11 finish (1|0) 12 seq of the run's message 13 job entry or ''
 #       14 long-term memory job json or '': a finishing write that leaves the task completed or
 #       input-required queues the turn in the outbox (on a cluster it returns 'store' instead)
+#       15 the agent's task metadata json or '' (replaces the last run's)
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
 # earlier run's of the same task.
 # Returns {'ok', artifacts json array}, {'skipped'} (state not as required), {'fenced'}
@@ -184,6 +185,7 @@ end
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
 end
+if ARGV[15] ~= '' then redis.call('HSET', KEYS[6], tid .. ':xmd', ARGV[15]) end
 local store = ''
 if finish then
   redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])

@@ -1,0 +1,233 @@
+"""An agent backed by any OpenAI-compatible Chat Completions endpoint (OpenAI, Azure
+OpenAI, vLLM, Ollama, LiteLLM), through the official ``openai`` SDK.
+
+The prompt is built by ``prompt.build_messages``. With context memory on, the model may
+call ``search_memory`` in a bounded tool loop; a failing tool call becomes a tool message,
+not a crash. The SDK retries 429 and 5xx with backoff (``maxRetries``); a timeout, an
+unreachable or refusing endpoint, or a refusal by the model ends the task ``failed`` with
+a safe message. Token usage goes to the task's metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx2
+import orjson
+from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI
+
+from gateway.agents.base import (
+    AgentRequest,
+    AgentSkill,
+    AgentUpdate,
+    ArtifactUpdate,
+    MetadataUpdate,
+    ReplyUpdate,
+    StatusUpdate,
+)
+from gateway.agents.prompt import build_messages
+from gateway.agents.specs import AgentEntry, OpenAIConfig
+from gateway.outbound import Allowlist, OutboundRefused
+from gateway.service.output_modes import accepts_any
+
+__all__ = ["OpenAIAgent"]
+
+log = logging.getLogger("gateway.agents")
+
+SEARCH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search_memory",
+        "description": "Search this conversation's earlier messages by meaning.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for."},
+                "topK": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+}
+TIMEOUT_TEXT = "The model did not answer in time."
+UNREACHABLE_TEXT = "The model endpoint could not be reached."
+REFUSED_TEXT = "The model declined to answer."
+NOT_ALLOWED_TEXT = "The model endpoint is not allowed by the gateway's outbound allowlist."
+NO_KEY_TEXT = "The model endpoint's API key is not configured."
+
+
+def _status_text(status: int) -> str:
+    return f"The model endpoint refused the request (status {status})."
+
+
+def _wants_json(accepted: Sequence[str]) -> bool:
+    """JSON output only when the client accepts JSON and not plain text."""
+    return (
+        bool(accepted)
+        and not accepts_any(["text/plain"], accepted)
+        and accepts_any(["application/json"], accepted)
+    )
+
+
+class OpenAIAgent:
+    input_modes: Sequence[str] = ("text/plain", "application/json")
+    output_modes: Sequence[str] = ("text/plain", "application/json")
+
+    def __init__(
+        self,
+        entry: AgentEntry,
+        config: OpenAIConfig,
+        allowlist: Allowlist,
+        http: httpx2.AsyncClient,
+    ) -> None:
+        self.id, self.name, self.description = entry.id, entry.name, entry.description
+        self.version = str(entry.revision)
+        self.skills: Sequence[AgentSkill] = tuple(
+            AgentSkill(s.id, s.name, s.description, tuple(s.tags)) for s in entry.skills
+        )
+        self.memory_options = config.memory
+        self._entry, self._config = entry, config
+        self._allowlist, self._http = allowlist, http
+
+    def _api_key(self) -> str | None:
+        config = self._config
+        if config.apiKey is not None:
+            return config.apiKey.get_secret_value()
+        if config.apiKeyEnv is not None:
+            return os.environ.get(config.apiKeyEnv)
+        return "unused"  # local servers (Ollama, vLLM) take any key; the SDK needs one
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
+        config = self._config
+        try:
+            await self._allowlist.check(config.baseUrl)
+        except OutboundRefused:
+            yield StatusUpdate("failed", NOT_ALLOWED_TEXT)
+            return
+        key = self._api_key()
+        if key is None:
+            yield StatusUpdate("failed", NO_KEY_TEXT)
+            return
+        client = AsyncOpenAI(
+            base_url=config.baseUrl,
+            api_key=key,
+            timeout=config.timeoutSeconds,
+            max_retries=config.maxRetries,
+            http_client=self._http,
+        )
+        history = await request.history.load() if request.history.count else ()
+        messages = build_messages(
+            system_prompt=self._entry.systemPrompt,
+            history=history,
+            referenced=request.referenced_tasks,
+            message=request.message,
+            memory=request.memory,
+            history_budget=config.historyTokenBudget,
+            max_file_chars=config.maxFileChars,
+        )
+        json_out = _wants_json(request.accepted_output_modes)
+        usage = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0, "calls": 0}
+        text: str | None = None
+        failure: str | None = None
+        try:
+            text = await self._converse(client, messages, request, json_out, usage)
+            if text is None:
+                failure = REFUSED_TEXT
+        except APITimeoutError:
+            failure = TIMEOUT_TEXT
+        except APIStatusError as exc:
+            failure = _status_text(exc.status_code)
+        except APIConnectionError:
+            failure = UNREACHABLE_TEXT
+        yield MetadataUpdate({"usage": usage, "model": config.model})
+        if failure is not None or text is None:
+            log.warning("model call failed", extra={"agent": self.id, "reason": failure})
+            yield StatusUpdate("failed", failure or REFUSED_TEXT)
+            return
+        parts = _reply_parts(text, json_out)
+        yield ArtifactUpdate(parts, name="response")
+        yield ReplyUpdate(parts)
+        yield StatusUpdate("completed")
+
+    async def _converse(
+        self,
+        client: AsyncOpenAI,
+        messages: list[dict[str, Any]],
+        request: AgentRequest,
+        json_out: bool,
+        usage: dict[str, int],
+    ) -> str | None:
+        """The model's final answer (None: it refused)."""
+        config = self._config
+        tools_left = config.maxToolSteps if request.search is not None else 0
+        while True:
+            kwargs: dict[str, Any] = {"model": config.model, "messages": messages}
+            if config.temperature is not None:
+                kwargs["temperature"] = config.temperature
+            if config.maxOutputTokens is not None:
+                kwargs["max_tokens"] = config.maxOutputTokens
+            if json_out:
+                kwargs["response_format"] = {"type": "json_object"}
+            if tools_left > 0:
+                kwargs["tools"] = [SEARCH_TOOL]
+            completion = await client.chat.completions.create(**kwargs)
+            _count(usage, completion.usage)
+            choice = completion.choices[0]
+            message = choice.message
+            if getattr(message, "refusal", None) or choice.finish_reason == "content_filter":
+                return None
+            calls = message.tool_calls or []
+            if not calls or tools_left <= 0:
+                return message.content or ""
+            tools_left -= 1
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [c.model_dump(mode="json", exclude_none=True) for c in calls],
+                }
+            )
+            for call in calls:
+                result = await _call_tool(call, request)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def _count(usage: dict[str, int], reported: Any) -> None:
+    usage["calls"] += 1
+    if reported is not None:
+        usage["promptTokens"] += reported.prompt_tokens or 0
+        usage["completionTokens"] += reported.completion_tokens or 0
+        usage["totalTokens"] += reported.total_tokens or 0
+
+
+async def _call_tool(call: Any, request: AgentRequest) -> str:
+    """Run one tool call; every failure is reported to the model as the tool's result."""
+    function = getattr(call, "function", None)
+    if function is None or function.name != "search_memory" or request.search is None:
+        return orjson.dumps({"error": "unknown tool"}).decode()
+    try:
+        args = orjson.loads(function.arguments or "{}")
+        query = str(args["query"])
+        top_k = max(1, min(20, int(args.get("topK", 5))))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return orjson.dumps({"error": "arguments must be {query: string, topK?: integer}"}).decode()
+    try:
+        hits = await request.search(query, top_k)
+    except Exception as exc:  # a tool failure is the model's to handle
+        return orjson.dumps({"error": f"search failed ({type(exc).__name__})"}).decode()
+    return orjson.dumps({"hits": hits}).decode()
+
+
+def _reply_parts(text: str, json_out: bool) -> list[dict[str, Any]]:
+    if json_out:
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            return [{"kind": "data", "data": data}]
+    return [{"kind": "text", "text": text}]
