@@ -104,8 +104,10 @@ def _history(
         used += cost
         role = "user" if message.get("role") == "user" else "assistant"
         kept.append({"role": role, "content": content})
-    dropped = sum(1 for m in history if render_parts(m.get("parts") or (), 0)) - len(kept)
     kept.reverse()
+    while kept and kept[0]["role"] == "assistant":  # never open with an answer to a dropped turn
+        kept.pop(0)
+    dropped = sum(1 for m in history if render_parts(m.get("parts") or (), 0)) - len(kept)
     return kept, dropped
 
 

@@ -233,7 +233,6 @@ class RunExecutor:
 
     async def _drive(self, run: _Run) -> None:
         job = run.job
-        agent = await self._agents.resolve(job.tenant, job.agent_id)
         inputs = job.inputs or await self._store.begin_run(
             run.keys,
             job.context_id,
@@ -245,6 +244,8 @@ class RunExecutor:
         )
         if inputs is None:
             return
+        # After the run is ours: a missing agent's failure must not be fenced off.
+        agent = await self._agents.resolve(job.tenant, job.agent_id)
         history = _StoredHistory(self._store, run.keys, job.context_id, job.seq, self._window)
         timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)
         try:

@@ -1,0 +1,147 @@
+"""An OpenAI-compatible Chat Completions server for tests, on 127.0.0.1.
+
+Each request is checked as the Chat Completions API and its tool-call protocol define
+it: the model name, roles, a system message only first, every assistant ``tool_calls``
+answered by tool messages with the same ids (and tool messages only there), the last
+message from the user or a tool, well-formed tools and response_format. A violation is
+a 400 and is recorded in ``errors``, which tests assert empty.
+
+Replies come from ``script`` in order: ``{"content": ...}``, ``{"tool_calls": [(name,
+arguments json)]}``, ``{"refusal": ...}``, ``{"status": 429}`` (an error status) or
+``{"delay": seconds}`` before the next entry's answer. An empty script answers
+``"ok"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gateway.embedded_redis import free_port
+
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+def problems_of(body: Any, model: str) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body must be an object"]
+    found: list[str] = []
+    if body.get("model") != model:
+        found.append(f"unknown model {body.get('model')!r}")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return [*found, "messages must be a non-empty list"]
+    awaiting: list[str] = []
+    for n, m in enumerate(messages):
+        role = m.get("role")
+        if role not in ROLES:
+            found.append(f"message {n}: bad role {role!r}")
+            continue
+        if role == "system" and n != 0:
+            found.append(f"message {n}: a system message only comes first")
+        if role == "tool":
+            if not awaiting or m.get("tool_call_id") != awaiting[0]:
+                found.append(f"message {n}: tool message without its pending tool call")
+            else:
+                awaiting.pop(0)
+            if not isinstance(m.get("content"), str):
+                found.append(f"message {n}: tool content must be a string")
+            continue
+        if awaiting:
+            found.append(f"message {n}: tool calls {awaiting} were not answered")
+            awaiting = []
+        if role == "assistant" and m.get("tool_calls"):
+            for call in m["tool_calls"]:
+                if call.get("type") != "function" or not call.get("id"):
+                    found.append(f"message {n}: malformed tool call")
+                awaiting.append(call.get("id"))
+        elif not isinstance(m.get("content"), str):
+            found.append(f"message {n}: content must be a string")
+    if awaiting:
+        found.append(f"tool calls {awaiting} were not answered")
+    if messages[-1].get("role") not in ("user", "tool"):
+        found.append("the last message must come from the user or a tool")
+    for tool in body.get("tools") or ():
+        if tool.get("type") != "function" or not tool.get("function", {}).get("name"):
+            found.append("malformed tool")
+    fmt = body.get("response_format")
+    if fmt is not None and fmt.get("type") not in ("json_object", "json_schema", "text"):
+        found.append("bad response_format")
+    return found
+
+
+class ChatServer:
+    def __init__(self, model: str = "test-model") -> None:
+        self.model = model
+        self.port = free_port()
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.script: list[dict[str, Any]] = []
+        self.auth: list[str | None] = []
+        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._calls = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ChatServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    async def _chat(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.requests.append(body)
+        self.auth.append(request.headers.get("authorization"))
+        problems = problems_of(body, self.model)
+        if problems:
+            self.errors.extend(problems)
+            return JSONResponse({"error": {"message": "; ".join(problems)}}, 400)
+        step = self.script.pop(0) if self.script else {"content": "ok"}
+        if "delay" in step:
+            await asyncio.sleep(step["delay"])
+            step = self.script.pop(0) if self.script else {"content": "ok"}
+        if "status" in step:
+            return JSONResponse({"error": {"message": "injected", "type": "server_error"}}, step["status"])
+        self._calls += 1
+        message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}
+        finish = "stop"
+        if "tool_calls" in step:
+            message["tool_calls"] = [
+                {"id": f"call_{self._calls}_{n}", "type": "function",
+                 "function": {"name": name, "arguments": arguments}}
+                for n, (name, arguments) in enumerate(step["tool_calls"])
+            ]  # fmt: skip
+            finish = "tool_calls"
+        if "refusal" in step:
+            message["refusal"], message["content"] = step["refusal"], None
+        prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{self._calls}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": 7,
+                          "total_tokens": prompt + 7},
+            }  # fmt: skip
+        )

@@ -1,0 +1,278 @@
+"""The agent registry: CRUD, admin writes, tenant isolation, cards, secrets, ephemeral
+agents, and the outbound allowlist."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from gateway.outbound import Allowlist, OutboundRefused
+from tests.a2a_schema import assert_a2a
+from tests.conftest import API_KEYS, AppFactory, auth, message
+
+SECRET = "sk-very-secret-value-123"
+ALLOW = "127.0.0.1:*"
+
+
+@pytest.fixture
+async def gw(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_app(
+        api_keys=orjson.dumps(API_KEYS).decode(), outbound_allowlist=ALLOW, log_requests=True
+    ) as c:
+        yield c
+
+
+def openai_spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": "Discharge summariser",
+        "description": "Summarises a stay for the discharge letter.",
+        "systemPrompt": "You write concise discharge summaries.",
+        "type": "openai",
+        "config": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m", "apiKey": SECRET},
+        "skills": [{"id": "summarise", "name": "Summarise", "tags": ["clinical"]}],
+    }
+    spec.update(overrides)
+    return spec
+
+
+async def register(c: httpx.AsyncClient, spec: dict[str, Any], **params: str) -> dict[str, Any]:
+    r = await c.post("/agents", json=spec, headers=auth("admin"), params=params)
+    assert r.status_code == 201, r.text
+    assert r.headers["location"] == f"/agents/{r.json()['id']}"
+    view: dict[str, Any] = r.json()
+    return view
+
+
+async def test_crud_round_trip(gw: httpx.AsyncClient) -> None:
+    created = await register(gw, openai_spec(id="summariser"))
+    assert created["id"] == "summariser" and created["revision"] == 1
+    assert created["config"]["apiKeySet"] is True and "apiKey" not in created["config"]
+    listed = (await gw.get("/agents", headers=auth("alice"))).json()
+    assert [a["id"] for a in listed["items"]] == ["echo", "summariser"]
+    assert listed["items"][0]["builtIn"] is True
+    r = await gw.patch(
+        "/agents/summariser",
+        json={"description": "Shorter.", "config": {"temperature": 0.2}},
+        headers=auth("admin"),
+    )
+    assert r.status_code == 200, r.text
+    changed = r.json()
+    assert changed["revision"] == 2 and changed["description"] == "Shorter."
+    assert changed["config"]["temperature"] == 0.2 and changed["config"]["apiKeySet"] is True
+    read = (await gw.get("/agents/summariser", headers=auth("bob"))).json()
+    assert read == changed
+    assert (await gw.delete("/agents/summariser", headers=auth("admin"))).status_code == 204
+    assert (await gw.get("/agents/summariser", headers=auth("alice"))).status_code == 404
+    assert (await gw.delete("/agents/summariser", headers=auth("admin"))).status_code == 404
+
+
+async def test_generated_ids_and_conflicts(gw: httpx.AsyncClient) -> None:
+    created = await register(gw, openai_spec(name="Coding Assistant!"))
+    assert created["id"].startswith("coding-assistant-")
+    r = await gw.post("/agents", json=openai_spec(id=created["id"]), headers=auth("admin"))
+    assert r.status_code == 409 and r.json()["error"] == "AgentExistsError"
+    r = await gw.post("/agents", json=openai_spec(id="echo"), headers=auth("admin"))
+    assert r.status_code == 409
+    for call in (gw.delete("/agents/echo", headers=auth("admin")),
+                 gw.patch("/agents/echo", json={"name": "x"}, headers=auth("admin"))):  # fmt: skip
+        r = await call
+        assert r.status_code == 409 and r.json()["error"] == "AgentReadOnlyError"
+
+
+async def test_writes_need_an_admin_key(gw: httpx.AsyncClient) -> None:
+    r = await gw.post("/agents", json=openai_spec(), headers=auth("alice"))
+    assert r.status_code == 403 and r.json()["error"] == "ForbiddenError"
+    await register(gw, openai_spec(id="a1"))
+    assert (await gw.patch("/agents/a1", json={"name": "x"}, headers=auth("bob"))).status_code == 403
+    assert (await gw.delete("/agents/a1", headers=auth("alice"))).status_code == 403
+    assert (await gw.get("/agents/a1", headers=auth("alice"))).status_code == 200
+
+
+async def test_agents_are_per_tenant(gw: httpx.AsyncClient) -> None:
+    await register(gw, {"name": "Triage", "type": "echo", "id": "triage"})
+    # carol is in tenant t2: t1's agent does not exist for her, on any path
+    assert (await gw.get("/agents/triage", headers=auth("carol"))).status_code == 404
+    ids = [a["id"] for a in (await gw.get("/agents", headers=auth("carol"))).json()["items"]]
+    assert ids == ["echo"]
+    body = {"message": message("hello")}
+    r = await gw.post("/agents/triage/v1/message:send", json=body, headers=auth("carol"))
+    assert r.status_code == 404 and r.json()["error"] == "AgentNotFoundError"
+    r = await gw.get("/agents/triage/.well-known/agent-card.json", headers=auth("carol"))
+    assert r.status_code == 404
+    r = await gw.post("/agents/triage/v1/message:send", json=body, headers=auth("alice"))
+    assert r.status_code == 200 and r.json()["task"]["status"]["state"] == "completed"
+    r = await gw.post("/agents/nobody/v1/message:send", json=body, headers=auth("alice"))
+    assert r.status_code == 404 and r.json()["error"] == "AgentNotFoundError"
+
+
+async def test_cards_are_generated_and_valid(gw: httpx.AsyncClient) -> None:
+    await register(gw, openai_spec(id="summariser"))
+    await register(gw, {"name": "Specialist", "type": "a2a-remote", "id": "remote",
+                        "config": {"cardUrl": "http://127.0.0.1:9/.well-known/agent-card.json"}})  # fmt: skip
+    for agent_id in ("summariser", "remote"):
+        r = await gw.get(f"/agents/{agent_id}/.well-known/agent-card.json", headers=auth("bob"))
+        assert r.status_code == 200, r.text
+        card = r.json()
+        assert_a2a("AgentCard", card)
+        assert card["url"] == f"http://gw/agents/{agent_id}"
+        assert card["capabilities"] == {
+            "streaming": False,
+            "pushNotifications": False,
+            "stateTransitionHistory": False,
+        }
+        assert "bearer" in card["securitySchemes"] and card["version"] == "1"
+    card = (await gw.get("/agents/summariser/agent-card.json", headers=auth("bob"))).json()
+    assert card["name"] == "Discharge summariser"
+    assert card["skills"][0]["id"] == "summarise"
+    # anonymous callers see built-in cards only
+    assert (await gw.get("/agents/summariser/agent-card.json")).status_code == 404
+    assert (await gw.get("/agents/echo/agent-card.json")).status_code == 200
+
+
+async def test_secrets_never_leave(
+    gw: httpx.AsyncClient, redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    created = await register(gw, openai_spec(id="s"))
+    responses = [
+        created,
+        (await gw.get("/agents", headers=auth("alice"))).json(),
+        (await gw.get("/agents/s", headers=auth("alice"))).json(),
+        (await gw.patch("/agents/s", json={"name": "T"}, headers=auth("admin"))).json(),
+        (await gw.get("/agents/s/agent-card.json", headers=auth("alice"))).json(),
+        (await gw.post("/agents/s/v1/message:send", json={"message": message("hi")},
+                       headers=auth("alice"))).json(),  # fmt: skip
+    ]
+    assert all(SECRET not in orjson.dumps(r).decode() for r in responses)
+    assert SECRET not in caplog.text
+    bad = await gw.post(
+        "/agents", json=openai_spec(config={"apiKey": SECRET}), headers=auth("admin")
+    )
+    assert bad.status_code == 400 and SECRET not in bad.text  # validation never echoes input
+
+
+async def test_api_key_from_the_environment(
+    gw: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = {"baseUrl": "http://127.0.0.1:9/v1", "model": "m", "apiKeyEnv": "GW_TEST_LLM_KEY"}
+    r = await gw.post("/agents", json=openai_spec(config=config), headers=auth("admin"))
+    assert r.status_code == 400 and r.json()["data"]["errors"][0]["field"] == "config.apiKeyEnv"
+    monkeypatch.setenv("GW_TEST_LLM_KEY", "from-env")
+    view = await register(gw, openai_spec(config=config))
+    assert view["config"]["apiKeyEnv"] == "GW_TEST_LLM_KEY" and "apiKeySet" not in view["config"]
+    both = {**config, "apiKey": "x"}
+    r = await gw.post("/agents", json=openai_spec(config=both), headers=auth("admin"))
+    assert r.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"name": "x", "type": "openai", "config": {"model": "m"}}, "config.baseUrl"),
+        ({"name": "x", "type": "openai", "config": {"baseUrl": "http://127.0.0.1:9", "model": "m",
+                                                     "temperature": 9}}, "config.temperature"),
+        ({"name": "x", "type": "robot"}, "type"),
+        ({"name": "", "type": "echo"}, "name"),
+        ({"name": "x", "type": "echo", "id": "Bad Id"}, "id"),
+        ({"name": "x", "type": "echo", "config": {"memory": {"topK": 99}}}, "config"),
+        ({"name": "x", "type": "echo", "unknown": 1}, "unknown"),
+        ({"name": "x", "type": "a2a-remote", "config": {}}, "config.cardUrl"),
+    ],
+)  # fmt: skip
+async def test_bad_entries_get_400_naming_the_field(
+    gw: httpx.AsyncClient, spec: dict[str, Any], field: str
+) -> None:
+    r = await gw.post("/agents", json=spec, headers=auth("admin"))
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "InvalidParamsError"
+    assert any(e["field"].startswith(field) for e in r.json()["data"]["errors"]), r.json()
+
+
+async def test_registration_checks_the_allowlist(gw: httpx.AsyncClient) -> None:
+    for url in ("http://10.1.2.3/v1", "http://internal.hospital/v1", "file:///etc/passwd",
+                "http://user:pw@127.0.0.1:9/v1"):  # fmt: skip
+        config = {"baseUrl": url, "model": "m"}
+        r = await gw.post("/agents", json=openai_spec(config=config), headers=auth("admin"))
+        assert r.status_code == 400, url
+        assert r.json()["data"]["errors"][0]["field"] == "config.baseUrl"
+
+
+async def test_ephemeral_agents_expire_like_contexts(make_app: AppFactory) -> None:
+    async with make_app(
+        api_keys=orjson.dumps(API_KEYS).decode(), context_ttl_seconds=1, agent_cache_seconds=0
+    ) as c:
+        view = await register(c, {"name": "Scratch", "type": "echo"}, ephemeral="true")
+        assert view["ephemeral"] is True
+        await asyncio.sleep(0.6)
+        assert (await c.get(f"/agents/{view['id']}", headers=auth("alice"))).status_code == 200
+        await asyncio.sleep(0.6)  # the read above slid its expiry
+        assert (await c.get(f"/agents/{view['id']}", headers=auth("alice"))).status_code == 200
+        await asyncio.sleep(1.2)
+        assert (await c.get(f"/agents/{view['id']}", headers=auth("alice"))).status_code == 404
+        ids = [a["id"] for a in (await c.get("/agents", headers=auth("alice"))).json()["items"]]
+        assert ids == ["echo"]
+        r = await c.post("/agents", json={"name": "x", "type": "echo"}, headers=auth("admin"),
+                         params={"ephemeral": "maybe"})  # fmt: skip
+        assert r.status_code == 400
+
+
+async def test_a_deleted_agent_fails_its_queued_task(make_app: AppFactory) -> None:
+    keys = orjson.dumps(API_KEYS).decode()
+    async with make_app(api_keys=keys, workers=False, blocking_timeout_seconds=0.2) as c:
+        await register(c, {"name": "Gone soon", "type": "echo", "id": "gone"})
+        r = await c.post("/agents/gone/v1/message:send", json={"message": message("x")},
+                         headers=auth("alice"))  # fmt: skip
+        task = r.json()["task"]
+        assert task["status"]["state"] == "submitted"
+        assert (await c.delete("/agents/gone", headers=auth("admin"))).status_code == 204
+    async with make_app(api_keys=keys, agent_cache_seconds=0) as worker:
+        for _ in range(200):
+            got = (await worker.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))).json()
+            if got["status"]["state"] != "submitted":
+                break
+            await asyncio.sleep(0.02)
+    assert got["status"]["state"] == "failed"
+    assert "deleted" in got["status"]["message"]["parts"][0]["text"]
+
+
+async def test_allowlist_rules() -> None:
+    allow = Allowlist(["*.example.org", "10.0.0.0/8:8000", "localhost:11434", "*.0.0.1"])
+    allow.check_name("https://api.example.org/v1")
+    allow.check_name("http://10.2.3.4:8000/v1")
+    with pytest.raises(OutboundRefused):
+        allow.check_name("http://10.2.3.4:9000/v1")
+    with pytest.raises(OutboundRefused):
+        allow.check_name("http://example.org.evil.com/v1")
+    await allow.check("http://localhost:11434/v1")  # named exactly: trusted where it resolves
+    await allow.check("http://10.2.3.4:8000/v1")  # an allowed network
+    with pytest.raises(OutboundRefused, match="non-public"):
+        await allow.check("http://127.0.0.1:80/v1")  # a wildcard may not lead to loopback
+    with pytest.raises(OutboundRefused):
+        await allow.check("http://localhost:8080/v1")
+    empty = Allowlist([], ["http://embedder.internal:8080/v1", None])
+    empty.check_name("http://embedder.internal:8080/v1")
+    with pytest.raises(OutboundRefused):
+        empty.check_name("http://embedder.internal:9090/v1")
+
+
+async def test_a_wildcard_name_resolving_inward_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DNS says a public-looking name now points into the private network: refused at call
+    time although it passed registration."""
+    allow = Allowlist(["*.models.example"])
+    allow.check_name("https://llm.models.example/v1")
+
+    async def resolve(host: str, port: int, **kw: Any) -> list[Any]:
+        return [(2, 1, 6, "", ("10.20.30.40", port))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolve)
+    with pytest.raises(OutboundRefused, match="non-public"):
+        await allow.check("https://llm.models.example/v1")
