@@ -30,48 +30,48 @@ from gateway.embedded_redis import free_port
 ROLES = {"system", "user", "assistant", "tool"}
 
 
-def problems_of(body: Any, model: str) -> list[str]:
-    if not isinstance(body, dict):
-        return ["body must be an object"]
+def _message_problems(messages: list[Any]) -> list[str]:
+    """Roles, system first, and the tool-call protocol: every assistant ``tool_calls`` is
+    answered by tool messages with the same ids, and tool messages appear only there."""
     found: list[str] = []
-    if body.get("model") != model:
-        found.append(f"unknown model {body.get('model')!r}")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return [*found, "messages must be a non-empty list"]
     awaiting: list[str] = []
     for n, m in enumerate(messages):
         role = m.get("role")
         if role not in ROLES:
             found.append(f"message {n}: bad role {role!r}")
-            continue
-        if role == "system" and n != 0:
-            found.append(f"message {n}: a system message only comes first")
-        if role == "tool":
-            if not awaiting or m.get("tool_call_id") != awaiting[0]:
+        elif role == "tool":
+            if not awaiting or m.get("tool_call_id") != awaiting.pop(0):
                 found.append(f"message {n}: tool message without its pending tool call")
-            else:
-                awaiting.pop(0)
-            if not isinstance(m.get("content"), str):
-                found.append(f"message {n}: tool content must be a string")
-            continue
-        if awaiting:
+        elif awaiting:
             found.append(f"message {n}: tool calls {awaiting} were not answered")
             awaiting = []
-        if role == "assistant" and m.get("tool_calls"):
-            for call in m["tool_calls"]:
-                if call.get("type") != "function" or not call.get("id"):
-                    found.append(f"message {n}: malformed tool call")
-                awaiting.append(call.get("id"))
-        elif not isinstance(m.get("content"), str):
-            found.append(f"message {n}: content must be a string")
+        if role == "system" and n != 0:
+            found.append(f"message {n}: a system message only comes first")
+        calls = m.get("tool_calls") if role == "assistant" else None
+        if calls:
+            awaiting = [c.get("id") for c in calls if c.get("type") == "function" and c.get("id")]
+        if (calls and len(awaiting) != len(calls)) or (
+            role in ROLES and not calls and not isinstance(m.get("content"), str)
+        ):
+            found.append(f"message {n}: malformed content or tool call")
     if awaiting:
         found.append(f"tool calls {awaiting} were not answered")
+    return found
+
+
+def problems_of(body: Any, model: str) -> list[str]:
+    if not isinstance(body, dict):
+        return ["body must be an object"]
+    found = [] if body.get("model") == model else [f"unknown model {body.get('model')!r}"]
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return [*found, "messages must be a non-empty list"]
+    found += _message_problems(messages)
     if messages[-1].get("role") not in ("user", "tool"):
         found.append("the last message must come from the user or a tool")
-    for tool in body.get("tools") or ():
-        if tool.get("type") != "function" or not tool.get("function", {}).get("name"):
-            found.append("malformed tool")
+    tools = body.get("tools") or ()
+    if any(t.get("type") != "function" or not t.get("function", {}).get("name") for t in tools):
+        found.append("malformed tool")
     fmt = body.get("response_format")
     if fmt is not None and fmt.get("type") not in ("json_object", "json_schema", "text"):
         found.append("bad response_format")
@@ -120,7 +120,9 @@ class ChatServer:
             await asyncio.sleep(step["delay"])
             step = self.script.pop(0) if self.script else {"content": "ok"}
         if "status" in step:
-            return JSONResponse({"error": {"message": "injected", "type": "server_error"}}, step["status"])
+            return JSONResponse(
+                {"error": {"message": "injected", "type": "server_error"}}, step["status"]
+            )
         self._calls += 1
         message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}
         finish = "stop"
@@ -141,7 +143,10 @@ class ChatServer:
                 "created": int(time.time()),
                 "model": self.model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": 7,
-                          "total_tokens": prompt + 7},
-            }  # fmt: skip
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": 7,
+                    "total_tokens": prompt + 7,
+                },
+            }
         )

@@ -132,7 +132,10 @@ async def test_history_is_cut_to_the_token_budget_oldest_first(
         await send(c, "last", contextId=first["contextId"])
     sent = chat.requests[-1]["messages"]
     assert sent[0]["role"] == "system"
-    assert sent[0]["content"] == f"{SYSTEM}\n\nNote: 4 earlier message(s) of this conversation were omitted."
+    assert (
+        sent[0]["content"]
+        == f"{SYSTEM}\n\nNote: 4 earlier message(s) of this conversation were omitted."
+    )
     assert [m["content"] for m in sent[1:]] == ["1" * 200, "ok", "2" * 200, "ok", "last"]
 
 
@@ -155,7 +158,9 @@ async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> No
     asked, answered = chat.requests[1], chat.requests[2]
     assert asked["tools"][0]["function"]["name"] == "search_memory"
     call, result = answered["messages"][-2], answered["messages"][-1]
-    assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "search_memory"
+    assert (
+        call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "search_memory"
+    )
     assert result["role"] == "tool" and result["tool_call_id"] == call["tool_calls"][0]["id"]
     hits = orjson.loads(result["content"])["hits"]
     assert "penicillin allergy" in hits[0]["text"]
@@ -172,7 +177,9 @@ async def test_tool_errors_are_tool_messages_and_the_loop_is_bounded(
     async with gateway({"maxToolSteps": 1}) as c:
         done = await send(c, "Look things up.")
     assert done["status"]["state"] == "completed"
-    errors = [orjson.loads(m["content"]) for m in chat.requests[1]["messages"] if m["role"] == "tool"]
+    errors = [
+        orjson.loads(m["content"]) for m in chat.requests[1]["messages"] if m["role"] == "tool"
+    ]
     assert [sorted(e) for e in errors] == [["error"], ["error"]]
     assert "tools" not in chat.requests[1]  # the one step was used: the model must answer
     assert len(chat.requests) == 2
@@ -181,7 +188,9 @@ async def test_tool_errors_are_tool_messages_and_the_loop_is_bounded(
 async def test_json_output_mode(gateway: Any, chat: ChatServer) -> None:
     chat.script = [{"content": '{"diagnosis": "pneumonia", "icd10": "J18.9"}'}]
     async with gateway() as c:
-        done = await send(c, "Code it.", configuration={"acceptedOutputModes": ["application/json"]})
+        done = await send(
+            c, "Code it.", configuration={"acceptedOutputModes": ["application/json"]}
+        )
     assert chat.requests[0]["response_format"] == {"type": "json_object"}
     assert done["artifacts"][0]["parts"] == [
         {"kind": "data", "data": {"diagnosis": "pneumonia", "icd10": "J18.9"}}
@@ -269,3 +278,23 @@ async def test_recalled_memories_are_injected_as_configured(
     else:
         assert system["content"] == SYSTEM
         assert user["content"] == f"{block}\n\nIs penicillin safe?"
+
+
+def test_the_test_server_refuses_what_the_api_refuses() -> None:
+    """The stand-in's checks are real: each of these bodies breaks the API's rules."""
+    from tests.openai_server import problems_of
+
+    good = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert problems_of(good, "m") == []
+    bad = [
+        {**good, "model": "other"},
+        {"model": "m", "messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}, {"role": "user", "content": "c"}]},
+        {"model": "m", "messages": [{"role": "tool", "tool_call_id": "x", "content": "{}"}]},
+        {"model": "m", "messages": [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "user", "content": "skipped the tool answer"},
+        ]},
+        {"model": "m", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]},
+        {**good, "response_format": {"type": "yaml"}},
+    ]  # fmt: skip
+    assert all(problems_of(body, "m") for body in bad)

@@ -90,7 +90,9 @@ async def test_writes_need_an_admin_key(gw: httpx.AsyncClient) -> None:
     r = await gw.post("/agents", json=openai_spec(), headers=auth("alice"))
     assert r.status_code == 403 and r.json()["error"] == "ForbiddenError"
     await register(gw, openai_spec(id="a1"))
-    assert (await gw.patch("/agents/a1", json={"name": "x"}, headers=auth("bob"))).status_code == 403
+    assert (
+        await gw.patch("/agents/a1", json={"name": "x"}, headers=auth("bob"))
+    ).status_code == 403
     assert (await gw.delete("/agents/a1", headers=auth("alice"))).status_code == 403
     assert (await gw.get("/agents/a1", headers=auth("alice"))).status_code == 200
 
@@ -147,8 +149,11 @@ async def test_secrets_never_leave(
         (await gw.get("/agents/s", headers=auth("alice"))).json(),
         (await gw.patch("/agents/s", json={"name": "T"}, headers=auth("admin"))).json(),
         (await gw.get("/agents/s/agent-card.json", headers=auth("alice"))).json(),
-        (await gw.post("/agents/s/v1/message:send", json={"message": message("hi")},
-                       headers=auth("alice"))).json(),  # fmt: skip
+        (
+            await gw.post(
+                "/agents/s/v1/message:send", json={"message": message("hi")}, headers=auth("alice")
+            )
+        ).json(),
     ]
     assert all(SECRET not in orjson.dumps(r).decode() for r in responses)
     assert SECRET not in caplog.text

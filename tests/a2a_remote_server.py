@@ -1,0 +1,113 @@
+"""A real remote A2A agent for tests, built with the official ``a2a-sdk`` (0.3.x, protocol
+0.3.0), served on 127.0.0.1 over JSON-RPC or HTTP+JSON (the card names which).
+
+What it does depends on the user's text: ``ask`` → input-required with a question;
+``slow`` → works for a moment, then completes; ``hang`` → works until canceled;
+``fail`` → fails with a reason; anything else completes at once with an artifact.
+Every message it receives is recorded in ``seen`` (text, context id, task id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.apps import A2ARESTFastAPIApplication, A2AStarletteApplication
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentSkill,
+    Part,
+    TextPart,
+    TransportProtocol,
+)
+from a2a.utils import new_task
+
+from gateway.embedded_redis import free_port
+
+
+class _Specialist(AgentExecutor):
+    def __init__(self, seen: list[dict[str, Any]], canceled: list[str]) -> None:
+        self.seen, self.canceled = seen, canceled
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        text = context.get_user_input()
+        task = context.current_task
+        if task is None:
+            assert context.message is not None
+            task = new_task(context.message)
+            await event_queue.enqueue_event(task)
+        self.seen.append({"text": text, "contextId": task.context_id, "taskId": task.id})
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+
+        def say(words: str) -> Any:
+            return updater.new_agent_message([Part(root=TextPart(text=words))])
+
+        if text.startswith("ask"):
+            await updater.requires_input(say("Which ward is the patient on?"), final=True)
+        elif text.startswith("fail"):
+            await updater.failed(say("Specialist database unavailable."))
+        elif text.startswith("hang"):
+            await updater.start_work()
+            await asyncio.sleep(30)
+        else:
+            if text.startswith("slow"):
+                await updater.start_work()
+                await asyncio.sleep(0.6)
+            answer = f"specialist opinion on: {text}"
+            await updater.add_artifact([Part(root=TextPart(text=answer))], name="opinion")
+            await updater.complete(say("Opinion attached."))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None and context.context_id is not None
+        self.canceled.append(context.task_id)
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+class RemoteAgentServer:
+    def __init__(self, transport: str = "JSONRPC") -> None:
+        self.port = free_port()
+        self.seen: list[dict[str, Any]] = []
+        self.canceled: list[str] = []
+        card = AgentCard(
+            name="Cardiology specialist",
+            description="A remote specialist agent.",
+            url=f"http://127.0.0.1:{self.port}/",
+            version="1.0.0",
+            protocol_version="0.3.0",
+            preferred_transport=TransportProtocol(transport),
+            capabilities=AgentCapabilities(streaming=False),
+            default_input_modes=["text/plain"],
+            default_output_modes=["text/plain"],
+            skills=[AgentSkill(id="opinion", name="Opinion", description="Gives one.", tags=[])],
+        )
+        handler = DefaultRequestHandler(_Specialist(self.seen, self.canceled), InMemoryTaskStore())
+        if transport == "HTTP+JSON":
+            app: Any = A2ARESTFastAPIApplication(agent_card=card, http_handler=handler).build()
+        else:
+            app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def card_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/.well-known/agent-card.json"
+
+    def start(self) -> RemoteAgentServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)

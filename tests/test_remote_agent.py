@@ -1,0 +1,129 @@
+"""The `a2a-remote` agent against a real A2A agent built with the official a2a-sdk: send,
+multi-turn continuation, a non-blocking remote task polled to the end, cancel, failure."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.a2a_remote_server import RemoteAgentServer
+from tests.conftest import API_KEYS, AppFactory, auth, message
+
+
+@pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
+def remote(request: pytest.FixtureRequest) -> Iterator[RemoteAgentServer]:
+    server = RemoteAgentServer(request.param).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gateway(make_app: AppFactory, remote: RemoteAgentServer) -> Any:
+    @asynccontextmanager
+    async def build(**config: Any) -> AsyncIterator[httpx.AsyncClient]:
+        async with make_app(
+            api_keys=orjson.dumps(API_KEYS).decode(),
+            outbound_allowlist=f"127.0.0.1:{remote.port}",
+        ) as c:
+            spec = {
+                "id": "cardio",
+                "name": "Cardiology",
+                "type": "a2a-remote",
+                "config": {"cardUrl": remote.card_url, "pollIntervalSeconds": 0.05, **config},
+            }
+            r = await c.post("/agents", json=spec, headers=auth("admin"))
+            assert r.status_code == 201, r.text
+            yield c
+
+    return build
+
+
+async def send(c: httpx.AsyncClient, text: str, blocking: bool = True, **fields: Any) -> Any:
+    body = {"message": message(text, **fields), "configuration": {"blocking": blocking}}
+    r = await c.post("/agents/cardio/v1/message:send", json=body, headers=auth("alice"))
+    assert r.status_code == 200, r.text
+    return r.json()["task"]
+
+
+async def read(c: httpx.AsyncClient, task_id: str) -> Any:
+    return (await c.get(f"/agents/cardio/v1/tasks/{task_id}", headers=auth("alice"))).json()
+
+
+async def test_a_send_is_forwarded_and_mirrored(gateway: Any, remote: RemoteAgentServer) -> None:
+    async with gateway() as c:
+        task = await send(c, "troponin 0.8, chest pain")
+        full = await read(c, task["id"])
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"] == [
+        {
+            "artifactId": task["artifacts"][0]["artifactId"],
+            "name": "opinion",
+            "parts": [{"kind": "text", "text": "specialist opinion on: troponin 0.8, chest pain"}],
+        }
+    ]
+    seen = remote.seen[0]
+    assert seen["text"] == "troponin 0.8, chest pain"
+    assert full["metadata"]["remote"] == {
+        "contextId": seen["contextId"],
+        "taskId": seen["taskId"],
+        "state": "completed",
+    }
+    assert full["history"][-1]["parts"] == [{"kind": "text", "text": "Opinion attached."}]
+
+
+async def test_multi_turn_continuation(gateway: Any, remote: RemoteAgentServer) -> None:
+    async with gateway() as c:
+        asked = await send(c, "ask about this ECG")
+        assert asked["status"]["state"] == "input-required"
+        full = await read(c, asked["id"])
+        assert full["history"][-1]["parts"][0]["text"] == "Which ward is the patient on?"
+        answered = await send(c, "ward 7B", taskId=asked["id"], contextId=asked["contextId"])
+        later = await send(c, "and the echo?", contextId=asked["contextId"])
+    assert answered["status"]["state"] == "completed" and answered["id"] == asked["id"]
+    first, second, third = remote.seen
+    assert second["taskId"] == first["taskId"]  # the remote task was continued
+    assert second["contextId"] == first["contextId"] == third["contextId"]  # one remote context
+    assert third["taskId"] != first["taskId"]  # a new gateway task is a new remote task
+    assert later["status"]["state"] == "completed"
+
+
+async def test_a_non_blocking_remote_task_is_polled(
+    gateway: Any, remote: RemoteAgentServer
+) -> None:
+    async with gateway(blocking=False) as c:
+        task = await send(c, "slow review please")
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"][0]["text"] == "specialist opinion on: slow review please"
+
+
+async def test_cancel_is_forwarded(gateway: Any, remote: RemoteAgentServer) -> None:
+    async with gateway(blocking=False) as c:
+        task = await send(c, "hang on", blocking=False)
+        for _ in range(200):
+            if remote.seen and (await read(c, task["id"]))["status"]["state"] == "working":
+                break
+            await asyncio.sleep(0.02)
+        r = await c.post(f"/agents/cardio/v1/tasks/{task['id']}:cancel", headers=auth("alice"))
+        assert r.status_code == 200 and r.json()["status"]["state"] == "canceled"
+        for _ in range(200):
+            if remote.canceled:
+                break
+            await asyncio.sleep(0.02)
+    assert remote.canceled == [remote.seen[0]["taskId"]]
+
+
+async def test_remote_failures_surface_as_failed(gateway: Any, remote: RemoteAgentServer) -> None:
+    async with gateway() as c:
+        failed = await send(c, "fail please")
+        remote.stop()
+        unreachable = await send(c, "anyone there?")
+    assert failed["status"]["state"] == "failed"
+    assert failed["status"]["message"]["parts"][0]["text"] == "Specialist database unavailable."
+    assert unreachable["status"]["state"] == "failed"
+    assert "could not be reached" in unreachable["status"]["message"]["parts"][0]["text"]
