@@ -10,11 +10,8 @@ Every message it receives is recorded in ``seen`` (text, context id, task id).
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from typing import Any
 
-import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.apps import A2ARESTFastAPIApplication, A2AStarletteApplication
 from a2a.server.events import EventQueue
@@ -30,7 +27,7 @@ from a2a.types import (
 )
 from a2a.utils import new_task
 
-from gateway.embedded_redis import free_port
+from tests.http_double import ServedDouble
 
 
 class _Specialist(AgentExecutor):
@@ -71,9 +68,9 @@ class _Specialist(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-class RemoteAgentServer:
+class RemoteAgentServer(ServedDouble):
     def __init__(self, transport: str = "JSONRPC") -> None:
-        self.port = free_port()
+        super().__init__()
         self.seen: list[dict[str, Any]] = []
         self.canceled: list[str] = []
         card = AgentCard(
@@ -93,21 +90,8 @@ class RemoteAgentServer:
             app: Any = A2ARESTFastAPIApplication(agent_card=card, http_handler=handler).build()
         else:
             app = A2AStarletteApplication(agent_card=card, http_handler=handler).build()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self.serve(app)
 
     @property
     def card_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/.well-known/agent-card.json"
-
-    def start(self) -> RemoteAgentServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)

@@ -17,20 +17,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.embedded_redis import free_port
+from tests.http_double import ServedDouble
 
 SPEC = json.loads((Path(__file__).parent / "contracts" / "cortadel-openapi.json").read_text())
 
@@ -80,10 +77,10 @@ class Memory:
     agent: bool = False
 
 
-class CortadelServer:
+class CortadelServer(ServedDouble):
     def __init__(self, api_key: str | None = "cortadel-key") -> None:
         self.api_key = api_key
-        self.port = free_port()
+        super().__init__()
         self.memories: dict[str, Memory] = {}
         self.calls: list[dict[str, Any]] = []
         self.errors: list[str] = []
@@ -99,26 +96,11 @@ class CortadelServer:
             Route("/api/v1/memories", self._memories, methods=["GET", "POST", "DELETE"]),
             Route("/api/v1/memories/{memory_id}", self._get, methods=["GET"]),
         ]
-        config = uvicorn.Config(
-            Starlette(routes=routes), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self.serve(Starlette(routes=routes))
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> CortadelServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
 
     # -- test helpers ---------------------------------------------------------------------
 

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
-import time
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gateway.embedded_redis import free_port
+from tests.http_double import ServedDouble
 
 MAX_INPUT_CHARS = 20_000
 
@@ -34,34 +31,21 @@ def vector(text: str, dimensions: int) -> list[float]:
     return out
 
 
-class EmbeddingsServer:
+class EmbeddingsServer(ServedDouble):
     def __init__(self, model: str = "test-embed", dimensions: int = 64) -> None:
         self.model, self.dimensions = model, dimensions
-        self.port = free_port()
+        super().__init__()
         self.calls: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.fail_next: list[int] = []
         self.delay = 0.0
         self.refuse = "POISON"
         app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self.serve(app)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> EmbeddingsServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
 
     def _invalid(self, body: Any) -> str | None:
         if not isinstance(body, dict):

@@ -15,17 +15,15 @@ arguments json)]}``, ``{"refusal": ...}``, ``{"status": 429}`` (an error status)
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gateway.embedded_redis import free_port
+from tests.http_double import ServedDouble
 
 ROLES = {"system", "user", "assistant", "tool"}
 
@@ -78,34 +76,21 @@ def problems_of(body: Any, model: str) -> list[str]:
     return found
 
 
-class ChatServer:
+class ChatServer(ServedDouble):
     def __init__(self, model: str = "test-model") -> None:
         self.model = model
-        self.port = free_port()
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.script: list[dict[str, Any]] = []
         self.auth: list[str | None] = []
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self.serve(app)
         self._calls = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> ChatServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
 
     async def _chat(self, request: Request) -> JSONResponse:
         body = await request.json()

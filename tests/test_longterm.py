@@ -561,9 +561,15 @@ async def test_a_stalled_outbox_job_is_reclaimed_whole(
         await _probed(c)
         job = orjson.dumps({"t": "t1", "u": "alice", "c": "gone-context"})
         # a consumer that never finishes takes it, in the same step as it is queued
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(OUTBOX_STREAM, {b"job": job, b"forget": doomed.encode()})
-            pipe.xreadgroup(OUTBOX_GROUP, "ghost", {OUTBOX_STREAM: ">"}, count=1)
-            _, taken = await pipe.execute()
+        taken = await redis.eval(
+            "redis.call('XADD', KEYS[1], '*', 'job', ARGV[1], 'forget', ARGV[2]) "
+            "return redis.call('XREADGROUP', 'GROUP', ARGV[3], 'ghost', 'COUNT', 1,"
+            " 'STREAMS', KEYS[1], '>')",
+            1,
+            OUTBOX_STREAM,
+            job,
+            doomed,
+            OUTBOX_GROUP,
+        )
         assert taken
         await _until(lambda: doomed not in cortadel.memories, seconds=15)

@@ -21,7 +21,6 @@ from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpe
 
 from gateway.agents.base import (
     AgentRequest,
-    AgentSkill,
     AgentUpdate,
     ArtifactUpdate,
     MetadataUpdate,
@@ -29,6 +28,7 @@ from gateway.agents.base import (
     StatusUpdate,
 )
 from gateway.agents.prompt import build_messages
+from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, OpenAIConfig
 from gateway.outbound import Allowlist, OutboundRefused
 from gateway.service.output_modes import accepts_any
@@ -73,10 +73,7 @@ def _wants_json(accepted: Sequence[str]) -> bool:
     )
 
 
-class OpenAIAgent:
-    input_modes: Sequence[str] = ("text/plain", "application/json")
-    output_modes: Sequence[str] = ("text/plain", "application/json")
-
+class OpenAIAgent(RegisteredAgent):
     def __init__(
         self,
         entry: AgentEntry,
@@ -84,12 +81,7 @@ class OpenAIAgent:
         allowlist: Allowlist,
         http: httpx2.AsyncClient,
     ) -> None:
-        self.id, self.name, self.description = entry.id, entry.name, entry.description
-        self.version = str(entry.revision)
-        self.skills: Sequence[AgentSkill] = tuple(
-            AgentSkill(s.id, s.name, s.description, tuple(s.tags)) for s in entry.skills
-        )
-        self.memory_options = config.memory
+        super().__init__(entry)
         self._entry, self._config = entry, config
         self._allowlist, self._http = allowlist, http
 

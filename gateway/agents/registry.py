@@ -15,9 +15,10 @@ import httpx
 import httpx2
 import orjson
 
-from gateway.agents.base import Agent, AgentSkill
+from gateway.agents.base import Agent
 from gateway.agents.echo import EchoAgent
 from gateway.agents.openai_agent import OpenAIAgent
+from gateway.agents.registered import skills_of
 from gateway.agents.remote import RemoteAgent
 from gateway.agents.specs import AgentEntry
 from gateway.errors import AgentNotFoundError
@@ -34,9 +35,7 @@ class ConfiguredEcho(EchoAgent):
         self.id, self.name, self.description = entry.id, entry.name, entry.description
         self.version = str(entry.revision)
         if entry.skills:
-            self.skills = tuple(
-                AgentSkill(s.id, s.name, s.description, tuple(s.tags)) for s in entry.skills
-            )
+            self.skills = skills_of(entry)
         self.memory_options = entry.typed_config().memory
 
 

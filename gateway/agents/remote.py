@@ -17,7 +17,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,13 +25,13 @@ import httpx
 
 from gateway.agents.base import (
     AgentRequest,
-    AgentSkill,
     AgentUpdate,
     ArtifactUpdate,
     MetadataUpdate,
     ReplyUpdate,
     StatusUpdate,
 )
+from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, RemoteConfig
 from gateway.outbound import Allowlist, OutboundRefused
 
@@ -63,19 +63,11 @@ def _dump(model: Any) -> dict[str, Any]:
     return dumped
 
 
-class RemoteAgent:
-    input_modes: Sequence[str] = ("text/plain", "application/json")
-    output_modes: Sequence[str] = ("text/plain", "application/json")
-
+class RemoteAgent(RegisteredAgent):
     def __init__(
         self, entry: AgentEntry, config: RemoteConfig, allowlist: Allowlist, http: httpx.AsyncClient
     ) -> None:
-        self.id, self.name, self.description = entry.id, entry.name, entry.description
-        self.version = str(entry.revision)
-        self.skills: Sequence[AgentSkill] = tuple(
-            AgentSkill(s.id, s.name, s.description, tuple(s.tags)) for s in entry.skills
-        )
-        self.memory_options = config.memory
+        super().__init__(entry)
         self._config, self._allowlist, self._http = config, allowlist, http
 
     def _headers(self) -> dict[str, str]:

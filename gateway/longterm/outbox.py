@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 import orjson
 
 from gateway import metrics
+from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.render import turn_text
-from gateway.store.jobs import JobStore
+from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
 
@@ -79,7 +80,9 @@ def _job(entry: str, fields: dict[bytes, bytes]) -> _Job:
     )
 
 
-class Outbox:
+class Outbox(StreamWorker):
+    name = "ltm-outbox"
+
     def __init__(
         self,
         cortadel: Cortadel,
@@ -93,37 +96,12 @@ class Outbox:
         lease_seconds: float,
         backoff_cap: float,
     ) -> None:
-        self._cortadel, self._store, self._jobs = cortadel, store, jobs
-        self._consumer, self._header, self._batch = consumer, header, batch
-        self._block_ms, self._lease, self._cap = block_ms, lease_seconds, backoff_cap
-        self._loop: asyncio.Task[None] | None = None
-        self._closing = False
+        super().__init__(jobs, consumer=consumer, batch=batch, block_ms=block_ms)
+        self._cortadel, self._store, self._header = cortadel, store, header
+        self._lease, self._cap = lease_seconds, backoff_cap
 
-    async def start(self) -> None:
-        with contextlib.suppress(GatewayError):
-            await self._jobs.ensure_group()
-        self._loop = asyncio.create_task(self._run(), name="ltm-outbox")
-
-    async def stop(self) -> None:
-        self._closing = True
-        if self._loop is not None:
-            self._loop.cancel()
-            await asyncio.wait({self._loop}, timeout=5.0)
-
-    async def _run(self) -> None:
-        pause = 0.05
-        while not self._closing:
-            try:
-                entries = await self._jobs.read(self._consumer, self._batch, self._block_ms)
-                if entries:
-                    await self._leased([e for e, _ in entries], self.deliver(entries))
-                pause = 0.05
-            except GatewayError:
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
-            except Exception as exc:  # a malformed job must not stop the outbox
-                log.error("outbox batch failed", extra={"error": type(exc).__name__})
-                await asyncio.sleep(pause)
+    async def handle(self, entries: list[Entry]) -> None:
+        await self._leased([e for e, _ in entries], self.deliver(entries))
 
     async def _leased(self, entries: list[str], work: Awaitable[None]) -> None:
         """Run ``work`` while renewing the lease of its entries (retries may take long)."""

@@ -11,7 +11,6 @@ one script that writes nothing if the context is gone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections import defaultdict
@@ -20,10 +19,11 @@ from dataclasses import dataclass
 import orjson
 
 from gateway import metrics
+from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
 from gateway.memory.embedders import Embedder, EmbedderError, Matrix
 from gateway.memory.text import embeddable_text
-from gateway.store.jobs import JobStore
+from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore, VectorBatch
 
@@ -40,7 +40,10 @@ class _Item:
     seq: int
 
 
-class Indexer:
+class Indexer(StreamWorker):
+    name = "indexer"
+    transient = (GatewayError, EmbedderError)
+
     def __init__(
         self,
         store: MemoryStore,
@@ -54,43 +57,21 @@ class Indexer:
         linger: float = 0.05,
         backoff_cap: float = 30.0,
     ) -> None:
-        self._store, self._jobs, self._embedder = store, jobs, embedder
-        self._consumer, self._batch = consumer, min(batch_size, embedder.max_batch)
-        self._max_chars, self._block_ms, self._cap = max_chars, block_ms, backoff_cap
-        self._linger = linger
-        self._loop: asyncio.Task[None] | None = None
-        self._closing = False
+        batch = min(batch_size, embedder.max_batch)
+        super().__init__(jobs, consumer=consumer, batch=batch, block_ms=block_ms)
+        self._store, self._embedder = store, embedder
+        self._max_chars, self._cap, self._linger = max_chars, backoff_cap, linger
 
-    async def start(self) -> None:
-        with contextlib.suppress(GatewayError):
-            await self._jobs.ensure_group()
-        self._loop = asyncio.create_task(self._run(), name="indexer")
+    async def read(self) -> list[Entry]:
+        batch = await super().read()
+        if batch and len(batch) < self._batch and self._linger:
+            # Let a batch gather: fewer round trips, less competition with requests.
+            await asyncio.sleep(self._linger)
+            batch += await self._jobs.read(self._consumer, self._batch - len(batch), None)
+        return batch
 
-    async def stop(self) -> None:
-        self._closing = True
-        if self._loop is not None:
-            self._loop.cancel()
-            await asyncio.wait({self._loop}, timeout=5.0)
-
-    async def _run(self) -> None:
-        pause = 0.05
-        while not self._closing:
-            try:
-                batch = await self._jobs.read(self._consumer, self._batch, self._block_ms)
-                if batch and len(batch) < self._batch and self._linger:
-                    # Let a batch gather: fewer round trips, less competition with requests.
-                    await asyncio.sleep(self._linger)
-                    batch += await self._jobs.read(self._consumer, self._batch - len(batch), None)
-                if batch:
-                    await self.index([self._item(e, f) for e, f in batch])
-                pause = 0.05
-            except (GatewayError, EmbedderError):
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
-            except Exception as exc:  # a malformed job must not stop indexing
-                # Its entries stay pending; maintenance requeues, then dead-letters them.
-                log.error("indexing batch failed", extra={"error": type(exc).__name__})
-                await asyncio.sleep(pause)
+    async def handle(self, entries: list[Entry]) -> None:
+        await self.index([self._item(e, f) for e, f in entries])
 
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:

@@ -19,7 +19,7 @@ from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADE
 from gateway.store.records import text_of as _text
 from gateway.store.translate import translated
 
-__all__ = ["JobStore", "PendingJob", "QueueFigures"]
+__all__ = ["Entry", "JobStore", "PendingJob", "QueueFigures"]
 
 Entry = tuple[str, dict[bytes, bytes]]
 

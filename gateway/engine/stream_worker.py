@@ -1,0 +1,63 @@
+"""A background loop over one job stream, shared by the indexer and the outbox.
+
+It reads batches as this process's consumer and hands them to ``handle``. While Redis
+(or the service behind the work, per ``transient``) fails, it backs off; a batch that
+fails stays pending, and maintenance requeues it (then dead-letters it) after the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from gateway.errors import GatewayError
+from gateway.store.jobs import Entry, JobStore
+
+__all__ = ["StreamWorker"]
+
+log = logging.getLogger("gateway.workers")
+
+
+class StreamWorker:
+    name = "stream-worker"
+    transient: tuple[type[BaseException], ...] = (GatewayError,)
+
+    def __init__(self, jobs: JobStore, *, consumer: str, batch: int, block_ms: int) -> None:
+        self._jobs, self._consumer = jobs, consumer
+        self._batch, self._block_ms = batch, block_ms
+        self._loop: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def start(self) -> None:
+        with contextlib.suppress(GatewayError):
+            await self._jobs.ensure_group()
+        self._loop = asyncio.create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        self._closing = True
+        if self._loop is not None:
+            self._loop.cancel()
+            await asyncio.wait({self._loop}, timeout=5.0)
+
+    async def read(self) -> list[Entry]:
+        """The next batch (waits up to the block time for its first entry)."""
+        return await self._jobs.read(self._consumer, self._batch, self._block_ms)
+
+    async def handle(self, entries: list[Entry]) -> None:
+        raise NotImplementedError
+
+    async def _run(self) -> None:
+        pause = 0.05
+        while not self._closing:
+            try:
+                entries = await self.read()
+                if entries:
+                    await self.handle(entries)
+                pause = 0.05
+            except self.transient:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+            except Exception as exc:  # a malformed job must not stop the loop
+                log.error("batch failed", extra={"worker": self.name, "error": type(exc).__name__})
+                await asyncio.sleep(pause)

@@ -1,0 +1,38 @@
+"""The lifecycle every test double shares: an ASGI app served by uvicorn on 127.0.0.1, on
+a free port, in a thread of its own."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Self
+
+import uvicorn
+
+from gateway.embedded_redis import free_port
+
+
+class ServedDouble:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def serve(self, app: Any) -> None:
+        """Called by a subclass's constructor with the app to serve."""
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def start(self) -> Self:
+        assert self._server is not None and self._thread is not None
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
