@@ -37,14 +37,14 @@ class RecallFailed(Exception):
 class LongTermMemory:
     def __init__(self, cortadel: Cortadel, store: LongTermStore, defaults: MemoryOptions) -> None:
         self.cortadel, self.store, self.defaults = cortadel, store, defaults
-        self._by_agent: dict[int, MemoryOptions] = {}
+        self._by_agent: dict[bytes, MemoryOptions] = {}
 
     def options_for(self, agent: object) -> MemoryOptions:
         """The options for an agent: the defaults with its ``memory_options`` applied."""
         overrides: Mapping[str, Any] | None = getattr(agent, "memory_options", None)
         if not overrides:
             return self.defaults
-        key = id(overrides)
+        key = orjson.dumps(dict(overrides), option=orjson.OPT_SORT_KEYS)
         if key not in self._by_agent:
             self._by_agent[key] = self.defaults.overridden(overrides)
         return self._by_agent[key]
