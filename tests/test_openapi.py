@@ -157,3 +157,21 @@ async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> N
     conform(await keyed.get("/readyz"), "/readyz")
     conform(await keyed.get("/metrics"), "/metrics")
     conform(await keyed.get("/agents/ghost/agent-card.json"), "/agents/{agent_id}/agent-card.json")
+
+
+async def test_registry_responses_conform(keyed: httpx.AsyncClient) -> None:
+    admin, alice = auth("admin"), auth("alice")
+    spec = {"id": "scribe", "name": "Scribe", "type": "echo", "skills": [{"id": "s", "name": "S"}]}
+    conform(await keyed.post("/agents", json=spec, headers=admin), "/agents")
+    conform(await keyed.post("/agents", json=spec, headers=admin), "/agents")  # 409
+    conform(await keyed.post("/agents", json=spec, headers=alice), "/agents")  # 403
+    conform(await keyed.post("/agents", json={"name": 1}, headers=admin), "/agents")  # 400
+    conform(await keyed.get("/agents", headers=alice), "/agents")
+    one = "/agents/{agent_id}"
+    conform(await keyed.get("/agents/scribe", headers=alice), one)
+    conform(await keyed.get("/agents/echo", headers=alice), one)
+    conform(await keyed.get("/agents/nope", headers=alice), one)
+    conform(await keyed.patch("/agents/scribe", json={"name": "S2"}, headers=admin), one)
+    conform(await keyed.patch("/agents/echo", json={"name": "S2"}, headers=admin), one)
+    conform(await keyed.delete("/agents/scribe", headers=admin), one)
+    conform(await keyed.delete("/agents/scribe", headers=admin), one)
