@@ -117,7 +117,7 @@ class RemoteAgent(RegisteredAgent):
             return
         except (A2AClientError, httpx.HTTPError, ValueError) as exc:
             log.warning(
-                "remote card unavailable", extra={"agent": self.id, "error": repr(exc)[:80]}
+                "remote card unavailable", extra={"agent": self.id, "error": type(exc).__name__}
             )
             yield StatusUpdate("failed", UNREACHABLE_TEXT)
             return
@@ -153,7 +153,7 @@ class RemoteAgent(RegisteredAgent):
                 raise
             yield StatusUpdate("failed", TIMEOUT_TEXT)
         except (A2AClientError, httpx.HTTPError) as exc:
-            log.warning("remote call failed", extra={"agent": self.id, "error": repr(exc)[:80]})
+            log.warning("remote call failed", extra={"agent": self.id, "error": type(exc).__name__})
             yield StatusUpdate("failed", UNREACHABLE_TEXT)
 
 
