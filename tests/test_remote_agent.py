@@ -127,3 +127,38 @@ async def test_remote_failures_surface_as_failed(gateway: Any, remote: RemoteAge
     assert failed["status"]["message"]["parts"][0]["text"] == "Specialist database unavailable."
     assert unreachable["status"]["state"] == "failed"
     assert "could not be reached" in unreachable["status"]["message"]["parts"][0]["text"]
+
+
+async def test_no_recall_for_a_remote_agent_but_its_turns_are_stored(
+    make_app: AppFactory, remote: RemoteAgentServer
+) -> None:
+    from gateway.longterm.options import CortadelSettings
+    from tests.cortadel_server import CortadelServer
+
+    cortadel = CortadelServer().start()
+    try:
+        settings = CortadelSettings(url=cortadel.url, api_key="cortadel-key")
+        async with make_app(
+            api_keys=orjson.dumps(API_KEYS).decode(),
+            outbound_allowlist=f"127.0.0.1:{remote.port}",
+            cortadel=settings,
+        ) as c:
+            spec = {"id": "cardio", "name": "Cardiology", "type": "a2a-remote",
+                    "config": {"cardUrl": remote.card_url}}  # fmt: skip
+            assert (await c.post("/agents", json=spec, headers=auth("admin"))).status_code == 201
+            task = await send(c, "murmur on auscultation")
+            for _ in range(250):
+                if cortadel.calls_to("/api/v1/memories/from-conversation"):
+                    break
+                await asyncio.sleep(0.02)
+        assert task["status"]["state"] == "completed"
+        assert cortadel.calls_to("/api/v1/memories/search") == []
+        stored = cortadel.calls_to("/api/v1/memories/from-conversation")[0]["body"]["messages"]
+        assert stored[0] == {
+            "role": "user",
+            "content": "murmur on auscultation",
+            "uuid": stored[0]["uuid"],
+        }
+        assert cortadel.errors == []
+    finally:
+        cortadel.stop()

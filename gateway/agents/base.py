@@ -116,6 +116,10 @@ class AgentSkill:
 
 
 class Agent(Protocol):
+    """An agent backend. Optional attributes the runtime reads when present:
+    ``memory_options`` (overrides of the long-term memory options, camelCase) and
+    ``uses_recall`` (False: skip long-term recall, e.g. for a proxy to another agent)."""
+
     id: str
     name: str
     description: str

@@ -64,6 +64,10 @@ def _dump(model: Any) -> dict[str, Any]:
 
 
 class RemoteAgent(RegisteredAgent):
+    # The remote agent builds its own prompt: recalled memories could not reach it. Its
+    # turns are still stored in long-term memory.
+    uses_recall = False
+
     def __init__(
         self, entry: AgentEntry, config: RemoteConfig, allowlist: Allowlist, http: httpx.AsyncClient
     ) -> None:

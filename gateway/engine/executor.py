@@ -252,9 +252,10 @@ class RunExecutor:
             memory = None
             if self._longterm is not None:
                 options = self._longterm.options_for(agent)
-                memory = await self._longterm.recall(
-                    job.tenant, job.user, job.context_id, inputs.message, options
-                )
+                if getattr(agent, "uses_recall", True):  # a proxy has no prompt to put them in
+                    memory = await self._longterm.recall(
+                        job.tenant, job.user, job.context_id, inputs.message, options
+                    )
                 if options.store_turns:
                     run.outbox_job = self._longterm.store_job(
                         job.tenant, job.user, job.context_id, job.task_id, options
