@@ -146,6 +146,7 @@ class Runtime:
                 max_chars=settings.embedder_max_chars,
                 backoff_cap=settings.embedder_backoff_max_seconds,
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                lease_seconds=settings.job_lease_seconds,
             )
         outbox_jobs = JobStore(client, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
         outbox = None

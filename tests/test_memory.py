@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
 from gateway.memory.embedders import HashingEmbedder
+from gateway.store.keys import EMBEDS_DEAD
 from tests.agents import TestAgent
 from tests.conftest import AppFactory, auth, message
 from tests.embeddings_server import EmbeddingsServer
@@ -237,6 +238,20 @@ async def test_embedder_outage_loses_nothing(
         assert await _indexed(c, cid) == {"indexed": 6, "pending": 0}
         assert len((await _search(c, cid, "note", topK=50)).json()["hits"]) == 6
     assert embeddings.fail_next == []
+
+
+async def test_an_outage_longer_than_the_lease_keeps_the_jobs(
+    make_app: AppFactory, embeddings: EmbeddingsServer, redis: Redis
+) -> None:
+    """While the indexer waits out the embedder, it renews its jobs' lease: maintenance must
+    neither requeue nor dead-letter them (it used to, once the outage outlasted the lease)."""
+    embeddings.fail_next = [503] * 8  # ~2.3 s of retries at a 0.3 s backoff cap
+    settings = _openai(embeddings, embedder_backoff_max_seconds=0.3)
+    async with make_app(**settings, job_lease_seconds=1.0, job_max_attempts=1) as c:
+        cid = (await _send(c, "outlasting the lease"))["contextId"]
+        assert await _indexed(c, cid) == {"indexed": 1, "pending": 0}
+    assert embeddings.fail_next == []
+    assert await redis.xlen(EMBEDS_DEAD) == 0
 
 
 async def test_poison_input_is_skipped_and_long_input_truncated(

@@ -37,6 +37,7 @@ from gateway.engine.jobs import RunJob
 from gateway.engine.status import agent_message, artifact, settled, status_json
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed
+from gateway.longterm.wire import store_job
 from gateway.principal import Principal
 from gateway.service.search import SearchService
 from gateway.store.keys import UserKeys
@@ -63,14 +64,14 @@ class _Run:
         self.open = True
         self.outbox_job = b""  # set when the finished turn goes to long-term memory
         self.metadata: dict[str, Any] = {}  # what the agent reported for the task's metadata
-        self.metadata_json: bytes | None = None
-        self._metadata_written = True
+        self.metadata_pending = False  # reported since the last write
 
     async def write(self, state: str, text: str | None = None, *, finish: bool = False) -> None:
         """Store an update; ``finish`` also records the run as done and acknowledges its job.
         ``state`` "" changes no status."""
         job = self.job
         status = status_json(state, job.context_id, job.task_id, text) if state else b""
+        metadata = orjson.dumps(self.metadata) if self.metadata else None
         result = await self.store.update_task(
             self.keys,
             job.context_id,
@@ -84,22 +85,17 @@ class _Run:
             finish=finish,
             entry=job.entry,
             outbox_job=self.outbox_job if finish else b"",
-            metadata_json=b"" if self._metadata_written else (self.metadata_json or b""),
+            metadata_json=metadata if metadata and self.metadata_pending else b"",
         )
-        self.artifacts, self.reply, self._metadata_written = [], None, True
+        self.artifacts, self.reply, self.metadata_pending = [], None, False
         self.open = result.outcome == "ok" and not finish
         if result.outcome == "ok" and settled(state):
-            event = TaskEvent(state, job.seq, status, result.artifacts_json, self.metadata_json)
+            event = TaskEvent(state, job.seq, status, result.artifacts_json, metadata)
             self.events.notify_local(job.task_id, event)
-
-    @property
-    def metadata_written(self) -> bool:
-        return self._metadata_written
 
     def add_metadata(self, metadata: Mapping[str, Any]) -> None:
         self.metadata.update(metadata)
-        self.metadata_json = orjson.dumps(self.metadata)
-        self._metadata_written = False
+        self.metadata_pending = True
 
     async def mark_working(self) -> None:
         """Record that the run is under way, unless it has already moved on."""
@@ -257,7 +253,7 @@ class RunExecutor:
                         job.tenant, job.user, job.context_id, inputs.message, options
                     )
                 if options.store_turns:
-                    run.outbox_job = self._longterm.store_job(
+                    run.outbox_job = store_job(
                         job.tenant, job.user, job.context_id, job.task_id, options
                     )
             request = AgentRequest(
@@ -308,5 +304,5 @@ class RunExecutor:
                 await run.write(update.state, update.text, finish=settled(update.state))
                 if not run.open:
                     return
-        pending = run.artifacts or run.reply is not None or not run.metadata_written
+        pending = run.artifacts or run.reply is not None or run.metadata_pending
         await run.write(final if pending else "", finish=True)

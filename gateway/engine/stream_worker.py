@@ -1,8 +1,11 @@
 """A background loop over one job stream, shared by the indexer and the outbox.
 
-It reads batches as this process's consumer and hands them to ``handle``. While Redis
-(or the service behind the work, per ``transient``) fails, it backs off; a batch that
-fails stays pending, and maintenance requeues it (then dead-letters it) after the lease.
+It reads batches as this process's consumer and hands them to ``handle``, renewing the
+batch's lease while it works: a handler that waits out an outage of the service behind
+it (embedder, Cortadel) keeps its entries, and maintenance neither requeues nor
+dead-letters them. While Redis (or that service, per ``transient``) fails, the loop backs
+off; a batch that fails stays pending, and maintenance requeues it (then dead-letters it)
+after the lease.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from abc import ABC, abstractmethod
 
 from gateway.errors import GatewayError
 from gateway.store.jobs import Entry, JobStore
@@ -19,13 +23,15 @@ __all__ = ["StreamWorker"]
 log = logging.getLogger("gateway.workers")
 
 
-class StreamWorker:
+class StreamWorker(ABC):
     name = "stream-worker"
     transient: tuple[type[BaseException], ...] = (GatewayError,)
 
-    def __init__(self, jobs: JobStore, *, consumer: str, batch: int, block_ms: int) -> None:
+    def __init__(
+        self, jobs: JobStore, *, consumer: str, batch: int, block_ms: int, lease_seconds: float
+    ) -> None:
         self._jobs, self._consumer = jobs, consumer
-        self._batch, self._block_ms = batch, block_ms
+        self._batch, self._block_ms, self._lease = batch, block_ms, lease_seconds
         self._loop: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -44,8 +50,25 @@ class StreamWorker:
         """The next batch (waits up to the block time for its first entry)."""
         return await self._jobs.read(self._consumer, self._batch, self._block_ms)
 
+    @abstractmethod
     async def handle(self, entries: list[Entry]) -> None:
-        raise NotImplementedError
+        """Do the batch's work; acknowledging (or dead-lettering) its entries is part of it."""
+
+    async def _leased(self, entries: list[Entry]) -> None:
+        """``handle`` the batch while renewing its entries' lease."""
+        ids = [entry for entry, _ in entries]
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self._lease / 3)
+                with contextlib.suppress(GatewayError):
+                    await self._jobs.heartbeat(self._consumer, ids)
+
+        renewing = asyncio.create_task(renew())
+        try:
+            await self.handle(entries)
+        finally:
+            renewing.cancel()
 
     async def _run(self) -> None:
         pause = 0.05
@@ -53,7 +76,7 @@ class StreamWorker:
             try:
                 entries = await self.read()
                 if entries:
-                    await self.handle(entries)
+                    await self._leased(entries)
                 pause = 0.05
             except self.transient:
                 await asyncio.sleep(pause)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from gateway.backoff import Backoff
 from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
 
@@ -102,7 +102,7 @@ class Cortadel:
             self._probing = asyncio.create_task(self._probe_all(), name="cortadel-probe")
 
     async def _probe_all(self) -> None:
-        delay = 0.5
+        backoff = Backoff(0.5, self.settings.backoff_max_seconds)
         while pending := [k for k, s in self._keys.items() if s == "unknown"]:
             for key in pending:
                 try:
@@ -118,8 +118,7 @@ class Cortadel:
                         "for the tenants that use it (configure per-tenant keys)"
                     )
             if any(s == "unknown" for s in self._keys.values()):
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, self.settings.backoff_max_seconds)
+                await backoff.wait()
 
     async def shares_users(self, key: str | None) -> bool:
         """Whether ``key`` merges users: a memory written as one probe user is visible to

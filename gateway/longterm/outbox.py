@@ -16,22 +16,20 @@ ledger refuses them and they are deleted at once, so no memory outlives its scru
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-import random
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
 
 from gateway import metrics
+from gateway.backoff import Backoff
 from gateway.engine.stream_worker import StreamWorker
-from gateway.errors import GatewayError
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.render import turn_text
+from gateway.longterm.wire import OutboxJob
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
@@ -51,35 +49,6 @@ class _Refused(Exception):
         self.status = status
 
 
-@dataclass(frozen=True)
-class _Job:
-    entry: str
-    fields: dict[bytes, bytes]
-    tenant: str
-    user: str
-    context_id: str
-    task_id: str
-    seq: int
-    options: dict[str, Any]
-    forget: tuple[str, ...]
-
-
-def _job(entry: str, fields: dict[bytes, bytes]) -> _Job:
-    raw = orjson.loads(fields[b"job"])
-    forget = tuple(i for i in fields.get(b"forget", b"").decode().split(",") if i)
-    return _Job(
-        entry,
-        fields,
-        raw["t"],
-        raw["u"],
-        raw["c"],
-        raw.get("k", ""),
-        int(fields.get(b"seq", b"0")),
-        raw.get("o") or {},
-        forget,
-    )
-
-
 class Outbox(StreamWorker):
     name = "ltm-outbox"
 
@@ -96,32 +65,19 @@ class Outbox(StreamWorker):
         lease_seconds: float,
         backoff_cap: float,
     ) -> None:
-        super().__init__(jobs, consumer=consumer, batch=batch, block_ms=block_ms)
+        super().__init__(
+            jobs, consumer=consumer, batch=batch, block_ms=block_ms, lease_seconds=lease_seconds
+        )
         self._cortadel, self._store, self._header = cortadel, store, header
-        self._lease, self._cap = lease_seconds, backoff_cap
+        self._cap = backoff_cap
 
     async def handle(self, entries: list[Entry]) -> None:
-        await self._leased([e for e, _ in entries], self.deliver(entries))
-
-    async def _leased(self, entries: list[str], work: Awaitable[None]) -> None:
-        """Run ``work`` while renewing the lease of its entries (retries may take long)."""
-
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(self._lease / 3)
-                with contextlib.suppress(GatewayError):
-                    await self._jobs.heartbeat(self._consumer, entries)
-
-        renewing = asyncio.create_task(renew())
-        try:
-            await work
-        finally:
-            renewing.cancel()
+        await self.deliver(entries)
 
     async def deliver(self, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
-        jobs = [_job(e, f) for e, f in entries]
+        jobs = [OutboxJob.from_wire(e, f) for e, f in entries]
         stores = [j for j in jobs if not j.forget]
-        groups: dict[tuple[str, str, str, bytes], list[_Job]] = defaultdict(list)
+        groups: dict[tuple[str, str, str, bytes], list[OutboxJob]] = defaultdict(list)
         for job in stores:
             groups[(job.tenant, job.user, job.context_id, orjson.dumps(job.options))].append(job)
         turns = await self._store.turns(
@@ -130,7 +86,7 @@ class Outbox(StreamWorker):
         turn_of = {j.entry: t for j, t in zip(stores, turns, strict=True)}
         gate = asyncio.Semaphore(_PARALLEL)
 
-        async def one(work: Callable[[], Awaitable[None]], batch: list[_Job]) -> None:
+        async def one(work: Callable[[], Awaitable[None]], batch: list[OutboxJob]) -> None:
             async with gate:
                 try:
                     await work()
@@ -148,7 +104,7 @@ class Outbox(StreamWorker):
         tasks += [one(functools.partial(self._forget, j, j.forget), [j]) for j in jobs if j.forget]
         await asyncio.gather(*tasks)
 
-    async def _store_turns(self, group: list[_Job], turns: list[list[dict[str, Any]]]) -> None:
+    async def _store_turns(self, group: list[OutboxJob], turns: list[list[dict[str, Any]]]) -> None:
         from cortadel import ChatMessage, ConversationOptions
 
         first = group[0]
@@ -187,7 +143,7 @@ class Outbox(StreamWorker):
             # The context was scrubbed while its turns were on their way: delete them too.
             await self._forget(first, tuple(added))
 
-    async def _forget(self, job: _Job, ids: tuple[str, ...]) -> None:
+    async def _forget(self, job: OutboxJob, ids: tuple[str, ...]) -> None:
         for start in range(0, len(ids), _DELETE_CHUNK):
             chunk = list(ids[start : start + _DELETE_CHUNK])
 
@@ -198,7 +154,7 @@ class Outbox(StreamWorker):
             metrics.MEMORIES_FORGOTTEN.inc(len(chunk))
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        delay = 0.2
+        backoff = Backoff(0.2, self._cap)
         while True:
             try:
                 return await call()
@@ -213,5 +169,4 @@ class Outbox(StreamWorker):
                     "cortadel unavailable; retrying",
                     extra={"reason": reason, "status": getattr(exc, "status", None)},
                 )
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, self._cap)
+                await backoff.wait()

@@ -49,17 +49,6 @@ class LongTermMemory:
             self._by_agent[key] = self.defaults.overridden(overrides)
         return self._by_agent[key]
 
-    @staticmethod
-    def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions) -> bytes:
-        """The outbox entry of a turn: ids and store options only, never content."""
-        options = {
-            "tags": o.tags,
-            "project": o.project,
-            "agent": o.is_agent_memory,
-            "app": o.app_name,
-        }
-        return orjson.dumps({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
-
     async def recall(
         self,
         tenant: str,

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections import defaultdict
 from dataclasses import dataclass
 
 import orjson
 
 from gateway import metrics
+from gateway.backoff import Backoff
 from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
 from gateway.memory.embedders import Embedder, EmbedderError, Matrix
@@ -54,11 +54,14 @@ class Indexer(StreamWorker):
         batch_size: int,
         max_chars: int,
         block_ms: int,
+        lease_seconds: float,
         linger: float = 0.05,
         backoff_cap: float = 30.0,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
-        super().__init__(jobs, consumer=consumer, batch=batch, block_ms=block_ms)
+        super().__init__(
+            jobs, consumer=consumer, batch=batch, block_ms=block_ms, lease_seconds=lease_seconds
+        )
         self._store, self._embedder = store, embedder
         self._max_chars, self._cap, self._linger = max_chars, backoff_cap, linger
 
@@ -140,7 +143,7 @@ class Indexer(StreamWorker):
         return [row for text in texts for row in await self._embed_all([text])]
 
     async def _embed_retrying(self, texts: list[str]) -> Matrix:
-        delay = 0.2
+        backoff = Backoff(0.2, self._cap)
         while True:
             try:
                 matrix: Matrix = await self._embedder.embed(texts)
@@ -150,5 +153,4 @@ class Indexer(StreamWorker):
                     raise
                 metrics.EMBED_RETRIES.inc()
                 log.warning("embedder unavailable; retrying", extra={"reason": str(exc)})
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 2, self._cap)
+                await backoff.wait()

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from gateway.errors import ContextNotFoundError
+from gateway.longterm.wire import forget_job
 from gateway.principal import Principal
 from gateway.store.redis_store import Store
 
@@ -36,6 +35,6 @@ class ContextService:
         long-term memories its turns added are queued for deletion."""
         forget = b""
         if self.forget_memories:
-            forget = orjson.dumps({"t": principal.tenant, "u": principal.user, "c": context_id})
+            forget = forget_job(principal.tenant, principal.user, context_id)
         if not await self.store.scrub(principal.keys, context_id, forget):
             raise ContextNotFoundError()

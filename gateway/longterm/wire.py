@@ -1,0 +1,56 @@
+"""The outbox's entries on ``gw:{jobs}:ltm``: ids and store options, never content.
+
+A store entry (``job``: ``{t, u, c, k, o}``, ``seq``) names a finished turn: the user
+message at ``seq`` of task ``k`` and the replies after it. A forget entry (``job``:
+``{t, u, c}``, ``forget``: comma-separated memory ids) names memories to delete. The
+scripts write the ``seq`` and ``forget`` fields; this module writes ``job`` and reads all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.longterm.options import MemoryOptions
+
+__all__ = ["OutboxJob", "forget_job", "store_job"]
+
+
+def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions) -> bytes:
+    options = {"tags": o.tags, "project": o.project, "agent": o.is_agent_memory, "app": o.app_name}
+    return orjson.dumps({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
+
+
+def forget_job(tenant: str, user: str, context_id: str) -> bytes:
+    return orjson.dumps({"t": tenant, "u": user, "c": context_id})
+
+
+@dataclass(frozen=True)
+class OutboxJob:
+    entry: str
+    fields: dict[bytes, bytes]
+    tenant: str
+    user: str
+    context_id: str
+    task_id: str
+    seq: int
+    options: dict[str, Any]
+    forget: tuple[str, ...]
+
+    @classmethod
+    def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
+        raw = orjson.loads(fields[b"job"])
+        forget = tuple(i for i in fields.get(b"forget", b"").decode().split(",") if i)
+        return cls(
+            entry,
+            fields,
+            raw["t"],
+            raw["u"],
+            raw["c"],
+            raw.get("k", ""),
+            int(fields.get(b"seq", b"0")),
+            raw.get("o") or {},
+            forget,
+        )
