@@ -114,6 +114,11 @@ class AgentSkill:
     description: str
     tags: Sequence[str] = field(default_factory=tuple)
 
+    def to_json(self) -> dict[str, Any]:
+        """As an A2A AgentSkill (and as the registry lists it)."""
+        return {"id": self.id, "name": self.name, "description": self.description,
+                "tags": list(self.tags)}  # fmt: skip
+
 
 class Agent(Protocol):
     """An agent backend. Optional attributes the runtime reads when present:

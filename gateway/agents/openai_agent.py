@@ -11,7 +11,6 @@ a safe message. Token usage goes to the task's metadata.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -86,12 +85,9 @@ class OpenAIAgent(RegisteredAgent):
         self._allowlist, self._http = allowlist, http
 
     def _api_key(self) -> str | None:
-        config = self._config
-        if config.apiKey is not None:
-            return config.apiKey.get_secret_value()
-        if config.apiKeyEnv is not None:
-            return os.environ.get(config.apiKeyEnv)
-        return "unused"  # local servers (Ollama, vLLM) take any key; the SDK needs one
+        if self._config.apiKey is None and self._config.apiKeyEnv is None:
+            return "unused"  # local servers (Ollama, vLLM) take any key; the SDK needs one
+        return self._config.key()
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
         config = self._config

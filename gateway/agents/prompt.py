@@ -92,23 +92,22 @@ def _history(
 ) -> tuple[list[dict[str, Any]], int]:
     """Earlier turns as chat messages, newest kept first within ``budget`` tokens; and how
     many were dropped."""
+    turns = [
+        {"role": "user" if m.get("role") == "user" else "assistant", "content": content}
+        for m in history
+        if (content := render_parts(m.get("parts") or (), max_file_chars))
+    ]
     kept: list[dict[str, Any]] = []
     used = 0
-    for message in reversed(history):
-        content = render_parts(message.get("parts") or (), max_file_chars)
-        if not content:
-            continue
-        cost = estimate_tokens(content)
-        if used + cost > budget:
+    for turn in reversed(turns):
+        used += estimate_tokens(turn["content"])
+        if used > budget:
             break
-        used += cost
-        role = "user" if message.get("role") == "user" else "assistant"
-        kept.append({"role": role, "content": content})
+        kept.append(turn)
     kept.reverse()
     while kept and kept[0]["role"] == "assistant":  # never open with an answer to a dropped turn
         kept.pop(0)
-    dropped = sum(1 for m in history if render_parts(m.get("parts") or (), 0)) - len(kept)
-    return kept, dropped
+    return kept, len(turns) - len(kept)
 
 
 def build_messages(

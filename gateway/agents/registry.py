@@ -61,9 +61,9 @@ class AgentFactory:
 class AgentRegistry:
     def __init__(
         self,
-        agents: Iterable[Agent] = (),
-        store: AgentStore | None = None,
-        factory: AgentFactory | None = None,
+        agents: Iterable[Agent],
+        store: AgentStore,
+        factory: AgentFactory,
         *,
         cache_seconds: float = 2.0,
     ) -> None:
@@ -88,8 +88,6 @@ class AgentRegistry:
         return agent
 
     async def entry(self, tenant: str, agent_id: str) -> AgentEntry | None:
-        if self.store is None:
-            return None
         raw = await self.store.read(tenant, agent_id)
         return AgentEntry.model_validate(orjson.loads(raw)) if raw is not None else None
 
@@ -105,7 +103,7 @@ class AgentRegistry:
         if cached is not None and now - cached[0] < self._cache_seconds:
             return cached[2]
         entry = await self.entry(tenant, agent_id)
-        if entry is None or self._factory is None:
+        if entry is None:
             self._cache.pop(key, None)
             raise AgentNotFoundError()
         if cached is not None and cached[1] == entry.revision:

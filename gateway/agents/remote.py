@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -75,10 +74,7 @@ class RemoteAgent(RegisteredAgent):
         self._config, self._allowlist, self._http = config, allowlist, http
 
     def _headers(self) -> dict[str, str]:
-        config = self._config
-        key = config.apiKey.get_secret_value() if config.apiKey else None
-        if key is None and config.apiKeyEnv:
-            key = os.environ.get(config.apiKeyEnv)
+        key = self._config.key()
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     async def _card(self) -> Any:

@@ -7,6 +7,7 @@ holding the key, so the registry need not hold it at all.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -58,6 +59,12 @@ class _Config(_Strict):
 class _Keyed(_Config):
     apiKey: SecretStr | None = Field(default=None, max_length=4096)
     apiKeyEnv: str | None = Field(default=None, pattern=ENV_NAME)
+
+    def key(self) -> str | None:
+        """The backend's key: the stored one, or the named environment variable's value."""
+        if self.apiKey is not None:
+            return self.apiKey.get_secret_value()
+        return os.environ.get(self.apiKeyEnv) if self.apiKeyEnv else None
 
     @model_validator(mode="after")
     def _one_key_source(self) -> _Keyed:

@@ -70,22 +70,17 @@ class AuthMiddleware:
         if scope["type"] != "http" or path in _PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        if path.endswith(_PUBLIC_SUFFIXES):
-            # Cards are public; a registered agent's card needs to know the caller's tenant.
-            headers = Headers(scope=scope)
-            if self.authenticator.open or "authorization" in headers or "x-api-key" in headers:
-                try:
-                    principal = self.authenticator.authenticate(headers)
-                except GatewayError as exc:
-                    await error_response(exc)(scope, receive, send)
-                    return
-                scope.setdefault("state", {})["principal"] = principal
-            await self.app(scope, receive, send)
-            return
-        try:
-            principal = self.authenticator.authenticate(Headers(scope=scope))
-        except GatewayError as exc:
-            await error_response(exc)(scope, receive, send)
-            return
-        scope.setdefault("state", {})["principal"] = principal
+        headers = Headers(scope=scope)
+        # Cards are public, but a registered agent's card needs the caller's tenant: a card
+        # request is authenticated only when it carries credentials (or in open mode).
+        anonymous_card = path.endswith(_PUBLIC_SUFFIXES) and not (
+            self.authenticator.open or "authorization" in headers or "x-api-key" in headers
+        )
+        if not anonymous_card:
+            try:
+                principal = self.authenticator.authenticate(headers)
+            except GatewayError as exc:
+                await error_response(exc)(scope, receive, send)
+                return
+            scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)

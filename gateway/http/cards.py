@@ -41,10 +41,7 @@ def agent_card(agent: Agent, url: str, *, authenticated: bool) -> dict[str, Any]
         },
         "defaultInputModes": list(agent.input_modes),
         "defaultOutputModes": list(agent.output_modes),
-        "skills": [
-            {"id": s.id, "name": s.name, "description": s.description, "tags": list(s.tags)}
-            for s in agent.skills
-        ],
+        "skills": [s.to_json() for s in agent.skills],
         "supportsAuthenticatedExtendedCard": False,
     }
     if authenticated:

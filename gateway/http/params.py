@@ -10,7 +10,7 @@ from starlette.requests import Request
 from gateway.errors import InvalidParamsError, JSONParseError
 from gateway.validation import validated
 
-__all__ = ["json_body", "query_int", "validated"]
+__all__ = ["json_body", "query_bool", "query_int", "validated"]
 
 
 async def json_body(request: Request, *, optional: bool = False) -> Any:
@@ -47,3 +47,16 @@ def query_int(
             )
         return value
     return default
+
+
+def query_bool(request: Request, name: str, *, default: bool) -> bool:
+    """A ``true``/``false`` (or ``1``/``0``) query parameter."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if raw.lower() not in ("true", "false", "1", "0"):
+        raise InvalidParamsError(
+            f"{name} must be true or false",
+            data={"errors": [{"field": name, "reason": "must be true or false"}]},
+        )
+    return raw.lower() in ("true", "1")

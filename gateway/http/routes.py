@@ -11,9 +11,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
-from gateway.errors import AgentNotFoundError, InvalidParamsError
+from gateway.errors import AgentNotFoundError
 from gateway.http.cards import agent_card
-from gateway.http.params import json_body, query_int, validated
+from gateway.http.params import json_body, query_bool, query_int, validated
 from gateway.http.responses import JSONResponse
 from gateway.http.state import AppState
 from gateway.models import SearchRequest, SendMessageRequest
@@ -148,13 +148,8 @@ async def list_agents(request: Request) -> Response:
 
 async def register_agent(request: Request) -> Response:
     spec = validated(AgentSpec, await json_body(request))
-    flag = request.query_params.get("ephemeral", "false").lower()
-    if flag not in ("true", "false", "1", "0"):
-        raise InvalidParamsError(
-            "ephemeral must be true or false",
-            data={"errors": [{"field": "ephemeral", "reason": "must be true or false"}]},
-        )
-    view = await _state(request).registry.create(_principal(request), spec, flag in ("true", "1"))
+    ephemeral = query_bool(request, "ephemeral", default=False)
+    view = await _state(request).registry.create(_principal(request), spec, ephemeral)
     return JSONResponse(view, status_code=201, headers={"Location": f"/agents/{view['id']}"})
 
 

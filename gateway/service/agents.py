@@ -43,10 +43,7 @@ def _builtin_view(agent: Agent) -> dict[str, Any]:
         "description": agent.description,
         "type": "echo" if agent.id == "echo" else "plugin",
         "builtIn": True,
-        "skills": [
-            {"id": s.id, "name": s.name, "description": s.description, "tags": list(s.tags)}
-            for s in agent.skills
-        ],
+        "skills": [s.to_json() for s in agent.skills],
     }
 
 
@@ -80,8 +77,7 @@ class AgentService:
 
     async def list(self, principal: Principal) -> dict[str, Any]:
         items = [_builtin_view(a) for a in self.registry.builtins()]
-        store = self.registry.store
-        raw = await store.all(principal.tenant) if store is not None else []
+        raw = await self.registry.store.all(principal.tenant)
         items += [AgentEntry.model_validate(orjson.loads(r)).view() for r in raw]
         return {"items": items, "total": len(items)}
 
@@ -110,8 +106,9 @@ class AgentService:
             updatedAt=stamp,
         )
         self._check(entry)
-        store = self._store()
-        if not await store.create(principal.tenant, agent_id, _dumps(entry), ephemeral):
+        if not await self.registry.store.create(
+            principal.tenant, agent_id, _dumps(entry), ephemeral
+        ):
             raise AgentExistsError()
         return entry.view()
 
@@ -140,7 +137,7 @@ class AgentService:
                 }
             )
             self._check(updated)
-            outcome = await self._store().replace(
+            outcome = await self.registry.store.replace(
                 principal.tenant, agent_id, entry.revision, _dumps(updated)
             )
             if outcome == "gone":
@@ -154,15 +151,9 @@ class AgentService:
         self._admin(principal)
         if self.registry.builtin(agent_id) is not None:
             raise AgentReadOnlyError()
-        if not await self._store().delete(principal.tenant, agent_id):
+        if not await self.registry.store.delete(principal.tenant, agent_id):
             raise AgentNotFoundError()
         self.registry.forget(principal.tenant, agent_id)
-
-    def _store(self) -> Any:
-        store = self.registry.store
-        if store is None:
-            raise AgentNotFoundError()
-        return store
 
 
 def _dumps(entry: AgentEntry) -> bytes:

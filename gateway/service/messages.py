@@ -60,13 +60,13 @@ class MessageService:
         history_length = config.historyLength or 0
         claimant = self.queue.claimant()
         try:
-            write = await self._prepare(principal, agent.id, request, claimant, registered)
+            write, template = await self._prepare(
+                principal, agent.id, request, claimant, registered
+            )
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(principal.keys, write)
-                claimant = await self._hand_over(
-                    principal, agent.id, request, result, claimant, registered
-                )
+                claimant = await self._hand_over(template, result, claimant)
                 event = await self._outcome(principal, result, events, config.blocking)
         finally:
             if claimant:
@@ -112,19 +112,17 @@ class MessageService:
             result.seq,
         )
 
-    async def _hand_over(
-        self,
-        principal: Principal,
-        agent_id: str,
-        request: SendMessageRequest,
-        result: SendResult,
-        claimant: str,
-        registered: bool,
-    ) -> str:
+    async def _hand_over(self, template: RunJob, result: SendResult, claimant: str) -> str:
         """Give the run to the queue; returns the claimant if its reservation went unused."""
         if result.duplicate:
             return claimant
-        job = self._job(principal, agent_id, request, result, registered)
+        job = replace(
+            template,
+            context_id=result.context_id,
+            task_id=result.task_id,
+            seq=result.seq,
+            inputs=result.inputs,
+        )
         if result.claimed_own:
             job = replace(job, entry=result.entry, attempt=f"{claimant}/{result.entry}")
         elif result.claimed is not None:
@@ -135,27 +133,6 @@ class MessageService:
             claimant = ""
         return claimant
 
-    @staticmethod
-    def _job(
-        principal: Principal,
-        agent_id: str,
-        request: SendMessageRequest,
-        result: SendResult,
-        registered: bool,
-    ) -> RunJob:
-        return RunJob(
-            tenant=principal.tenant,
-            user=principal.user,
-            agent_id=agent_id,
-            context_id=result.context_id,
-            task_id=result.task_id,
-            seq=result.seq,
-            reference_ids=tuple(request.message.referenceTaskIds or ()),
-            output_modes=tuple(request.configuration.acceptedOutputModes or ()),
-            registered=registered,
-            inputs=result.inputs,
-        )
-
     async def _prepare(
         self,
         principal: Principal,
@@ -163,7 +140,9 @@ class MessageService:
         request: SendMessageRequest,
         claimant: str,
         registered: bool,
-    ) -> SendWrite:
+    ) -> tuple[SendWrite, RunJob]:
+        """The send's write, and its run as a job (ids as the write names them; the store's
+        answer fixes the ids and the message's seq)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -189,7 +168,7 @@ class MessageService:
             tuple(request.configuration.acceptedOutputModes or ()),
             registered,
         )
-        return SendWrite(
+        write = SendWrite(
             context_id=context_id,
             task_id=task_id,
             continuing=continuing,
@@ -205,6 +184,7 @@ class MessageService:
             claimant=claimant,
             embed=self.embedding and bool(embeddable_text(stored)),
         )
+        return write, template
 
     async def _wait_existing(self, principal: Principal, result: SendResult) -> None:
         """A replayed messageId: wait for the original task like the first call did."""
