@@ -55,3 +55,36 @@ async def test_open_mode_card_has_no_security(make_app: AppFactory) -> None:
     async with make_app() as c:
         card = (await c.get("/.well-known/agent-card.json")).json()
     assert "securitySchemes" not in card and "security" not in card
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", "/v1/contexts/agent-card.json"),
+        ("GET", "/v1/contexts/agent-card.json"),
+        ("GET", "/agents/agent-card.json"),
+        ("PATCH", "/agents/agent-card.json"),
+        ("DELETE", "/agents/agent-card.json"),
+        ("GET", "/v1/tasks/agent-card.json"),
+        ("GET", "/agents/echo/v1/tasks/agent-card.json"),
+        ("POST", "/v1/contexts/x/.well-known/agent-card.json"),
+        ("POST", "/agent-card.json"),
+        ("DELETE", "/agents/echo/.well-known/agent-card.json"),
+    ],
+)
+async def test_only_the_card_routes_are_anonymous_and_only_for_get(
+    keyed: httpx.AsyncClient, method: str, path: str
+) -> None:
+    r = await keyed.request(method, path)
+    assert r.status_code == 401, r.text
+    assert r.json()["error"] == "UnauthenticatedError"
+
+
+async def test_every_card_route_is_anonymous(keyed: httpx.AsyncClient) -> None:
+    for path in (
+        "/agent-card.json",
+        "/.well-known/agent-card.json",
+        "/agents/echo/agent-card.json",
+        "/agents/echo/.well-known/agent-card.json",
+    ):
+        assert (await keyed.get(path)).status_code == 200, path

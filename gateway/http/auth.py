@@ -7,6 +7,7 @@ the same time whatever prefix of a key an attacker guesses.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 
 from starlette.datastructures import Headers
@@ -22,7 +23,9 @@ __all__ = ["LOCAL_PRINCIPAL", "AuthMiddleware", "Authenticator"]
 # Open mode (no keys, loopback only) is one local operator: it may change the registry.
 LOCAL_PRINCIPAL = Principal("default", "local", frozenset({"admin"}))
 
-_PUBLIC_SUFFIXES = ("/.well-known/agent-card.json", "/agent-card.json")
+# The card routes exactly: the default agent's and one agent's (a single path segment).
+_CARD_PATH = re.compile(r"(?:/agents/[^/]+)?(?:/\.well-known)?/agent-card\.json")
+_READ_METHODS = frozenset({"GET", "HEAD"})
 _PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.yaml", "/metrics"})
 
 
@@ -73,8 +76,10 @@ class AuthMiddleware:
         headers = Headers(scope=scope)
         # Cards are public, but a registered agent's card needs the caller's tenant: a card
         # request is authenticated only when it carries credentials (or in open mode).
-        anonymous_card = path.endswith(_PUBLIC_SUFFIXES) and not (
-            self.authenticator.open or "authorization" in headers or "x-api-key" in headers
+        anonymous_card = (
+            scope["method"] in _READ_METHODS
+            and _CARD_PATH.fullmatch(path) is not None
+            and not (self.authenticator.open or "authorization" in headers or "x-api-key" in headers)
         )
         if not anonymous_card:
             try:
