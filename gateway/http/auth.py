@@ -76,10 +76,11 @@ class AuthMiddleware:
         headers = Headers(scope=scope)
         # Cards are public, but a registered agent's card needs the caller's tenant: a card
         # request is authenticated only when it carries credentials (or in open mode).
+        credentials = "authorization" in headers or "x-api-key" in headers
         anonymous_card = (
             scope["method"] in _READ_METHODS
             and _CARD_PATH.fullmatch(path) is not None
-            and not (self.authenticator.open or "authorization" in headers or "x-api-key" in headers)
+            and not (self.authenticator.open or credentials)
         )
         if not anonymous_card:
             try:
