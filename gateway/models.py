@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.validation import MAX_INT
+
 __all__ = [
     "DataPart",
     "FileContent",
@@ -29,7 +31,9 @@ _MAX_IDS = 100
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Strict: a JSON integer is an integer, a boolean a boolean — no coercion from strings,
+    # booleans or floats.
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
 
 class TextPart(_Model):
@@ -109,7 +113,7 @@ class Message(_Model):
 class SendConfiguration(_Model):
     acceptedOutputModes: list[str] | None = Field(default=None, max_length=100)
     blocking: bool = True
-    historyLength: int | None = Field(default=None, ge=0)
+    historyLength: int | None = Field(default=None, ge=0, le=MAX_INT)
     pushNotificationConfig: dict[str, Any] | None = None
 
 

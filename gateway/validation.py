@@ -5,12 +5,25 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from gateway.errors import InvalidParamsError
 
-__all__ = ["validated"]
+__all__ = ["MAX_INT", "validated"]
 
 M = TypeVar("M", bound=BaseModel)
+# Counts, offsets and lengths a client gives stay within a signed 32-bit integer.
+MAX_INT = 2**31 - 1
+
+
+def _error(e: ErrorDetails, prefix: str) -> dict[str, str]:
+    """One field error: its path and pydantic's reason, except where that reason quotes the
+    value (a discriminator's tag)."""
+    reason = e["msg"]
+    if e["type"] == "union_tag_invalid":
+        reason = f"kind must be one of {e.get('ctx', {}).get('expected_tags', 'the known kinds')}"
+    loc = [prefix] * bool(prefix) + [str(p) for p in e["loc"]]
+    return {"field": ".".join(loc) or "body", "reason": reason}
 
 
 def validated(model: type[M], data: Any, prefix: str = "") -> M:
@@ -19,11 +32,5 @@ def validated(model: type[M], data: Any, prefix: str = "") -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = [
-            {
-                "field": ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]]) or "body",
-                "reason": e["msg"],
-            }
-            for e in exc.errors(include_url=False, include_input=False, include_context=False)
-        ]
+        errors = [_error(e, prefix) for e in exc.errors(include_url=False, include_input=False)]
         raise InvalidParamsError("Request failed validation", data={"errors": errors}) from None

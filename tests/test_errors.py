@@ -12,6 +12,8 @@ import pytest
 from gateway.embedded_redis import EmbeddedRedis
 from tests.conftest import AppFactory
 
+JSON = {"Content-Type": "application/json"}
+
 BAD_BODIES: list[tuple[bytes, str]] = [
     (b"", "JSONParseError"),
     (b"{not json", "JSONParseError"),
@@ -63,7 +65,7 @@ BAD_BODIES: list[tuple[bytes, str]] = [
 
 @pytest.mark.parametrize(("raw", "error"), BAD_BODIES)
 async def test_bad_send_bodies(client: httpx.AsyncClient, raw: bytes, error: str) -> None:
-    r = await client.post("/v1/message:send", content=raw)
+    r = await client.post("/v1/message:send", content=raw, headers=JSON)
     assert r.status_code == 400, r.text
     body = r.json()
     assert body["error"] == error
@@ -82,6 +84,27 @@ async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
     assert r.status_code == 404 and r.json()["error"] == "MethodNotFoundError"
     r = await client.get("/v1/message:send")
     assert r.status_code == 405 and r.json()["error"] == "MethodNotFoundError"
+    assert r.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/v1/contexts/c", "DELETE, GET, HEAD"),
+        ("POST", "/agents/echo/v1/contexts/c", "DELETE, GET, HEAD"),
+        ("PUT", "/agents", "GET, HEAD, POST"),
+        ("POST", "/agents/x", "DELETE, GET, HEAD, PATCH"),
+        ("DELETE", "/healthz", "GET, HEAD"),
+        ("TRACE", "/openapi.yaml", "GET, HEAD"),
+    ],
+)
+async def test_405_names_every_allowed_method(
+    client: httpx.AsyncClient, method: str, path: str, allow: str
+) -> None:
+    r = await client.request(method, path)
+    assert r.status_code == 405
+    assert r.headers["allow"] == allow
+    assert r.json()["error"] == "MethodNotFoundError"
 
 
 async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
@@ -95,7 +118,7 @@ async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
             for _ in range(4):
                 yield b"x" * 1000
 
-        r = await c.post("/v1/message:send", content=chunks())
+        r = await c.post("/v1/message:send", content=chunks(), headers=JSON)
         assert r.status_code == 413
 
 

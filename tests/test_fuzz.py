@@ -56,11 +56,12 @@ VALID = {
     "configuration": {"blocking": False},
 }
 
+JSON = {"Content-Type": "application/json"}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 async def _check(client: httpx.AsyncClient, raw: bytes) -> None:
-    r = await client.post("/v1/message:send", content=raw)
+    r = await client.post("/v1/message:send", content=raw, headers=JSON)
     assert r.status_code < 500, r.text
     body = r.json()
     assert set(body) <= {"task", "error", "code", "message", "data"}
@@ -91,5 +92,5 @@ async def test_mutated_valid_bodies_are_never_a_500(
 @FUZZ
 @given(raw=st.binary(max_size=200))
 async def test_arbitrary_bytes_are_never_a_500(client: httpx.AsyncClient, raw: bytes) -> None:
-    r = await client.post("/v1/message:send", content=raw)
+    r = await client.post("/v1/message:send", content=raw, headers=JSON)
     assert r.status_code in (200, 400), r.text

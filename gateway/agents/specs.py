@@ -10,7 +10,15 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gateway.longterm.options import MemoryOptions
 
@@ -30,7 +38,8 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are refused, and no value is coerced (no "5" for 5, no 1 for true).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SkillSpec(_Strict):
@@ -45,6 +54,11 @@ class SkillSpec(_Strict):
     )
 
 
+def _fields(exc: ValidationError) -> str:
+    """The fields a validation error is about (pydantic's own text quotes the values)."""
+    return ", ".join(sorted({".".join(map(str, e["loc"])) for e in exc.errors()}))
+
+
 class _Config(_Strict):
     # Overrides of the long-term memory options for this agent (camelCase, see README).
     memory: dict[str, Any] | None = None
@@ -52,7 +66,12 @@ class _Config(_Strict):
     @model_validator(mode="after")
     def _memory_options(self) -> _Config:
         if self.memory:
-            MemoryOptions().overridden(self.memory)  # raises on an unknown or invalid option
+            try:
+                MemoryOptions.model_validate(self.memory, strict=True)
+                MemoryOptions().overridden(self.memory)
+            except ValidationError as exc:
+                # pydantic's own text would quote the values: name the fields only.
+                raise ValueError(f"invalid memory options: {_fields(exc)}") from None
         return self
 
 
@@ -137,6 +156,14 @@ class AgentPatch(_Strict):
 
 
 class AgentEntry(BaseModel):
+    @field_validator("*")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        # None is only the default ("not given"); a field given as null has no meaning.
+        if value is None:
+            raise ValueError("may be left out, but not null")
+        return value
+
     """A registered agent as stored (secrets included)."""
 
     id: str

@@ -1,26 +1,81 @@
-"""Parsing of bodies and query parameters into typed values, with protocol errors."""
+"""Parsing of bodies and query parameters into typed values, with protocol errors.
+
+Strict at the boundary: a JSON body must say it is JSON, nest at most ``MAX_JSON_DEPTH``
+levels, and a query integer is ASCII digits only (no sign, space, exponent or other
+script's digits).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 
-from gateway.errors import InvalidParamsError, JSONParseError
-from gateway.validation import validated
+from gateway.errors import ContentTypeNotSupportedError, InvalidParamsError, JSONParseError
+from gateway.validation import MAX_INT, validated
 
-__all__ = ["json_body", "query_bool", "query_int", "validated"]
+__all__ = [
+    "JSON_MEDIA_TYPES",
+    "MAX_INT",
+    "MAX_JSON_DEPTH",
+    "json_body",
+    "query_bool",
+    "query_int",
+    "validated",
+]
+
+JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
+# Objects and arrays nested in a body, the body itself counting as one. orjson writes at
+# most 254 levels: with this bound every stored object and every answer built around it
+# (a task around a message around its parts) can be written back.
+MAX_JSON_DEPTH = 128
+_DIGITS = re.compile(r"[0-9]{1,10}")
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether objects and arrays nest deeper than ``MAX_JSON_DEPTH`` in ``value``
+    (iterative: a deep body cannot exhaust the stack)."""
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            if level > MAX_JSON_DEPTH:
+                return True
+            stack.extend((child, level + 1) for child in node if isinstance(child, dict | list))
+    return False
 
 
 async def json_body(request: Request, *, optional: bool = False) -> Any:
+    """The body as JSON; ``optional`` bodies may be empty (then None, whatever the type)."""
     raw = await request.body()
     if not raw.strip() and optional:
         return None
+    if _media_type(request) not in JSON_MEDIA_TYPES:
+        raise ContentTypeNotSupportedError("Request bodies must be application/json")
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise JSONParseError() from None
+    if _too_deep(body):
+        raise InvalidParamsError(
+            f"The body nests objects and arrays more than {MAX_JSON_DEPTH} levels deep",
+            data={"errors": [{"field": "body", "reason": f"nested over {MAX_JSON_DEPTH} levels"}]},
+        )
+    return body
+
+
+def _invalid(name: str, reason: str) -> InvalidParamsError:
+    return InvalidParamsError(
+        f"{name} {reason}", data={"errors": [{"field": name, "reason": reason}]}
+    )
 
 
 def query_int(
@@ -28,25 +83,20 @@ def query_int(
     *names: str,
     default: int | None,
     minimum: int = 0,
-    maximum: int | None = None,
+    maximum: int = MAX_INT,
 ) -> int | None:
-    """The first of ``names`` present in the query string, as a bounded integer."""
-    for name in names:
+    """The first of ``names`` (spellings of one parameter) present in the query string, as
+    a bounded integer; every spelling given must be valid."""
+    found: int | None = None
+    for name in reversed(names):
         raw = request.query_params.get(name)
         if raw is None:
             continue
-        try:
-            value = int(raw)
-        except ValueError:
-            value = None
-        if value is None or value < minimum or (maximum is not None and value > maximum):
-            bounds = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
-            raise InvalidParamsError(
-                f"{names[0]} must be an integer {bounds}",
-                data={"errors": [{"field": names[0], "reason": f"must be an integer {bounds}"}]},
-            )
-        return value
-    return default
+        value = int(raw) if _DIGITS.fullmatch(raw) else None
+        if value is None or not minimum <= value <= maximum:
+            raise _invalid(name, f"must be an integer from {minimum} to {maximum}")
+        found = value
+    return default if found is None else found
 
 
 def query_bool(request: Request, name: str, *, default: bool) -> bool:
@@ -55,8 +105,5 @@ def query_bool(request: Request, name: str, *, default: bool) -> bool:
     if raw is None:
         return default
     if raw.lower() not in ("true", "false", "1", "0"):
-        raise InvalidParamsError(
-            f"{name} must be true or false",
-            data={"errors": [{"field": name, "reason": "must be true or false"}]},
-        )
+        raise _invalid(name, "must be true or false")
     return raw.lower() in ("true", "1")
