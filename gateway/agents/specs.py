@@ -154,8 +154,6 @@ class AgentPatch(_Strict):
     config: dict[str, Any] | None = None
     skills: list[SkillSpec] | None = None
 
-
-class AgentEntry(BaseModel):
     @field_validator("*")
     @classmethod
     def _not_null(cls, value: object) -> object:
@@ -164,6 +162,8 @@ class AgentEntry(BaseModel):
             raise ValueError("may be left out, but not null")
         return value
 
+
+class AgentEntry(BaseModel):
     """A registered agent as stored (secrets included)."""
 
     id: str
