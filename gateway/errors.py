@@ -12,6 +12,7 @@
      ├── TaskNotCancelableError       (409, -32002)
      ├── TaskNotContinuableError      (409, -32012)
      ├── IdempotencyConflictError     (409, -32013)
+     ├── TaskBusyError                (409, -32016)
      ├── PushNotificationNotSupportedError (501, -32003)
      ├── UnsupportedOperationError    (501, -32004)
      ├── ContentTypeNotSupportedError (415, -32005)
@@ -45,6 +46,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
     "StoreUnavailableError",
+    "TaskBusyError",
     "TaskNotCancelableError",
     "TaskNotContinuableError",
     "TaskNotFoundError",
@@ -123,6 +125,13 @@ class TaskNotCancelableError(GatewayError):
 class TaskNotContinuableError(GatewayError):
     status, code, name = 409, -32012, "TaskNotContinuableError"
     default_message = "Task is in a terminal state and cannot take more messages"
+
+
+class TaskBusyError(GatewayError):
+    status, code, name = 409, -32016, "TaskBusyError"
+    default_message = (
+        "A run of this task is under way and its run policy is 'reject'; retry once it settles"
+    )
 
 
 class IdempotencyConflictError(GatewayError):

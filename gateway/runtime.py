@@ -120,6 +120,7 @@ class Runtime:
             working_after=settings.working_after_ms / 1000,
             longterm=longterm,
             search=search,
+            retry_seconds=settings.job_lease_seconds,
         )
         queue: JobQueue
         if settings.queue == "memory":

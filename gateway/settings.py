@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)
+    # A message that continues a task whose run is under way: waits its turn, is refused
+    # (409 TaskBusyError) or interrupts that run. Agents and messages may choose their own.
+    run_policy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     embedder: Literal["hashing", "openai", "none"] = "hashing"
     embedder_url: str | None = None

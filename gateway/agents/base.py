@@ -122,8 +122,10 @@ class AgentSkill:
 
 class Agent(Protocol):
     """An agent backend. Optional attributes the runtime reads when present:
-    ``memory_options`` (overrides of the long-term memory options, camelCase) and
-    ``uses_recall`` (False: skip long-term recall, e.g. for a proxy to another agent)."""
+    ``memory_options`` (overrides of the long-term memory options, camelCase),
+    ``uses_recall`` (False: skip long-term recall, e.g. for a proxy to another agent) and
+    ``run_policy`` (``enqueue``, ``reject`` or ``interrupt``: what a message continuing a task
+    whose run is under way does, unless the message says)."""
 
     id: str
     name: str

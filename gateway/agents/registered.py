@@ -24,4 +24,6 @@ class RegisteredAgent:
         self.id, self.name, self.description = entry.id, entry.name, entry.description
         self.version = str(entry.revision)  # the card's version follows the entry's revision
         self.skills: Sequence[AgentSkill] = skills_of(entry)
-        self.memory_options: dict[str, Any] | None = entry.typed_config().memory
+        config = entry.typed_config()
+        self.memory_options: dict[str, Any] | None = config.memory
+        self.run_policy: str | None = config.runPolicy

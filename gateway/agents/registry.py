@@ -36,7 +36,9 @@ class ConfiguredEcho(EchoAgent):
         self.version = str(entry.revision)
         if entry.skills:
             self.skills = skills_of(entry)
-        self.memory_options = entry.typed_config().memory
+        config = entry.typed_config()
+        self.memory_options = config.memory
+        self.run_policy = config.runPolicy
 
 
 class AgentFactory:

@@ -62,6 +62,8 @@ def _fields(exc: ValidationError) -> str:
 class _Config(_Strict):
     # Overrides of the long-term memory options for this agent (camelCase, see README).
     memory: dict[str, Any] | None = None
+    # What a message continuing a task whose run is under way does (README: run policy).
+    runPolicy: Literal["enqueue", "reject", "interrupt"] | None = None
 
     @model_validator(mode="after")
     def _memory_options(self) -> _Config:

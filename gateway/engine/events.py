@@ -21,10 +21,19 @@ from redis.exceptions import RedisError
 
 from gateway.store.keys import EVENTS_PATTERN
 
-__all__ = ["TaskEvent", "TaskEvents"]
+__all__ = ["INTERRUPTED", "NEXT", "TaskEvent", "TaskEvents"]
 
 log = logging.getLogger("gateway.events")
 _PREFIX_LEN = len(EVENTS_PATTERN) - 1
+
+# Events that are not task states. NEXT: the run of message ``seq`` settled while later
+# messages waited, and the task went on with the next one. INTERRUPTED: a later message
+# superseded the runs of messages up to ``seq`` (run policy 'interrupt').
+NEXT = "next"
+INTERRUPTED = "interrupted"
+# Events that come from outside the task's run, so they reach local watchers through Redis
+# even while the run is in this process.
+_FOREIGN = frozenset({"canceled", INTERRUPTED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +53,7 @@ class TaskEvents:
         """``client`` is a plain connection (pub/sub reaches every node of a cluster)."""
         self._client = client
         self._watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]] = defaultdict(set)
-        self._listeners: list[Callable[[str, str], None]] = []
+        self._listeners: list[Callable[[str, str, int], None]] = []
         self._local_runs: set[str] = set()
         self._listener: asyncio.Task[None] | None = None
         self._pubsub: PubSub | None = None
@@ -72,8 +81,8 @@ class TaskEvents:
         if not done:
             log.warning("event listener did not stop in time")
 
-    def add_listener(self, callback: Callable[[str, str], None]) -> None:
-        """Call ``callback(task_id, state)`` for every event this process receives."""
+    def add_listener(self, callback: Callable[[str, str, int], None]) -> None:
+        """Call ``callback(task_id, state, seq)`` for every event this process receives."""
         self._listeners.append(callback)
 
     @contextlib.contextmanager
@@ -107,14 +116,15 @@ class TaskEvents:
 
     def _dispatch(self, channel: bytes, payload: bytes) -> None:
         task_id = channel[_PREFIX_LEN:].decode()
-        text, _, seq = payload.decode().partition("|")
+        text, _, raw_seq = payload.decode().partition("|")
+        seq = int(raw_seq or 0)
         watchers = self._watchers.get(task_id)
-        if watchers and (text == "canceled" or task_id not in self._local_runs):
-            event = TaskEvent(text, int(seq or 0))
+        if watchers and (text in _FOREIGN or task_id not in self._local_runs):
+            event = TaskEvent(text, seq)
             for queue in watchers:
                 queue.put_nowait(event)
         for callback in self._listeners:
-            callback(task_id, text)
+            callback(task_id, text, seq)
 
     async def _listen(self) -> None:
         delay = 0.05

@@ -16,9 +16,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -32,7 +32,8 @@ from gateway.agents.base import (
     StatusUpdate,
 )
 from gateway.agents.registry import AgentRegistry
-from gateway.engine.events import TaskEvent, TaskEvents
+from gateway.backoff import Backoff
+from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent, TaskEvents
 from gateway.engine.jobs import RunJob
 from gateway.engine.status import agent_message, artifact, settled, status_json
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
@@ -43,7 +44,9 @@ from gateway.service.search import SearchService
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
 
-__all__ = ["RunExecutor"]
+__all__ = ["RunExecutor", "retrying"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("gateway.runs")
 
@@ -53,11 +56,38 @@ MEMORY_TEXT = "Long-term memory is unavailable, and this agent requires it."
 GONE_TEXT = "The agent was deleted before the task ran."
 
 
+# A run's writes are retried through a Redis outage for this long (at most the job's lease:
+# past it another worker may take the run over, and this one's writes are fenced off anyway).
+_RETRY_FIRST_SECONDS = 0.05
+
+
+async def retrying(call: Callable[[], Awaitable[T]], seconds: float) -> T:
+    """``call()``, retried with backoff while the store is unavailable, for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    backoff = Backoff(_RETRY_FIRST_SECONDS, 2.0)
+    while True:
+        try:
+            return await call()
+        except StoreUnavailableError:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("store unavailable; retrying the run's write")
+        await backoff.wait()
+
+
 class _Run:
     """Writes one run's updates, batching artifacts and replies with the next status."""
 
-    def __init__(self, store: Store, events: TaskEvents, job: RunJob) -> None:
+    def __init__(
+        self,
+        store: Store,
+        events: TaskEvents,
+        job: RunJob,
+        retry_seconds: float = 0.0,
+        on_next: Callable[[RunJob], None] | None = None,
+    ) -> None:
         self.store, self.events, self.job = store, events, job
+        self.retry_seconds, self.on_next = retry_seconds, on_next
         self.keys = UserKeys.of(job.tenant, job.user)
         self.artifacts: list[bytes] = []
         self.reply: bytes | None = None
@@ -72,26 +102,40 @@ class _Run:
         job = self.job
         status = status_json(state, job.context_id, job.task_id, text) if state else b""
         metadata = orjson.dumps(self.metadata) if self.metadata else None
-        result = await self.store.update_task(
-            self.keys,
-            job.context_id,
-            job.task_id,
-            state,
-            status,
-            self.artifacts,
-            self.reply,
-            attempt=job.attempt,
-            seq=job.seq,
-            finish=finish,
-            entry=job.entry,
-            outbox_job=self.outbox_job if finish else b"",
-            metadata_json=metadata if metadata and self.metadata_pending else b"",
+        following = status_json("submitted") if finish else b""
+        result = await retrying(
+            lambda: self.store.update_task(
+                self.keys,
+                job.context_id,
+                job.task_id,
+                state,
+                status,
+                self.artifacts,
+                self.reply,
+                attempt=job.attempt,
+                seq=job.seq,
+                finish=finish,
+                entry=job.entry,
+                outbox_job=self.outbox_job if finish else b"",
+                metadata_json=metadata if metadata and self.metadata_pending else b"",
+                queued_locally=job.local,
+                next_status_json=following,
+            ),
+            self.retry_seconds,
         )
         self.artifacts, self.reply, self.metadata_pending = [], None, False
         self.open = result.outcome == "ok" and not finish
-        if result.outcome == "ok" and settled(state):
+        if result.outcome != "ok":
+            return
+        if result.chained:
+            # The task goes on with the next waiting message: this run's waiters are done.
+            event = TaskEvent(NEXT, job.seq, following, result.artifacts_json, metadata)
+            self.events.notify_local(job.task_id, event)
+        elif settled(state):
             event = TaskEvent(state, job.seq, status, result.artifacts_json, metadata)
             self.events.notify_local(job.task_id, event)
+        if result.next_run is not None and self.on_next is not None:
+            self.on_next(job.following(*result.next_run))
 
     def add_metadata(self, metadata: Mapping[str, Any]) -> None:
         self.metadata.update(metadata)
@@ -115,21 +159,37 @@ class _Run:
 
 @dataclass(frozen=True)
 class _StoredHistory:
-    """The window of context messages before a run's message, read on demand."""
+    """The last ``window`` messages of the context a run sees, read on demand: those up to
+    ``last`` bar the run's own (``seq``) and the later ones still waiting for the task."""
 
     store: Store
     keys: UserKeys
     context_id: str
     seq: int
     window: int
+    last: int = 0
+    waiting: frozenset[int] = frozenset()
+
+    @property
+    def _end(self) -> int:
+        return max(self.last, self.seq - 1)
 
     @property
     def count(self) -> int:
-        return min(self.window, self.seq - 1)
+        skipped = (1 if self.seq <= self._end else 0) + len(self.waiting)
+        return max(0, min(self.window, self._end - skipped))
+
+    def _seqs(self) -> list[int]:
+        wanted: list[int] = []
+        at = self._end
+        while len(wanted) < self.count and at > 0:
+            if at != self.seq and at not in self.waiting:
+                wanted.append(at)
+            at -= 1
+        return wanted[::-1]
 
     async def load(self) -> Sequence[Mapping[str, Any]]:
-        first = self.seq - self.count
-        return await self.store.context_messages(self.keys, self.context_id, first, self.seq - 1)
+        return await self.store.context_messages(self.keys, self.context_id, self._seqs())
 
 
 class RunExecutor:
@@ -143,19 +203,32 @@ class RunExecutor:
         working_after: float,
         longterm: LongTermMemory | None = None,
         search: SearchService | None = None,
+        retry_seconds: float = 0.0,
     ) -> None:
+        """``retry_seconds``: how long a run's writes are retried through a store outage."""
         self._store, self._agents, self._events = store, agents, events
         self._longterm, self._search = longterm, search
         self._window, self._working_after = context_window, working_after
+        self._retry_seconds = retry_seconds
         self._markers: set[asyncio.Task[None]] = set()
-        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._running: dict[str, tuple[asyncio.Task[Any], int]] = {}
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.closing = False
+        # Where the next waiting message's run goes when this process queues it itself (set
+        # by the in-process queue; the durable queue's runs are queued by the store).
+        self.on_next: Callable[[RunJob], None] | None = None
         events.add_listener(self._on_event)
 
-    def _on_event(self, task_id: str, state: str) -> None:
-        if state == "canceled" and (running := self._running.get(task_id)) is not None:
-            running.cancel()
+    def _on_event(self, task_id: str, state: str, seq: int) -> None:
+        """Stop a run here when its task is canceled, or a later message interrupted it."""
+        running = self._running.get(task_id)
+        if running is None:
+            return
+        if state == "canceled" or (state == INTERRUPTED and running[1] <= seq):
+            running[0].cancel()
+
+    def _run(self, job: RunJob) -> _Run:
+        return _Run(self._store, self._events, job, self._retry_seconds, self.on_next)
 
     async def execute(self, job: RunJob) -> None:
         """Run the job; runs of one task in this process take turns."""
@@ -172,10 +245,10 @@ class RunExecutor:
                 self._task_locks[job.task_id] = (lock, users - 1)
 
     async def _execute(self, job: RunJob) -> None:
-        run = _Run(self._store, self._events, job)
+        run = self._run(job)
         current = asyncio.current_task()
         assert current is not None
-        self._running[job.task_id] = current
+        self._running[job.task_id] = (current, job.seq)
         started = time.perf_counter()
         try:
             await self._drive(run)
@@ -183,7 +256,8 @@ class RunExecutor:
             if self.closing:
                 await self._interrupted(run)
                 raise
-            # Canceled by the client: the store holds `canceled`; acknowledge the job.
+            # Canceled by the client (the store holds `canceled`) or interrupted by a later
+            # message (it counts as run): acknowledge the job.
             if current.cancelling():
                 current.uncancel()
             with contextlib.suppress(GatewayError):
@@ -225,24 +299,35 @@ class RunExecutor:
     async def fail(self, job: RunJob, text: str) -> None:
         """End a run that will never happen (shutdown, too many attempts) as failed."""
         with contextlib.suppress(GatewayError):
-            await _Run(self._store, self._events, job).write("failed", text, finish=True)
+            await self._run(job).write("failed", text, finish=True)
 
     async def _drive(self, run: _Run) -> None:
         job = run.job
-        inputs = job.inputs or await self._store.begin_run(
-            run.keys,
-            job.context_id,
-            job.task_id,
-            job.seq,
-            job.reference_ids,
-            attempt=job.attempt,
-            entry=job.entry,
+        inputs = job.inputs or await retrying(
+            lambda: self._store.begin_run(
+                run.keys,
+                job.context_id,
+                job.task_id,
+                job.seq,
+                job.reference_ids,
+                attempt=job.attempt,
+                entry=job.entry,
+            ),
+            self._retry_seconds,
         )
         if inputs is None:
             return
         # After the run is ours: a missing agent's failure must not be fenced off.
         agent = await self._agents.resolve(job.tenant, job.agent_id)
-        history = _StoredHistory(self._store, run.keys, job.context_id, job.seq, self._window)
+        history = _StoredHistory(
+            self._store,
+            run.keys,
+            job.context_id,
+            job.seq,
+            self._window,
+            inputs.last,
+            inputs.waiting,
+        )
         timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)
         try:
             memory = None

@@ -12,6 +12,9 @@ from gateway.store.redis_store import RunInputs
 
 __all__ = ["JobQueue", "RunJob"]
 
+# The attempt id of a run queued in this process (the send script writes the same).
+_LOCAL = "local/"
+
 
 @dataclass(frozen=True, slots=True)
 class RunJob:
@@ -69,6 +72,19 @@ class RunJob:
 
     def with_attempt(self, attempt: str) -> RunJob:
         return replace(self, attempt=attempt)
+
+    @property
+    def local(self) -> bool:
+        """Whether this process's queue runs the job (not the jobs stream)."""
+        return self.attempt.startswith(_LOCAL)
+
+    def run_here(self) -> RunJob:
+        """The job as queued in this process: fenced by the attempt the send script wrote."""
+        return replace(self, attempt=f"{_LOCAL}{self.seq}")
+
+    def following(self, seq: int, job_json: bytes) -> RunJob:
+        """The run of the next message that waited for this one (queued in this process)."""
+        return RunJob.from_wire({b"job": job_json, b"seq": str(seq).encode()}, "").run_here()
 
 
 class JobQueue(Protocol):

@@ -25,6 +25,8 @@ class MemoryQueue:
         self._queue: asyncio.Queue[RunJob] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._closing = False
+        # A run that settles while messages wait for its task queues the next one here.
+        executor.on_next = self._queue.put_nowait
 
     def claimant(self) -> str:
         return ""

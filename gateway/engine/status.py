@@ -8,17 +8,10 @@ from typing import Any
 
 import orjson
 
+from gateway.states import TERMINAL, settled
 from gateway.store.records import iso_from_ms, now_ms
 
 __all__ = ["TERMINAL", "agent_message", "artifact", "settled", "status_json"]
-
-TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
-INTERRUPTED = frozenset({"input-required", "auth-required"})
-
-
-def settled(state: str) -> bool:
-    """Whether a blocking request should return on this state."""
-    return state in TERMINAL or state in INTERRUPTED
 
 
 def agent_message(

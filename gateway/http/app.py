@@ -45,6 +45,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             runtime.events,
             settings.blocking_timeout_seconds,
             embedding=runtime.embedder is not None,
+            run_policy=settings.run_policy,
         ),
         tasks=TaskService(runtime.store),
         contexts=ContextService(

@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 
 from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
-from gateway.engine.status import settled, status_json
+from gateway.engine.status import status_json
 from gateway.errors import (
     ContentTypeNotSupportedError,
     ContextNotFoundError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
 )
@@ -26,9 +27,27 @@ from gateway.principal import Principal
 from gateway.service.output_modes import accepts_any
 from gateway.service.waiting import wait_until_settled
 from gateway.store.records import assemble_task
-from gateway.store.redis_store import SendResult, SendWrite, Store
+from gateway.store.redis_store import RunPolicy, SendResult, SendWrite, Store
 
-__all__ = ["MessageService"]
+__all__ = ["RUN_POLICY_KEY", "MessageService", "run_policy"]
+
+# The key of a message's metadata that chooses the run policy for that message.
+RUN_POLICY_KEY = "runPolicy"
+_POLICIES: tuple[str, ...] = get_args(RunPolicy)
+
+
+def run_policy(metadata: dict[str, Any] | None, agent: object, default: RunPolicy) -> RunPolicy:
+    """What a message continuing a task whose run is under way does: the message's own
+    choice, else its agent's (a registry entry's ``runPolicy``), else the server default."""
+    chosen = (metadata or {}).get(RUN_POLICY_KEY)
+    if chosen is None:
+        chosen = getattr(agent, "run_policy", None) or default
+    if chosen not in _POLICIES:
+        raise InvalidParamsError(
+            f"message.metadata.{RUN_POLICY_KEY} must be one of: {', '.join(_POLICIES)}"
+        )
+    policy: RunPolicy = chosen
+    return policy
 
 
 def message_digest(body: dict[str, Any]) -> str:
@@ -46,6 +65,7 @@ class MessageService:
     events: TaskEvents
     blocking_timeout: float
     embedding: bool = False
+    run_policy: RunPolicy = "enqueue"
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
@@ -58,10 +78,11 @@ class MessageService:
         if not accepts_any(agent.output_modes, config.acceptedOutputModes):
             raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
         history_length = config.historyLength or 0
+        policy = run_policy(request.message.metadata, agent, self.run_policy)
         claimant = self.queue.claimant()
         try:
             write, template = await self._prepare(
-                principal, agent.id, request, claimant, registered
+                principal, agent.id, request, claimant, registered, policy
             )
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
@@ -114,7 +135,7 @@ class MessageService:
 
     async def _hand_over(self, template: RunJob, result: SendResult, claimant: str) -> str:
         """Give the run to the queue; returns the claimant if its reservation went unused."""
-        if result.duplicate:
+        if result.duplicate or result.waiting:
             return claimant
         job = replace(
             template,
@@ -128,6 +149,8 @@ class MessageService:
         elif result.claimed is not None:
             self.queue.adopt(*result.claimed)
             claimant = ""
+        if not self.queue.durable:
+            job = job.run_here()
         if not self.queue.durable or result.claimed_own:
             await self.queue.enqueue(job)
             claimant = ""
@@ -140,6 +163,7 @@ class MessageService:
         request: SendMessageRequest,
         claimant: str,
         registered: bool,
+        policy: RunPolicy,
     ) -> tuple[SendWrite, RunJob]:
         """The send's write, and its run as a job (ids as the write names them; the store's
         answer fixes the ids and the message's seq)."""
@@ -181,18 +205,19 @@ class MessageService:
             reference_ids=references,
             job_json=template.wire(),
             queue_run=self.queue.durable,
+            local_run=not self.queue.durable,
             claimant=claimant,
             embed=self.embedding and bool(embeddable_text(stored)),
+            policy=policy,
         )
         return write, template
 
     async def _wait_existing(self, principal: Principal, result: SendResult) -> None:
-        """A replayed messageId: wait for the original task like the first call did."""
-        keys = principal.keys
-        with self.events.watch(result.task_id) as events:
-            state = await self.store.task_state(keys, result.context_id, result.task_id)
-            if state is None or settled(state):
+        """A replayed messageId: wait for its run like the first call did."""
+        keys, cid, tid = principal.keys, result.context_id, result.task_id
+        with self.events.watch(tid) as events:
+            if await self.store.run_settled(keys, cid, tid, result.seq):
                 return
             await wait_until_settled(
-                self.store, keys, result.context_id, result.task_id, events, self.blocking_timeout
+                self.store, keys, cid, tid, events, self.blocking_timeout, result.seq
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gateway.engine.events import TaskEvent
+from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent
 from gateway.engine.status import settled
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
@@ -25,8 +25,9 @@ async def wait_until_settled(
     cap_seconds: float,
     seq: int = 0,
 ) -> TaskEvent | None:
-    """Wait until the task is terminal or interrupted, gone, or ``cap_seconds`` have passed.
-    Events of runs of earlier messages (``seq`` below the one awaited) are not news.
+    """Wait until the run of the message at ``seq`` has settled (the task is terminal or
+    interrupted, or went on with a later message), the task is gone, or ``cap_seconds`` have
+    passed. Events of runs of earlier messages are not news.
 
     Returns the settling event when one arrived (None otherwise)."""
     deadline = time.monotonic() + cap_seconds
@@ -34,10 +35,10 @@ async def wait_until_settled(
         try:
             event = await asyncio.wait_for(events.get(), min(remaining, FALLBACK_POLL_SECONDS))
         except TimeoutError:
-            state = await store.task_state(keys, context_id, task_id)
-            if state is None or settled(state):
+            if await store.run_settled(keys, context_id, task_id, seq):
                 return None
             continue
-        if settled(event.state) and (event.seq == 0 or event.seq >= seq):
+        ends_run = settled(event.state) or event.state in (NEXT, INTERRUPTED)
+        if ends_run and (event.seq == 0 or event.seq >= seq):
             return event
     return None

@@ -6,7 +6,7 @@ Redis exceptions become ``StoreUnavailableError`` through ``translate.translated
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -17,18 +17,25 @@ from gateway.errors import (
     IdempotencyConflictError,
     InvalidParamsError,
     StoreUnavailableError,
+    TaskBusyError,
     TaskNotContinuableError,
     TaskNotFoundError,
 )
+from gateway.states import INTERRUPTED, TERMINAL
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.records import text_of as _text
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated as _translated
 
-__all__ = ["RunInputs", "SendResult", "SendWrite", "Store", "UpdateResult"]
+__all__ = ["RunInputs", "RunPolicy", "SendResult", "SendWrite", "Store", "UpdateResult"]
 
 _TASK_FIELDS = (":s", ":a", ":m", ":md", ":xmd")
+_POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
+
+# What a message that continues a task whose run is under way does: wait for that run to
+# settle, be refused, or supersede it.
+RunPolicy = Literal["enqueue", "reject", "interrupt"]
 
 
 @dataclass(frozen=True)
@@ -47,17 +54,23 @@ class SendWrite:
     reference_ids: Sequence[str]
     job_json: bytes = b""  # the job's ids, for the job streams
     queue_run: bool = False  # queue the run on the jobs stream, atomically with the message
+    local_run: bool = False  # the run is this process's (in-process queue)
     claimant: str = ""  # a consumer of this process that takes the next job at once
     embed: bool = False  # queue the user message for embedding
+    policy: RunPolicy = "enqueue"  # for a continued task whose run is under way
 
 
 @dataclass(frozen=True)
 class RunInputs:
-    """What a run gives the agent: its message (at ``seq``) and the referenced tasks."""
+    """What a run gives the agent: its message (at ``seq``) and the referenced tasks; its
+    history is the context's messages up to ``last`` bar its own and those still ``waiting``
+    for the task (a run that waited its turn sees the replies to the messages before it)."""
 
     message: dict[str, Any]
     seq: int
     referenced: list[dict[str, Any]]
+    last: int = 0  # the context's last message when the run began (0: the one before seq)
+    waiting: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,7 @@ class SendResult:
     inputs: RunInputs | None = None
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
+    waiting: bool = False  # stored; its run is queued when the runs before it settle
 
     @property
     def claimed_own(self) -> bool:
@@ -77,8 +91,12 @@ class SendResult:
 
 @dataclass(frozen=True)
 class UpdateResult:
-    outcome: Literal["ok", "gone", "terminal", "skipped", "fenced"]
+    outcome: Literal["ok", "gone", "terminal", "skipped", "fenced", "moot"]
     artifacts_json: bytes | None = None
+    chained: bool = False  # the run settled while messages waited: the next one is queued
+    # The next waiting message's run (its seq and job fields) when the caller queues it
+    # itself (the in-process queue).
+    next_run: tuple[int, bytes] | None = None
 
 
 def _run_inputs(
@@ -112,7 +130,8 @@ class Store:
         """Cluster mode's second step of a send: queue the run (ids only), then record its
         entry on the task in place of the 'pending' mark the send script left."""
         entry = _text(await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq}))
-        await self.client.hset(keys.context(context_id).tasks, f"{task_id}:job", entry)
+        tasks = keys.context(context_id).tasks
+        await self.scripts.record_job(keys=[tasks], args=[task_id, seq, entry])
         return entry
 
     async def _queue_if_lost(
@@ -120,11 +139,14 @@ class Store:
     ) -> None:
         """Cluster mode, a replayed message: if the first attempt died before queueing its
         job, queue it now (a job queued twice runs once: attempts are fenced)."""
-        mark = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:job")
+        tasks = keys.context(context_id).tasks
+        mark = await self.client.hget(tasks, f"{task_id}:job")
         if mark is not None and _text(mark).startswith("pending:"):
-            job = orjson.loads(job_json) | {"c": context_id, "k": task_id}
             seq = int(_text(mark).split(":", 1)[1])
-            await self._queue_job(keys, context_id, task_id, orjson.dumps(job), seq)
+            stored: Any = await self.client.hget(tasks, f"{task_id}:wj:{seq}")
+            if stored is None:
+                stored = orjson.dumps(orjson.loads(job_json) | {"c": context_id, "k": task_id})
+            await self._queue_job(keys, context_id, task_id, stored, seq)
 
     async def _ack_job(self, entry: str) -> None:
         """Cluster mode's second step of a finished (or moot) run: drop its job."""
@@ -166,34 +188,50 @@ class Store:
                 stale,
                 w.job_json,
                 "" if self.cluster else w.claimant,
-                ("r" if w.queue_run else "") + ("e" if w.embed else ""),
+                ("r" if w.queue_run else "")
+                + ("l" if w.local_run else "")
+                + ("e" if w.embed else "")
+                + _POLICY_FLAGS[w.policy],
                 *w.reference_ids,
             ],
         )
         kind = _text(reply[0])
         if kind == "ok":
+            return await self._accepted(keys, w, context_id, reply)
+        if kind == "wait":
             seq = int(reply[2])
-            inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
-            entry = _text(reply[5]) if len(reply) > 5 else ""
-            if self.cluster and w.queue_run:
-                entry = await self._queue_job(keys, context_id, _text(reply[1]), w.job_json, seq)
             if self.cluster and w.embed:
                 await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
-            claimed = None
-            if len(reply) > 7:
-                raw = reply[7]
-                claimed = (_text(reply[6]), {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
-            return SendResult(context_id, _text(reply[1]), seq, False, inputs, entry, claimed)
+            return SendResult(context_id, _text(reply[1]), seq, False, waiting=True)
         if kind == "dup":
             if _text(reply[2]) != w.digest:
                 raise IdempotencyConflictError()
             if self.cluster and w.queue_run:
                 await self._queue_if_lost(keys, context_id, _text(reply[1]), w.job_json)
-            return SendResult(context_id, _text(reply[1]), 0, duplicate=True)
+            return SendResult(context_id, _text(reply[1]), int(reply[3]), duplicate=True)
         if kind == "origin":
             return await self._retry_opening(keys, w, _text(reply[1]))
         self._raise_refusal(kind, [_text(r) for r in reply[1:]], w.continuing)
         raise AssertionError(kind)  # pragma: no cover
+
+    async def _accepted(
+        self, keys: UserKeys, w: SendWrite, context_id: str, reply: list[Any]
+    ) -> SendResult:
+        """An accepted message whose run starts now: {'ok', tid, seq, message, referenced,
+        entry, claimed entry, claimed fields, superseded entry}."""
+        task_id, seq = _text(reply[1]), int(reply[2])
+        inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
+        entry, claimed_entry, raw, superseded = _text(reply[5]), _text(reply[6]), reply[7], reply[8]
+        if self.cluster:
+            await self._ack_job(_text(superseded))
+            if w.queue_run:
+                entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
+            if w.embed:
+                await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
+        claimed = None
+        if claimed_entry:
+            claimed = (claimed_entry, {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
+        return SendResult(context_id, task_id, seq, False, inputs, entry, claimed)
 
     async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
         """The messageId already opened a context: replay it, or reopen if that one is gone."""
@@ -210,6 +248,8 @@ class Store:
             raise TaskNotFoundError()
         if kind == "terminal":
             raise TaskNotContinuableError(data={"state": rest[0]})
+        if kind == "busy":
+            raise TaskBusyError()
         if kind == "badrefs":
             raise InvalidParamsError(
                 "referenceTaskIds name tasks that are not in this context",
@@ -235,6 +275,8 @@ class Store:
         entry: str = "",
         outbox_job: bytes = b"",
         metadata_json: bytes = b"",
+        queued_locally: bool = False,
+        next_status_json: bytes = b"",
     ) -> UpdateResult:
         """Record a run's progress (``state`` "" leaves the status as it is).
 
@@ -243,7 +285,11 @@ class Store:
         names the run's message; with ``finish`` that run is recorded as done and its job
         ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
         ended completed or input-required is queued for long-term memory. ``metadata_json``
-        (the agent's metadata of this run) replaces what earlier runs reported."""
+        (the agent's metadata of this run) replaces what earlier runs reported.
+
+        A finishing write while messages wait for the task queues the next one's run (on the
+        jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's
+        queue) and leaves the task ``submitted`` with ``next_status_json``."""
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
             args=[
@@ -262,15 +308,27 @@ class Store:
                 entry,
                 outbox_job,
                 metadata_json,
+                "l" if queued_locally else "r",
+                next_status_json,
             ],
         )
         outcome = _text(reply[0])
-        if len(reply) > 2 and _text(reply[2]) == "store":
+        if outcome != "ok":
+            if (finish and outcome != "fenced") or outcome == "gone":
+                await self._ack_job(entry)
+            return UpdateResult(outcome)  # type: ignore[arg-type]
+        if _text(reply[2]) == "store":
             await self.client.xadd(OUTBOX, {b"job": outbox_job, b"seq": seq})
-        assert outcome in ("ok", "gone", "terminal", "skipped", "fenced")
-        if (finish and outcome != "fenced") or outcome == "gone":
+        chained, next_run = _text(reply[3]) == "1", None
+        if chained and reply[5]:
+            next_seq, next_job = int(reply[5]), reply[4]
+            if queued_locally:
+                next_run = (next_seq, next_job)
+            else:  # a cluster: queue it before this run's job is acknowledged
+                await self._queue_job(keys, context_id, task_id, next_job, next_seq)
+        if finish:
             await self._ack_job(entry)
-        return UpdateResult(outcome, reply[1] if len(reply) > 1 else None)  # type: ignore[arg-type]
+        return UpdateResult("ok", reply[1], chained, next_run)
 
     @_translated
     async def cancel_task(
@@ -305,6 +363,19 @@ class Store:
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
         raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")
         return _text(raw) if raw is not None else None
+
+    @_translated
+    async def run_settled(self, keys: UserKeys, context_id: str, task_id: str, seq: int) -> bool:
+        """Whether a blocking send of the message at ``seq`` may return: the task is gone or
+        terminal, or the message's run has settled (the task is interrupted, or has gone on to
+        a later message). ``seq`` 0: whether the task is settled, whatever ran."""
+        fields = [f"{task_id}:st", f"{task_id}:ran", f"{task_id}:job"]
+        state, ran, job = await self.client.hmget(keys.context(context_id).tasks, fields)
+        if state is None or _text(state) in TERMINAL:
+            return True
+        if seq and int(ran or 0) < seq:
+            return False
+        return _text(state) in INTERRUPTED or (bool(seq) and job is not None)
 
     @_translated
     async def read_task(
@@ -344,18 +415,24 @@ class Store:
             args=[task_id, seq, attempt, entry, *reference_ids],
         )
         if _text(reply[0]) != "ok":
+            if len(reply) > 2:  # a cluster: the run before settled, its next job was lost
+                await self._queue_job(keys, context_id, task_id, reply[2], int(reply[1]))
             await self._ack_job(entry)
             return None
-        return _run_inputs(context_id, reference_ids, seq, reply[1], reply[2])
+        inputs = _run_inputs(context_id, reference_ids, seq, reply[1], reply[2])
+        if inputs is None:
+            return None
+        waiting = frozenset(int(s) for s in _text(reply[4]).split(",") if s)
+        return replace(inputs, last=int(reply[3]), waiting=waiting)
 
     @_translated
     async def context_messages(
-        self, keys: UserKeys, context_id: str, first: int, last: int
+        self, keys: UserKeys, context_id: str, seqs: Sequence[int]
     ) -> list[dict[str, Any]]:
-        """Messages ``first``..``last`` (sequence numbers, inclusive) of a context, in order."""
-        if last < first:
+        """The messages at ``seqs`` (sequence numbers) of a context, in that order."""
+        if not seqs:
             return []
-        raw = await self.client.hmget(keys.context(context_id).msgs, list(range(first, last + 1)))
+        raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
         return [orjson.loads(m) for m in raw if m is not None]
 
     @_translated

@@ -27,15 +27,32 @@ _PRELUDE = """
 local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
 local GROUP = 'runners'
 local JOBS, EMBEDS, OUTBOX = KEYS[14], KEYS[15], KEYS[16]
+local EVENTS = 'gw:ev:'
 local function touch(ttl)
   for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
--- Acknowledge and drop a job entry of the stream (its work is done or moot).
+-- Acknowledge and drop a job entry of the stream (its work is done or moot). Marks that are
+-- not stream entries ('pending:<seq>' on a cluster, 'local:<seq>' for the in-process queue)
+-- are left alone.
 local function ack(entry)
-  if entry ~= '' and JOBS then
+  if entry and entry ~= '' and JOBS and not string.find(entry, ':', 1, true) then
     redis.pcall('XACK', JOBS, GROUP, entry)
     redis.call('XDEL', JOBS, entry)
   end
+end
+-- Make `att` the attempt that owns the task's run, marking how much artifact and history
+-- the task held when it began (what a later attempt rolls back to).
+local function fence(tid, att)
+  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
+  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
+  redis.call('HSET', KEYS[6], tid .. ':att', att, tid .. ':mk', #arts .. '|' .. #seqs)
+end
+-- Forget the messages waiting for the task's run (they stay in its history).
+local function drop_waiting(tid)
+  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  if not queued then return end
+  for s in string.gmatch(queued, '[^,]+') do redis.call('HDEL', KEYS[6], tid .. ':wj:' .. s) end
+  redis.call('HDEL', KEYS[6], tid .. ':w')
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
 -- artifacts of the referenced tasks. Earlier messages are loaded only if the agent asks.
@@ -54,17 +71,24 @@ end
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
-#       13 job fields json 14 consumer taking a job now, or '' 15 flags: 'r' queue the run on
-#       the jobs stream (with the message: an accepted message always has its run queued),
-#       'e' queue the message for embedding 16.. reference ids
-# Returns {'ok', tid, seq, message, referenced[, entry[, claimed entry, its fields]]}, so
-# the run needs no second read.
+#       13 job fields json 14 consumer taking a job now, or '' 15 flags 16.. reference ids
+# Flags: 'r' queue the run on the jobs stream (with the message: an accepted message always
+# has its run queued), 'l' the run is this process's (in-process queue), 'e' queue the
+# message for embedding; and the run policy for a task whose run is under way (its ':job'
+# is set): 'w' enqueue (the message waits in ':w' for the run to settle), 'x' reject,
+# 'i' interrupt (the run is superseded: fenced off, its job dropped, and earlier messages
+# count as run).
+# Returns {'ok', tid, seq, message, referenced, entry, claimed entry, its fields,
+# superseded entry} (so the run needs no second read; '' where there is none), {'wait', tid,
+# seq} (stored; runs after the runs before it), {'dup', tid, digest, seq}, or a refusal.
 _SEND = (
     _PRELUDE
     + """
 local mode, cid, mid, digest, tid = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local continuing = ARGV[6] == '1'
-local now, ttl = ARGV[10], tonumber(ARGV[11])
+local now, ttl, flags = ARGV[10], tonumber(ARGV[11]), ARGV[15]
+local function flag(c) return string.find(flags, c, 1, true) ~= nil end
+local busy = false
 if mode == 'new' then
   local origin = redis.call('HGET', KEYS[3], mid)
   if origin and origin ~= ARGV[12] then return {'origin', origin} end
@@ -73,13 +97,18 @@ else
   if redis.call('EXISTS', KEYS[4]) == 0 then return {'nocontext'} end
   local prior = redis.call('HGET', KEYS[8], mid)
   if prior then
-    local sep = string.find(prior, '|', 1, true)
-    return {'dup', string.sub(prior, 1, sep - 1), string.sub(prior, sep + 1)}
+    local a = string.find(prior, '|', 1, true)
+    local b = string.find(prior, '|', a + 1, true)
+    if not b then return {'dup', string.sub(prior, 1, a - 1), string.sub(prior, a + 1), '0'} end
+    return {'dup', string.sub(prior, 1, a - 1), string.sub(prior, a + 1, b - 1),
+            string.sub(prior, b + 1)}
   end
   if continuing then
     local state = redis.call('HGET', KEYS[6], tid .. ':st')
     if not state then return {'notask'} end
     if TERMINAL[state] then return {'terminal', state} end
+    busy = redis.call('HEXISTS', KEYS[6], tid .. ':job') == 1
+    if busy and flag('x') then return {'busy'} end
   end
 end
 local unknown = {}
@@ -95,11 +124,12 @@ if mode == 'new' then
   redis.call('HSET', KEYS[3], mid, cid)
 end
 local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+local waits = busy and not flag('i')
 redis.call('HSET', KEYS[7], seq, ARGV[7])
 if continuing then
   local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq,
-             tid .. ':st', 'submitted', tid .. ':s', ARGV[9])
+  redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
+  if not waits then redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9]) end
 else
   redis.call('RPUSH', KEYS[5], tid)
   redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9],
@@ -108,38 +138,53 @@ else
   redis.call('HSET', KEYS[2], tid, cid)
   redis.call('HINCRBY', KEYS[4], 'tasks', 1)
 end
-redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest)
+redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
-local msg, referenced = run_inputs(seq, 16)
-if string.find(ARGV[15], 'e', 1, true) then
+if flag('e') then
   redis.call('HINCRBY', KEYS[4], 'embq', 1)
   if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', ARGV[13], 'seq', seq) end
 end
-if not string.find(ARGV[15], 'r', 1, true) then return {'ok', tid, seq, msg, referenced} end
+if waits then
+  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  if queued then queued = queued .. ',' .. seq else queued = tostring(seq) end
+  redis.call('HSET', KEYS[6], tid .. ':w', queued, tid .. ':wj:' .. seq, ARGV[13])
+  return {'wait', tid, seq}
+end
+local superseded = ''
+if busy then
+  superseded = redis.call('HGET', KEYS[6], tid .. ':job')
+  drop_waiting(tid)
+  redis.call('HSET', KEYS[6], tid .. ':ran', seq - 1)
+  redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
+  if JOBS then ack(superseded); superseded = '' end
+  redis.call('PUBLISH', EVENTS .. tid, 'interrupted|' .. (seq - 1))
+end
+local msg, referenced = run_inputs(seq, 16)
+if flag('l') then
+  redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
+  fence(tid, 'local/' .. seq)
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded}
+end
+if not flag('r') then return {'ok', tid, seq, msg, referenced, '', '', {}, superseded} end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
   redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. seq)
-  return {'ok', tid, seq, msg, referenced}
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded}
 end
 local entry = redis.call('XADD', JOBS, '*', 'job', ARGV[13], 'seq', seq)
 redis.call('HSET', KEYS[6], tid .. ':job', entry)
-if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry} end
+if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
 local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1,
                         'STREAMS', JOBS, '>')
-if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry} end
+if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 local claimed = got[1][2][1]
-if claimed[1] == entry then
-  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':att', ARGV[14] .. '/' .. entry,
-             tid .. ':mk', #arts .. '|' .. #seqs)
-end
-return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2]}
+if claimed[1] == entry then fence(tid, ARGV[14] .. '/' .. entry) end
+return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 """
 )
 
@@ -148,13 +193,19 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2]}
 #       or '' 10 attempt id or '' 11 finish (1|0) 12 seq of the run's message 13 job entry or ''
 #       14 long-term memory job json or '': a finishing write that leaves the task completed or
 #       input-required queues the turn in the outbox (on a cluster it returns 'store' instead)
-#       15 the agent's task metadata json or '' (replaces the last run's)
+#       15 the agent's task metadata json or '' (replaces the last run's) 16 how the next
+#       waiting message's run is queued: 'r' on the jobs stream, 'l' by this process
+#       17 the status json of a task whose next message's run is queued ('submitted')
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
-# earlier run's of the same task.
-# Returns {'ok', artifacts json array}, {'skipped'} (state not as required), {'fenced'}
-# (another attempt owns the run), {'terminal'} or {'gone'}. Terminal tasks take no writes:
-# a late result after a cancel is dropped. A finishing write records the run as done and
-# acknowledges its job in the same step, so a crash can neither lose nor repeat it.
+# earlier run's of the same task. A finishing write while messages wait for the task does not
+# settle it: the run's artifacts and reply are stored, the next message's run is queued, the
+# task goes back to 'submitted' and the event is 'next|<seq>'.
+# Returns {'ok', artifacts json array, 'store' or '', '1' when the next run was queued or '',
+# next job json, next seq} ('' for the last two unless the caller queues that run itself),
+# {'skipped'} (state not as required), {'fenced'} (another attempt owns the run),
+# {'moot'} (the message already counts as run), {'terminal'} or {'gone'}. Terminal tasks take
+# no writes: a late result after a cancel is dropped. A finishing write records the run as
+# done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 _UPDATE = (
     _PRELUDE
     + """
@@ -165,6 +216,11 @@ if not state then ack(entry); return {'gone'} end
 if TERMINAL[state] then
   if finish then ack(entry) end
   return {'terminal'}
+end
+if finish and tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0') >= tonumber(ARGV[12])
+then
+  ack(entry)
+  return {'moot'}
 end
 if ARGV[10] ~= '' and redis.call('HGET', KEYS[6], tid .. ':att') ~= ARGV[10] then
   return {'fenced'}
@@ -186,7 +242,7 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
 end
 if ARGV[15] ~= '' then redis.call('HSET', KEYS[6], tid .. ':xmd', ARGV[15]) end
-local store = ''
+local store, chained, nextjob, nextseq = '', '', '', ''
 if finish then
   redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])
   redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
@@ -197,16 +253,44 @@ if finish then
     if OUTBOX then redis.call('XADD', OUTBOX, '*', 'job', ARGV[14], 'seq', ARGV[12])
     else store = 'store' end
   end
+  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  if queued then
+    chained = '1'
+    local sep = string.find(queued, ',', 1, true)
+    if sep then
+      nextseq = string.sub(queued, 1, sep - 1)
+      redis.call('HSET', KEYS[6], tid .. ':w', string.sub(queued, sep + 1))
+    else
+      nextseq = queued
+      redis.call('HDEL', KEYS[6], tid .. ':w')
+    end
+    nextjob = redis.call('HGET', KEYS[6], tid .. ':wj:' .. nextseq)
+    redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[17])
+    if ARGV[16] == 'r' and JOBS then
+      local queued_entry = redis.call('XADD', JOBS, '*', 'job', nextjob, 'seq', nextseq)
+      redis.call('HSET', KEYS[6], tid .. ':job', queued_entry)
+      redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
+      nextjob, nextseq = '', ''
+    elseif ARGV[16] == 'r' then
+      -- Cluster: the store queues it next (begin_run of this run's job repairs a crash).
+      redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. nextseq)
+    else
+      redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. nextseq)
+      redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
+    end
+  end
 end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
-if ARGV[3] ~= '' then redis.call('PUBLISH', 'gw:ev:' .. tid, ARGV[3] .. '|' .. ARGV[12]) end
-return {'ok', arts, store}
+if chained ~= '' then redis.call('PUBLISH', EVENTS .. tid, 'next|' .. ARGV[12])
+elseif ARGV[3] ~= '' then redis.call('PUBLISH', EVENTS .. tid, ARGV[3] .. '|' .. ARGV[12]) end
+return {'ok', arts, store, chained, nextjob, nextseq}
 """
 )
 
 # ARGV: 1 cid 2 tid 3 status json 4 now ms 5 ttl ms
+# Messages waiting for the task's run are dropped with it (they stay in its history).
 _CANCEL = (
     _PRELUDE
     + """
@@ -216,20 +300,25 @@ local state = redis.call('HGET', KEYS[6], tid .. ':st')
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
 redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
+drop_waiting(tid)
 redis.call('HSET', KEYS[4], 'updated', ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[4], cid)
 touch(tonumber(ARGV[5]))
-redis.call('PUBLISH', 'gw:ev:' .. tid, 'canceled')
+redis.call('PUBLISH', EVENTS .. tid, 'canceled')
 return {'ok'}
 """
 )
 
 # ARGV: 1 tid 2 seq 3 attempt id or '' 4 job entry or '' 5.. reference ids.
-# Starts a run of the message at `seq`: {'ok', message, referenced}, or {'moot'} when the
-# task is gone, terminal or already ran that message (the job is then acknowledged).
+# Starts a run of the message at `seq`: {'ok', message, referenced, the context's last seq,
+# the seqs still waiting for the task}, or {'moot'} when the
+# task is gone, terminal or already ran that message (the job is then acknowledged). On a
+# cluster a moot run may return {'moot', next seq, next job json}: the run before it settled
+# but its process died before queueing the next waiting message's job, which the caller
+# queues now.
 # With an attempt id, the run is fenced: writes of any earlier attempt (a worker that died
-# or stalled mid-run) are rolled back to where that attempt began, and only this attempt
-# may write from now on.
+# or stalled mid-run) are rolled back to where that attempt began (messages that arrived
+# since and wait for the task are kept), and only this attempt may write from now on.
 _BEGIN_RUN = (
     _PRELUDE
     + """
@@ -237,13 +326,27 @@ local tid, seq, att, entry = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'moot'} end
 local state = redis.call('HGET', KEYS[6], tid .. ':st')
 local ran = tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0')
-if not state or TERMINAL[state] or ran >= seq then ack(entry); return {'moot'} end
+if not state or TERMINAL[state] then ack(entry); return {'moot'} end
+local job = redis.call('HGET', KEYS[6], tid .. ':job') or ''
+if ran >= seq then
+  ack(entry)
+  if not JOBS and string.sub(job, 1, 8) == 'pending:' then
+    local n = string.sub(job, 9)
+    local lost = redis.call('HGET', KEYS[6], tid .. ':wj:' .. n)
+    if lost and tonumber(n) > ran then return {'moot', n, lost} end
+  end
+  return {'moot'}
+end
+if entry ~= '' and job == 'pending:' .. seq then
+  redis.call('HSET', KEYS[6], tid .. ':job', entry)
+end
+redis.call('HDEL', KEYS[6], tid .. ':wj:' .. seq)
 if att ~= '' then
   local prev = redis.call('HGET', KEYS[6], tid .. ':att')
-  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
   local mark = redis.call('HGET', KEYS[6], tid .. ':mk')
   if prev and prev ~= att and mark then
+    local arts = redis.call('HGET', KEYS[6], tid .. ':a')
+    local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
     local sep = string.find(mark, '|', 1, true)
     local alen, mlen = tonumber(string.sub(mark, 1, sep - 1)), tonumber(string.sub(mark, sep + 1))
     if #arts > alen then
@@ -251,19 +354,22 @@ if att ~= '' then
       redis.call('HSET', KEYS[6], tid .. ':a', arts)
     end
     if #seqs > mlen then
-      for s in string.gmatch(string.sub(seqs, mlen + 2), '[^,]+') do
-        redis.call('HDEL', KEYS[7], s)
+      local waiting = {}
+      for s in string.gmatch(redis.call('HGET', KEYS[6], tid .. ':w') or '', '[^,]+') do
+        waiting[s] = true
       end
-      seqs = string.sub(seqs, 1, mlen)
-      redis.call('HSET', KEYS[6], tid .. ':m', seqs)
+      local kept = string.sub(seqs, 1, mlen)
+      for s in string.gmatch(string.sub(seqs, mlen + 2), '[^,]+') do
+        if waiting[s] then kept = kept .. ',' .. s else redis.call('HDEL', KEYS[7], s) end
+      end
+      redis.call('HSET', KEYS[6], tid .. ':m', kept)
     end
   end
-  if prev ~= att then
-    redis.call('HSET', KEYS[6], tid .. ':att', att, tid .. ':mk', #arts .. '|' .. #seqs)
-  end
+  if prev ~= att then fence(tid, att) end
 end
 local msg, referenced = run_inputs(seq, 5)
-return {'ok', msg, referenced}
+return {'ok', msg, referenced, redis.call('HGET', KEYS[4], 'seq'),
+        redis.call('HGET', KEYS[6], tid .. ':w') or ''}
 """
 )
 
@@ -317,7 +423,7 @@ for i = 1, #tids do
   redis.call('HDEL', KEYS[2], tids[i])
   local state = redis.call('HGET', KEYS[6], tids[i] .. ':st')
   if state and not TERMINAL[state] then
-    redis.call('PUBLISH', 'gw:ev:' .. tids[i], 'canceled')
+    redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
   end
   local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
   if job then ack(job) end
@@ -357,6 +463,17 @@ return 1
 """
 
 
+# KEYS: 1 the context's tasks hash. ARGV: 1 tid 2 seq 3 entry.
+# Cluster mode: records a queued job's entry in place of the task's 'pending:<seq>' mark,
+# unless its run has begun (and recorded it) or settled meanwhile.
+_RECORD_JOB = """
+if redis.call('HGET', KEYS[1], ARGV[1] .. ':job') == 'pending:' .. ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1] .. ':job', ARGV[3])
+end
+return 1
+"""
+
+
 @dataclass(frozen=True)
 class Scripts:
     send: AsyncScript
@@ -367,6 +484,7 @@ class Scripts:
     add_vectors: AsyncScript
     remember: AsyncScript
     ledger: AsyncScript
+    record_job: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -379,4 +497,5 @@ class Scripts:
             add_vectors=client.register_script(_ADD_VECTORS),
             remember=client.register_script(_REMEMBER),
             ledger=client.register_script(_LEDGER),
+            record_job=client.register_script(_RECORD_JOB),
         )
