@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.http.app import create_app
+from gateway.http.server import server_config
 from gateway.logs import configure_logging
 from gateway.runtime import Runtime
 from gateway.settings import Settings
@@ -92,12 +93,9 @@ def serve(settings: Settings) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     settings, embedded = _with_redis(settings)
     try:
-        config = uvicorn.Config(
+        config = server_config(
             create_app(settings),
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            access_log=False,
+            settings,
             timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
         )
         uvicorn.Server(config).run()

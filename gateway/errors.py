@@ -20,6 +20,9 @@
      ├── UnauthenticatedError         (401, -32020)
      ├── ForbiddenError               (403, -32021)
      ├── PayloadTooLargeError         (413, -32022)
+     ├── HostNotAllowedError          (421, -32024)
+     ├── RequestTimeoutError          (408, -32025)
+     ├── HeadersTooLargeError         (431, -32026)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
           └── StoreUnavailableError   (Redis unreachable)
 
@@ -38,6 +41,8 @@ __all__ = [
     "ContextNotFoundError",
     "ForbiddenError",
     "GatewayError",
+    "HeadersTooLargeError",
+    "HostNotAllowedError",
     "IdempotencyConflictError",
     "InvalidAgentResponseError",
     "InvalidParamsError",
@@ -45,6 +50,7 @@ __all__ = [
     "MethodNotFoundError",
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
+    "RequestTimeoutError",
     "StoreUnavailableError",
     "TaskBusyError",
     "TaskNotCancelableError",
@@ -175,6 +181,24 @@ class ForbiddenError(GatewayError):
 class PayloadTooLargeError(GatewayError):
     status, code, name = 413, -32022, "PayloadTooLargeError"
     default_message = "Request body is too large"
+
+
+class HostNotAllowedError(GatewayError):
+    """The request names a host this gateway does not serve (a DNS-rebinding page, or a
+    cross-site page in open mode)."""
+
+    status, code, name = 421, -32024, "HostNotAllowedError"
+    default_message = "This host name or origin is not served here"
+
+
+class RequestTimeoutError(GatewayError):
+    status, code, name = 408, -32025, "RequestTimeoutError"
+    default_message = "The request's headers or body took too long to arrive"
+
+
+class HeadersTooLargeError(GatewayError):
+    status, code, name = 431, -32026, "HeadersTooLargeError"
+    default_message = "The request line and headers are too large"
 
 
 class UnavailableError(GatewayError):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.validation import MAX_INT
+from gateway.validation import MAX_INT, JsonInt
 
 __all__ = [
     "DataPart",
@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 _MAX_IDS = 100
+# An absolute URI starts with its scheme (RFC 3986 §3.1), as openapi.yaml says.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 class _Model(BaseModel):
@@ -69,7 +71,7 @@ class FileContent(_Model):
     @field_validator("uri")
     @classmethod
     def _has_scheme(cls, value: str | None) -> str | None:
-        if value is not None and not urlsplit(value).scheme:
+        if value is not None and not _SCHEME.match(value):
             raise ValueError("file.uri must be an absolute URI")
         return value
 
@@ -113,7 +115,7 @@ class Message(_Model):
 class SendConfiguration(_Model):
     acceptedOutputModes: list[str] | None = Field(default=None, max_length=100)
     blocking: bool = True
-    historyLength: int | None = Field(default=None, ge=0, le=MAX_INT)
+    historyLength: JsonInt | None = Field(default=None, ge=0, le=MAX_INT)
     pushNotificationConfig: dict[str, Any] | None = None
 
 
@@ -125,5 +127,5 @@ class SendMessageRequest(_Model):
 
 class SearchRequest(_Model):
     query: str = Field(min_length=1, max_length=10_000)
-    topK: int = Field(default=5, ge=1, le=50)
+    topK: JsonInt = Field(default=5, ge=1, le=50)
     minScore: float | None = Field(default=None, ge=-1.0, le=1.0)

@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     agent_cache_seconds: float = Field(default=2.0, ge=0, le=300)
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    # What a client may hold open before it is even authenticated (gateway serve).
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024)
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # Host names answered besides loopback ones (http/browser.py); with API keys, any
+    # host is answered unless this names them.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Origins a browser page may call from (CORS); empty: none.
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     runner_concurrency: int = Field(default=64, ge=1, le=10_000)
     queue: Literal["stream", "memory"] = "stream"
     workers: bool = True
@@ -86,7 +95,9 @@ class Settings(BaseSettings):
             return orjson.loads(value) if value.strip() else {}
         return value
 
-    @field_validator("agent_plugins", "outbound_allowlist", mode="before")
+    @field_validator(
+        "agent_plugins", "outbound_allowlist", "allowed_hosts", "cors_origins", mode="before"
+    )
     @classmethod
     def _split_plugins(cls, value: object) -> object:
         if isinstance(value, str):

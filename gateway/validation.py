@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, Strict, ValidationError
 from pydantic_core import ErrorDetails
 
 from gateway.errors import InvalidParamsError
 
-__all__ = ["MAX_INT", "validated"]
+__all__ = ["MAX_INT", "JsonInt", "validated"]
 
 M = TypeVar("M", bound=BaseModel)
 # Counts, offsets and lengths a client gives stay within a signed 32-bit integer.
 MAX_INT = 2**31 - 1
+
+
+def _integral(value: object) -> object:
+    # JSON Schema's integer is a number without a fractional part: 3.0 is one.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# An integer as JSON writes it (3, or 3.0), never a string ("3") nor a boolean (true).
+JsonInt = Annotated[int, BeforeValidator(_integral), Strict()]
 
 
 def _error(e: ErrorDetails, prefix: str) -> dict[str, str]:

@@ -3,13 +3,28 @@ bounds a client meets on a connection before it is authenticated."""
 
 from __future__ import annotations
 
+import asyncio
+import select
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+import orjson
 import pytest
+from mcp.server.transport_security import TransportSecurityMiddleware
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope
+from starlette.types import Send as ASGISend
 
+from gateway.http.access_log import AccessLogMiddleware
+from gateway.http.browser import HostRule
 from gateway.http.params import MAX_JSON_DEPTH
-from tests.conftest import Send, auth, message
+from tests.conftest import API_KEYS, AppFactory, Send, auth, message
+from tests.processes import serving
 
 JSON = {"Content-Type": "application/json"}
 
@@ -94,7 +109,7 @@ async def test_patching_a_field_to_null_is_400(client: httpx.AsyncClient, field:
     [
         {"historyLength": True},
         {"historyLength": "3"},
-        {"historyLength": 3.0},
+        {"historyLength": 3.5},
         {"historyLength": 1e20},
         {"historyLength": 2**31},
         {"blocking": "true"},
@@ -105,6 +120,12 @@ async def test_body_scalars_are_not_coerced(send: Send, configuration: dict[str,
     r = await send("x", configuration=configuration)
     assert r.status_code == 400, r.text
     assert _errors(r) == {f"configuration.{next(iter(configuration))}"}
+
+
+async def test_integers_may_be_written_as_json_schema_allows(send: Send) -> None:
+    # JSON Schema's integer is a number without a fractional part: 2.0 is one, as is 2.
+    r = await send("x", configuration={"historyLength": 2.0})
+    assert r.status_code == 200 and len(r.json()["task"]["history"]) == 2
 
 
 @pytest.mark.parametrize("raw", ["1e20", " 3", "3 ", "+3", "३", "0x3", "3.0", "", "-0", "٣"])
@@ -135,7 +156,7 @@ async def test_both_spellings_of_history_length_are_checked(
 
 
 @pytest.mark.parametrize(
-    "body", [{"query": "q", "topK": "5"}, {"query": "q", "topK": True}, {"query": "q", "topK": 5.0}]
+    "body", [{"query": "q", "topK": "5"}, {"query": "q", "topK": True}, {"query": "q", "topK": 5.5}]
 )
 async def test_search_top_k_is_an_integer(
     client: httpx.AsyncClient, send: Send, body: dict[str, Any]
@@ -164,8 +185,6 @@ async def test_search_top_k_is_an_integer(
 async def test_json_bodies_need_a_json_content_type(
     client: httpx.AsyncClient, media: str | None, status: int
 ) -> None:
-    import orjson
-
     headers = {} if media is None else {"Content-Type": media}
     body = orjson.dumps({"message": message("x")})
     r = await client.post("/v1/message:send", content=body, headers=headers)
@@ -217,3 +236,398 @@ async def test_keyed_clients_see_the_same_rules(keyed: httpx.AsyncClient) -> Non
         "/v1/message:send", content=b"{}", headers={**auth("alice"), "Content-Type": "text/plain"}
     )
     assert r.status_code == 415
+
+
+# --- 5. hosts and origins, browser headers --------------------------------------------------
+
+HOSTILE = ["attacker.example", "localhost.attacker.example", "127.0.0.1.nip.io", "10.0.0.1"]
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost",
+        "localhost:8000",
+        "127.0.0.1",
+        "127.0.0.1:1",
+        "[::1]",
+        "[::1]:8000",
+        "LocalHost:9",
+    ],
+)
+async def test_open_mode_answers_loopback_names(make_app: AppFactory, host: str) -> None:
+    async with make_app(allowed_hosts=[]) as c:
+        r = await c.get("/v1/contexts", headers={"Host": host})
+        assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("host", [*HOSTILE, "gw"])
+async def test_open_mode_refuses_other_host_names(make_app: AppFactory, host: str) -> None:
+    async with make_app(allowed_hosts=[]) as c:
+        for method, path in [
+            ("GET", "/v1/contexts"),
+            ("POST", "/v1/message:send"),
+            ("DELETE", "/v1/contexts/c"),
+            ("POST", "/agents"),
+            ("POST", "/mcp"),
+            ("GET", "/.well-known/agent-card.json"),
+            ("GET", "/healthz"),
+        ]:
+            r = await c.request(
+                method, path, headers={"Host": host}, json={"message": message("x")}
+            )
+            assert r.status_code == 421, (method, path, r.text)
+            assert r.json()["error"] == "HostNotAllowedError" and host not in r.text
+        assert (await c.get("/v1/contexts", headers={"Host": "localhost"})).json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://localhost:5173", 200),
+        ("http://127.0.0.1:8000", 200),
+        ("https://[::1]", 200),
+        ("http://attacker.example", 421),
+        ("http://localhost.attacker.example", 421),
+        ("null", 421),
+        ("file://", 421),
+        ("https://app.example", 200),  # a configured CORS origin
+    ],
+)
+async def test_open_mode_refuses_pages_of_other_sites(
+    make_app: AppFactory, origin: str, status: int
+) -> None:
+    async with make_app(cors_origins=["https://app.example"]) as c:
+        r = await c.post(
+            "/v1/message:send", json={"message": message("x")}, headers={"Origin": origin}
+        )
+        assert r.status_code == status, r.text
+
+
+async def test_allowed_hosts_extend_open_mode(make_app: AppFactory) -> None:
+    async with make_app(allowed_hosts=["gw", "gateway.internal:8443"]) as c:
+        assert (
+            await c.get("/v1/contexts", headers={"Host": "gateway.internal"})
+        ).status_code == 200
+        assert (
+            await c.get("/v1/contexts", headers={"Host": "attacker.example"})
+        ).status_code == 421
+
+
+async def test_with_api_keys_any_host_is_answered_unless_hosts_are_named(
+    make_app: AppFactory,
+) -> None:
+    keys = orjson.dumps(API_KEYS).decode()
+    async with make_app(api_keys=keys, allowed_hosts=[]) as c:
+        headers = {**auth("alice"), "Host": "gw.hospital.example", "Origin": "https://x.example"}
+        assert (await c.get("/v1/contexts", headers=headers)).status_code == 200
+    async with make_app(api_keys=keys, allowed_hosts=["gw.hospital.example"]) as c:
+        ok = await c.get("/v1/contexts", headers={**auth("alice"), "Host": "gw.hospital.example"})
+        assert ok.status_code == 200
+        r = await c.get("/v1/contexts", headers={**auth("alice"), "Host": "attacker.example"})
+        assert r.status_code == 421
+
+
+def test_mcp_rebinding_protection_follows_the_host_rule() -> None:
+    def verdict(rule: HostRule, host: str, origin: str | None = None) -> int | None:
+        headers = [(b"host", host.encode()), (b"content-type", b"application/json")]
+        if origin:
+            headers.append((b"origin", origin.encode()))
+        request = Request({"type": "http", "method": "POST", "headers": headers})
+        answer = asyncio.run(
+            TransportSecurityMiddleware(rule.mcp_security()).validate_request(request, is_post=True)
+        )
+        return None if answer is None else answer.status_code
+
+    local = HostRule.build(open_mode=True, allowed_hosts=[], cors_origins=[])
+    assert local.mcp_security().enable_dns_rebinding_protection
+    assert verdict(local, "127.0.0.1:8000") is None
+    assert verdict(local, "localhost:8000", "http://localhost:3000") is None
+    assert verdict(local, "attacker.example:8000") == 421
+    assert verdict(local, "127.0.0.1:8000", "http://attacker.example") == 403
+    named = HostRule.build(open_mode=False, allowed_hosts=["gw.example"], cors_origins=[])
+    assert verdict(named, "gw.example") is None and verdict(named, "other.example") == 421
+
+
+async def test_answers_are_not_cached_or_sniffed(keyed: httpx.AsyncClient, send: Send) -> None:
+    h = auth("alice")
+    answers = [
+        await send("x", via=keyed, headers=h),
+        await keyed.get("/v1/contexts", headers=h),
+        await keyed.get("/v1/contexts"),  # 401
+        await keyed.get("/v1/tasks/nope", headers=h),  # 404
+        await keyed.get("/.well-known/agent-card.json"),
+        await keyed.get("/healthz"),
+        await keyed.post("/mcp", headers=h, content=b"{}"),  # 415
+    ]
+    for r in answers:
+        assert r.headers["cache-control"] == "no-store", r.request.url
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+
+
+async def test_cors_is_off_unless_origins_are_configured(make_app: AppFactory) -> None:
+    preflight = {
+        "Origin": "https://app.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+        "Host": "localhost",
+    }
+    async with make_app() as c:
+        r = await c.options("/v1/message:send", headers=preflight)
+        assert "access-control-allow-origin" not in r.headers
+    async with make_app(cors_origins=["https://app.example"]) as c:
+        r = await c.options("/v1/message:send", headers=preflight)
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == "https://app.example"
+        other = await c.options(
+            "/v1/message:send", headers={**preflight, "Origin": "https://x.example"}
+        )
+        assert other.headers.get("access-control-allow-origin") != "https://x.example"
+
+
+# --- 5. nothing of the input echoed or logged -------------------------------------------
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _rpc(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+
+
+async def test_mcp_answers_quote_no_input(
+    client: httpx.AsyncClient, send: Send, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    cid = (await send("x")).json()["task"]["contextId"]
+    unknown = await client.post(
+        "/mcp",
+        headers=MCP_HEADERS,
+        json=_rpc("tools/call", {"name": "SECRET_TOOL", "arguments": {}}),
+    )
+    assert unknown.status_code == 200 and unknown.json()["error"]["code"] == -32602
+    for arguments in (
+        {"contextId": cid, "query": "x", "topK": "SECRET"},
+        {"contextId": cid, "query": "x", "topK": "5"},
+        {"contextId": ["SECRET"], "query": "x"},
+    ):
+        r = await client.post(
+            "/mcp",
+            headers=MCP_HEADERS,
+            json=_rpc("tools/call", {"name": "search_memory", "arguments": arguments}),
+        )
+        result = r.json()["result"]
+        assert result["isError"] and "SECRET" not in r.text and "input" not in r.text, r.text
+    bad = await client.post("/mcp", headers=MCP_HEADERS, json={"SECRET": 1})
+    assert bad.status_code == 400 and "SECRET" not in bad.text
+    assert bad.json()["error"]["code"] == -32600
+    assert "SECRET" not in caplog.text
+
+
+async def test_mcp_is_post_only(client: httpx.AsyncClient) -> None:
+    for method in ("GET", "DELETE", "PUT"):
+        r = await client.request(method, "/mcp", headers=MCP_HEADERS)
+        assert r.status_code == 405 and r.headers["allow"] == "POST"
+    r = await client.post(
+        "/mcp", headers={**MCP_HEADERS, "Content-Type": "text/plain"}, content=b"{}"
+    )
+    assert r.status_code == 415 and r.json()["error"] == "ContentTypeNotSupportedError"
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        ("req-42.a_B", True),
+        ("x" * 64, True),
+        ("x" * 65, False),
+        ("two words", False),
+        ("a/b", False),
+        ("é", False),
+        ("", False),
+    ],
+)
+async def test_request_ids_are_bounded_and_plain(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture, sent: str, kept: bool
+) -> None:
+    caplog.set_level("INFO", logger="gateway.access")
+    async with make_app(log_requests=True) as c:
+        r = await c.get("/healthz", headers={"X-Request-Id": sent.encode()})
+    got = r.headers["x-request-id"]
+    assert (got == sent) is kept
+    assert len(got) <= 64 and got.replace("-", "").replace("_", "").replace(".", "").isalnum()
+    (record,) = [rec for rec in caplog.records if rec.name == "gateway.access"]
+    assert record.request_id == got  # type: ignore[attr-defined]
+
+
+async def test_a_request_id_ending_in_a_line_break_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # HTTP/1.1 parsers refuse a line break in a header; other servers may pass one on.
+    caplog.set_level("INFO", logger="gateway.access")
+    sent: list[Message] = []
+
+    async def app(scope: Scope, receive: Receive, send: ASGISend) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/",
+        "headers": [(b"x-request-id", b"forged\n")],
+    }
+    await AccessLogMiddleware(app)(scope, receive, send)
+    got = dict(sent[0]["headers"])[b"x-request-id"]
+    assert b"\n" not in got and b"forged" not in got
+    assert "forged" not in caplog.text
+
+
+# --- 5. what a connection may hold (a real `gateway serve`, raw sockets) -----------------
+
+# Short bounds for the test; the defaults (README) are 16 KiB, 10 s and 30 s.
+HEADER_SECONDS, BODY_SECONDS = 1.0, 2.0
+# How long the test waits for the server to act on a bound: generous on a busy machine,
+# and still far below what an unbounded server would allow (forever).
+PATIENCE = 30.0
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[str]:
+    with serving(
+        tmp_path_factory.mktemp("boundary"),
+        REDIS_URL=redis_url,
+        GATEWAY_API_KEYS=orjson.dumps(API_KEYS).decode(),
+        GATEWAY_HEADER_TIMEOUT_SECONDS=str(HEADER_SECONDS),
+        GATEWAY_BODY_TIMEOUT_SECONDS=str(BODY_SECONDS),
+    ) as (_, base):
+        yield base
+
+
+@contextmanager
+def connection(base: str) -> Iterator[socket.socket]:
+    host, port = urlsplit(base).hostname, urlsplit(base).port
+    with socket.create_connection((host, port), timeout=PATIENCE) as sock:
+        yield sock
+
+
+def answer_and_close(sock: socket.socket, trickle: bytes = b"") -> bytes:
+    """Everything the server sends until it closes the connection, sending ``trickle`` a
+    byte at a time meanwhile (each byte once the server has been silent for 0.2 s)."""
+    received, deadline = b"", time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([sock], [], [], 0.2)
+        if readable:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                return received
+            if not chunk:
+                return received
+            received += chunk
+        elif trickle:
+            with suppress(OSError):  # closed by the server: the next read says so
+                sock.sendall(trickle[:1])
+            trickle = trickle[1:]
+    raise AssertionError(f"the connection stayed open for {PATIENCE} s: {received[:200]!r}")
+
+
+def response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One whole response on a kept-alive connection: its head (lowercased) and body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    head = head.lower()
+    length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head, body
+
+
+def request(path: str, *headers: str, method: str = "GET", length: int | None = None) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", *headers]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+@pytest.mark.timeout(240)
+def test_headers_are_bounded_in_size(served: str) -> None:
+    with connection(served) as sock:
+        sock.sendall(request("/healthz", "X-Fill: " + "a" * 8000))
+        head, _ = response(sock)
+        assert head.startswith(b"http/1.1 200"), head
+        big = request("/healthz", "X-Fill: " + "a" * 100_000)
+        for at in range(0, len(big), 4096):  # stop sending once the server has answered
+            if select.select([sock], [], [], 0)[0]:
+                break
+            try:
+                sock.sendall(big[at : at + 4096])
+            except OSError:
+                break
+        answer = answer_and_close(sock)
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert b"HeadersTooLargeError" in answer or answer == b""
+
+
+@pytest.mark.timeout(240)
+def test_a_huge_header_sent_at_once_is_refused(served: str) -> None:
+    with connection(served) as sock:
+        sock.sendall(request("/healthz", *(f"X-F{n}: {'a' * 1000}" for n in range(40))))
+        answer = answer_and_close(sock)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+
+
+@pytest.mark.timeout(240)
+def test_headers_that_never_end_are_cut_off(served: str) -> None:
+    started = time.monotonic()
+    with connection(served) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = answer_and_close(sock)
+    assert answer.startswith(b"HTTP/1.1 408") and b"RequestTimeoutError" in answer, answer
+    assert time.monotonic() - started >= HEADER_SECONDS
+    with connection(served) as sock:  # trickled, a byte at a time: the bound is a deadline
+        answer = answer_and_close(
+            sock, trickle=b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 10_000
+        )
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    with connection(served) as sock:  # never a byte: closed without a word
+        assert answer_and_close(sock) == b""
+
+
+@pytest.mark.timeout(240)
+def test_a_slow_body_is_cut_off(served: str) -> None:
+    key = "Authorization: Bearer key-alice"
+    send = request(
+        "/v1/message:send", key, "Content-Type: application/json", method="POST", length=500
+    )
+    with connection(served) as sock:
+        sock.sendall(send + b'{"message": ')
+        answer = answer_and_close(sock, trickle=b" " * 400)
+    assert answer.startswith(b"HTTP/1.1 408") and b"RequestTimeoutError" in answer, answer
+    # Unauthenticated: answered at once, and the rest of the body is not waited for either.
+    anonymous = request(
+        "/v1/message:send", "Content-Type: application/json", method="POST", length=500
+    )
+    with connection(served) as sock:
+        sock.sendall(anonymous + b"{")
+        answer = answer_and_close(sock, trickle=b" " * 400)
+    assert answer.startswith(b"HTTP/1.1 401"), answer
+
+
+@pytest.mark.timeout(240)
+def test_the_server_keeps_serving_and_names_no_software(served: str) -> None:
+    with connection(served) as sock:
+        for _ in range(2):  # keep-alive still works within the bounds
+            sock.sendall(request("/v1/contexts", "Authorization: Bearer key-alice"))
+            head, body = response(sock)
+            assert head.startswith(b"http/1.1 200"), head
+            assert orjson.loads(body)["items"] == []
+            assert b"\r\nserver:" not in head
+            assert b"cache-control: no-store" in head and b"x-content-type-options: nosniff" in head

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from gateway.longterm.options import MemoryOptions
+from gateway.validation import JsonInt
 
 __all__ = [
     "AgentEntry",
@@ -102,12 +103,12 @@ class OpenAIConfig(_Keyed):
     baseUrl: str = Field(min_length=8, max_length=2000)
     model: str = Field(min_length=1, max_length=200)
     temperature: float | None = Field(default=None, ge=0, le=2)
-    maxOutputTokens: int | None = Field(default=None, ge=1, le=200_000)
+    maxOutputTokens: JsonInt | None = Field(default=None, ge=1, le=200_000)
     timeoutSeconds: float = Field(default=60.0, gt=0, le=600)
-    maxRetries: int = Field(default=2, ge=0, le=10)
-    historyTokenBudget: int = Field(default=4000, ge=0, le=1_000_000)
-    maxToolSteps: int = Field(default=4, ge=0, le=20)
-    maxFileChars: int = Field(default=20_000, ge=0, le=1_000_000)
+    maxRetries: JsonInt = Field(default=2, ge=0, le=10)
+    historyTokenBudget: JsonInt = Field(default=4000, ge=0, le=1_000_000)
+    maxToolSteps: JsonInt = Field(default=4, ge=0, le=20)
+    maxFileChars: JsonInt = Field(default=20_000, ge=0, le=1_000_000)
 
 
 class RemoteConfig(_Keyed):
@@ -181,7 +182,8 @@ class AgentEntry(BaseModel):
     updatedAt: str
 
     def typed_config(self) -> Any:
-        return _CONFIGS[self.type].model_validate(self.config)
+        # Checked strictly when written; entries stored before that rule still read.
+        return _CONFIGS[self.type].model_validate(self.config, strict=False)
 
     def view(self) -> dict[str, Any]:
         """What clients read: the entry without secrets."""

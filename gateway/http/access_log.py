@@ -14,7 +14,9 @@ from gateway.metrics import REQUESTS
 __all__ = ["AccessLogMiddleware"]
 
 log = logging.getLogger("gateway.access")
-_SAFE_ID = re.compile(rb"^[A-Za-z0-9._-]{1,64}$")
+# A client's own request id is kept (echoed and logged) only when it is short and plain,
+# all of it: a trailing line break would forge a log line or break the response header.
+_SAFE_ID = re.compile(rb"[A-Za-z0-9._-]{1,64}")
 
 
 class AccessLogMiddleware:
@@ -26,7 +28,7 @@ class AccessLogMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = next(
-            (v for k, v in scope["headers"] if k == b"x-request-id" and _SAFE_ID.match(v)),
+            (v for k, v in scope["headers"] if k == b"x-request-id" and _SAFE_ID.fullmatch(v)),
             uuid.uuid4().hex.encode(),
         )
         started = time.perf_counter()

@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator, Iterable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 
 from gateway.agents.base import Agent
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.auth import Authenticator, AuthMiddleware
+from gateway.http.browser import BrowserGuardMiddleware, HostRule
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
@@ -30,6 +32,28 @@ from gateway.store.memory_store import MemoryStore
 __all__ = ["create_app"]
 
 log = logging.getLogger("gateway")
+
+
+def _cors(origins: list[str]) -> list[Middleware]:
+    """CORS for the configured origins only (preflights answered before authentication);
+    none configured: no CORS headers, so browsers keep other sites' pages out."""
+    if not origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
+            allow_headers=[
+                "Authorization",
+                "X-API-Key",
+                "Content-Type",
+                "Tenant-Name",
+                "X-Request-Id",
+            ],
+            expose_headers=["X-Request-Id", "Location", "Retry-After", "WWW-Authenticate"],
+        )
+    ]
 
 
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
@@ -55,7 +79,12 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         registry=AgentService(runtime.agents, runtime.allowlist or Allowlist([])),
     )
 
-    mcp_server, mcp_routes = mcp_endpoint(state.search)
+    hosts = HostRule.build(
+        open_mode=settings.open_mode,
+        allowed_hosts=settings.allowed_hosts,
+        cors_origins=settings.cors_origins,
+    )
+    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -78,6 +107,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         ],
         middleware=[
             Middleware(AccessLogMiddleware, enabled=settings.log_requests),
+            Middleware(BrowserGuardMiddleware, rule=hosts),
+            *_cors(settings.cors_origins),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
             Middleware(AuthMiddleware, authenticator=Authenticator(settings.api_keys)),
         ],

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import pydantic_core
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.routing import BaseRoute
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from mcp_types.jsonrpc import jsonrpc_message_adapter
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.errors import GatewayError
+from gateway.errors import ContentTypeNotSupportedError, GatewayError
+from gateway.http.responses import JSONResponse, error_response
 from gateway.principal import Principal
 from gateway.service.search import SearchService
+from gateway.validation import JsonInt
 
 __all__ = ["mcp_endpoint", "render_hits"]
 
@@ -35,8 +44,68 @@ def render_hits(hits: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def mcp_endpoint(search: SearchService) -> tuple[MCPServer, list[BaseRoute]]:
-    server = MCPServer(
+class _Server(MCPServer):
+    """The SDK's server, answering without quoting the caller's input: an unknown tool is a
+    JSON-RPC error (the SDK would log its name), invalid arguments are named, not shown."""
+
+    tool_names: frozenset[str] = frozenset({"search_memory"})
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if name not in self.tool_names:
+            raise MCPError(INVALID_PARAMS, "Unknown tool")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            fields = sorted({".".join(map(str, e["loc"])) for e in exc.__cause__.errors()})
+            raise ToolError(f"Invalid arguments: {', '.join(fields)}") from exc.__cause__
+
+
+def _rpc_error(code: int, message: str) -> JSONResponse:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=400)
+
+
+class _Guard:
+    """What the SDK gets: JSON bodies holding one JSON-RPC message. Checked here because the
+    SDK's own answers quote the input."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media != "application/json":
+            error = ContentTypeNotSupportedError("MCP requests must be application/json")
+            await error_response(error)(scope, receive, send)
+            return
+        body = await request.body()
+        try:
+            jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+        except ValidationError:
+            await _rpc_error(INVALID_REQUEST, "Invalid JSON-RPC message")(scope, receive, send)
+            return
+        except ValueError:
+            await _rpc_error(PARSE_ERROR, "Parse error")(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def mcp_endpoint(
+    search: SearchService, security: TransportSecuritySettings
+) -> tuple[MCPServer, list[BaseRoute]]:
+    server = _Server(
         name="gateway",
         instructions="Search what was said earlier in a conversation (a context) you own.",
     )
@@ -52,7 +121,7 @@ def mcp_endpoint(search: SearchService) -> tuple[MCPServer, list[BaseRoute]]:
         contextId: str,
         query: str,
         ctx: Context,
-        topK: int = 5,
+        topK: JsonInt = 5,
     ) -> str:
         request = ctx.request_context.request
         assert request is not None, "served over HTTP only"
@@ -69,7 +138,9 @@ def mcp_endpoint(search: SearchService) -> tuple[MCPServer, list[BaseRoute]]:
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
-        # Callers authenticate with an API key on every request; browsers are not the clients.
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        transport_security=security,
     )
-    return server, list(app.routes)
+    # Stateless with JSON answers: POST is the whole protocol (no GET stream, no session
+    # to DELETE); other methods get the REST binding's 405.
+    (route,) = (r for r in app.routes if isinstance(r, Route) and r.path == "/mcp")
+    return server, [Route("/mcp", endpoint=_Guard(route.app), methods=["POST"])]

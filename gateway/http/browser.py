@@ -1,0 +1,125 @@
+"""What a web browser may do with the gateway: which Host and Origin it answers, and the
+headers that keep answers out of caches and away from content sniffing.
+
+In open mode (no API keys) every caller is the local operator, so no web page may reach the
+gateway: neither a page of another site (its ``Origin``) nor a name an attacker's DNS points
+at 127.0.0.1 (DNS rebinding: the ``Host`` is the attacker's name). Only loopback names are
+answered, plus ``GATEWAY_ALLOWED_HOSTS``. With API keys a browser holds no ambient
+credential, so any Host is answered unless ``GATEWAY_ALLOWED_HOSTS`` names the hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.errors import HostNotAllowedError
+from gateway.http.responses import error_response
+
+__all__ = ["LOOPBACK_NAMES", "BrowserGuardMiddleware", "HostRule"]
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+# Every answer may carry a patient's data: no cache keeps it, no browser sniffs it into
+# something executable, no page frames it.
+_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+]
+
+
+def _name(host: str) -> str:
+    """The host name of a ``Host`` value, without its port (``[::1]:80`` → ``[::1]``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """The host names answered (None: any) and whether a request's Origin must name one of
+    them or a configured CORS origin."""
+
+    names: frozenset[str] | None
+    check_origin: bool
+    cors_origins: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(
+        cls, *, open_mode: bool, allowed_hosts: Iterable[str], cors_origins: Iterable[str]
+    ) -> HostRule:
+        extra = {_name(h) for h in allowed_hosts if h.strip()}
+        restricted = open_mode or bool(extra)
+        return cls(
+            names=frozenset({*LOOPBACK_NAMES, *extra}) if restricted else None,
+            check_origin=open_mode,
+            cors_origins=frozenset(o.rstrip("/").lower() for o in cors_origins),
+        )
+
+    def host_allowed(self, host: str | None) -> bool:
+        return self.names is None or (host is not None and _name(host) in self.names)
+
+    def origin_allowed(self, origin: str | None) -> bool:
+        if not self.check_origin or origin is None:
+            return True
+        origin = origin.strip().lower()
+        if origin in self.cors_origins:
+            return True
+        try:
+            parts = urlsplit(origin)
+        except ValueError:
+            return False
+        return parts.scheme in ("http", "https") and self.host_allowed(parts.netloc)
+
+    def mcp_security(self) -> TransportSecuritySettings:
+        """The same rule for the MCP SDK's own DNS-rebinding protection."""
+        if self.names is None:
+            # Any Host is served (API keys guard every request): the SDK cannot say "any".
+            return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        hosts = [pattern for name in sorted(self.names) for pattern in (name, f"{name}:*")]
+        origins = [
+            pattern
+            for name in sorted(self.names)
+            for scheme in ("http", "https")
+            for pattern in (f"{scheme}://{name}", f"{scheme}://{name}:*")
+        ]
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=hosts,
+            allowed_origins=[*origins, *sorted(self.cors_origins)],
+        )
+
+
+class BrowserGuardMiddleware:
+    """Refuses hosts and origins the rule does not answer (421), and adds the headers above
+    to every answer."""
+
+    def __init__(self, app: ASGIApp, rule: HostRule) -> None:
+        self.app, self.rule = app, rule
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_hardened(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                given = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in _HEADERS if k not in given]
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        headers = Headers(scope=scope)
+        if not (
+            self.rule.host_allowed(headers.get("host"))
+            and self.rule.origin_allowed(headers.get("origin"))
+        ):
+            await error_response(HostNotAllowedError())(scope, receive, send_hardened)
+            return
+        await self.app(scope, receive, send_hardened)

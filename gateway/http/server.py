@@ -1,0 +1,150 @@
+"""The HTTP server: uvicorn, with bounds on what a client may hold before it is answered.
+
+uvicorn's HTTP/1.1 protocol (httptools) reads headers of any size and waits for them, and for
+a body, as long as bytes keep coming. ``BoundedProtocol`` adds, per connection:
+
+- the request line and headers: at most ``max_header_bytes`` (431 beyond), complete within
+  ``header_timeout`` of the request's first byte (or of the connection, for its first
+  request);
+- the body: complete within ``body_timeout`` of the headers — also when the app answered
+  early (a 401) and the client keeps trickling the rest.
+
+A bound that runs out answers 408 when nothing has been answered yet, and closes the
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import orjson
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.errors import GatewayError, HeadersTooLargeError, RequestTimeoutError
+from gateway.settings import Settings
+
+__all__ = ["BoundedProtocol", "server_config"]
+
+
+def _raw_response(error: GatewayError) -> bytes:
+    body = orjson.dumps(error.body())
+    head = (
+        f"HTTP/1.1 {error.status} {error.name}\r\n"
+        "content-type: application/json\r\n"
+        "cache-control: no-store\r\n"
+        "x-content-type-options: nosniff\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class BoundedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the bounds above (class attributes, set per server
+    by ``server_config``)."""
+
+    max_header_bytes: ClassVar[int] = 16 * 1024
+    header_timeout: ClassVar[float] = 10.0
+    body_timeout: ClassVar[float] = 30.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._reading_headers = True  # no request yet, or one whose headers are coming
+        self._requested = False  # a request has begun and not finished arriving
+        self._header_bytes = 0
+        self._refusal: GatewayError | None = None
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._reading_headers:
+            if self._requested:  # an idle connection is closed without a word
+                self.transport.write(_raw_response(RequestTimeoutError()))
+        elif not self.cycle.response_started:
+            self.cycle.disconnected = True  # the app's late answer goes nowhere
+            self.transport.write(_raw_response(RequestTimeoutError()))
+        self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._reading_headers and not self.transport.is_closing():
+            self._header_bytes += len(data)
+            if self._header_bytes > self.max_header_bytes:
+                self._refuse(HeadersTooLargeError())
+
+    def _refuse(self, error: GatewayError) -> None:
+        self._disarm()
+        self.transport.write(_raw_response(error))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        # The parser stopped: at a bound of ours (raised from a callback), or at bad syntax.
+        if self._refusal is not None:
+            self._refuse(self._refusal)
+        else:
+            super().send_400_response(msg)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._reading_headers, self._requested, self._header_bytes = True, True, 0
+        self._arm(self.header_timeout)
+
+    def on_headers_complete(self) -> None:
+        size = len(self.url) + sum(len(k) + len(v) + 4 for k, v in self.headers)
+        if size > self.max_header_bytes:
+            self._refusal = HeadersTooLargeError()
+            raise self._refusal  # stops the parser; send_400_response answers
+        self._reading_headers = False
+        self._arm(self.body_timeout)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._requested = False
+        super().on_message_complete()
+
+
+def server_config(app: ASGIApp, settings: Settings, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for ``gateway serve``: the bounded protocol, no ``Server``
+    header, no access log of its own (``AccessLogMiddleware`` writes one)."""
+    protocol = type(
+        "BoundedProtocol",
+        (BoundedProtocol,),
+        {
+            "max_header_bytes": settings.max_header_bytes,
+            "header_timeout": settings.header_timeout_seconds,
+            "body_timeout": settings.body_timeout_seconds,
+        },
+    )
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        http=protocol,
+        server_header=False,
+        log_config=None,
+        access_log=False,
+        **options,
+    )
