@@ -34,3 +34,5 @@ def configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("uvicorn.access").disabled = True
+    # two lines per scheduled run (maintenance reclaims every 2 s or less): warnings only
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -207,7 +207,7 @@ class Runtime:
 
     async def stop(self) -> None:
         """Stop taking work, let runs finish within the grace period, then disconnect."""
-        self.maintenance.stop()
+        await self.maintenance.stop()
         if self.indexer is not None:
             await self.indexer.stop()
         if self.outbox is not None:

@@ -1,14 +1,19 @@
-"""Periodic maintenance on APScheduler, led by one process across all replicas.
+"""Periodic maintenance on APScheduler, in every process.
 
-Every process runs the scheduler; the jobs that change shared state (reclaiming
-stalled jobs, pruning indexes) run only in the process holding the lead, a Redis
-key with an expiry that its holder renews. Each job is idempotent, so a change
-of leader mid-way is harmless. Queue figures are read by every process, so each
-replica's /metrics reports them.
+Every process reclaims stalled jobs: a job is claimed with ``XCLAIM`` and the lease as
+its minimum idle time, which resets that idle time, so exactly one process takes each
+stalled job over, however many try. No process waits for another to notice a death:
+a job whose worker died is back in its queue within the lease plus one reclaim interval
+(at most 2 s). The sweep of index entries of expired contexts runs only in the process
+holding the lead, a Redis key that expires within three reclaim intervals unless its
+holder renews it (which it does on every interval, and gives up when it stops). Each
+job is idempotent, so a change of leader mid-way is harmless. Queue figures are read by
+every process, so each replica's /metrics reports them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 
@@ -18,7 +23,7 @@ from gateway import metrics
 from gateway.engine.executor import RunExecutor
 from gateway.engine.jobs import RunJob
 from gateway.errors import GatewayError
-from gateway.store.jobs import JobStore
+from gateway.store.jobs import RECLAIMER, JobStore
 from gateway.store.redis_store import Store
 
 __all__ = ["Maintenance"]
@@ -26,7 +31,6 @@ __all__ = ["Maintenance"]
 log = logging.getLogger("gateway.maintenance")
 
 DEAD_TEXT = "The task could not be run after several attempts."
-_CONSUMER = "maintenance"
 
 
 class Maintenance:
@@ -47,21 +51,23 @@ class Maintenance:
         self._streams = [s for s in (jobs, embeds, outbox) if s is not None]
         self._lease_ms = int(lease_seconds * 1000)
         self._max_attempts = max_attempts
-        self._reclaim_every = max(0.5, lease_seconds / 2)
+        self._reclaim_every = min(2.0, max(0.25, lease_seconds / 4))
         self._prune_every = prune_interval_seconds
         self.node = f"{uuid.uuid4().hex[:12]}"
         self._scheduler = AsyncIOScheduler()
 
     def start(self) -> None:
         every = self._scheduler.add_job
-        every(self.reclaim, "interval", seconds=self._reclaim_every, max_instances=1, coalesce=True)
+        every(self._tick, "interval", seconds=self._reclaim_every, max_instances=1, coalesce=True)
         every(self.prune, "interval", seconds=self._prune_every, max_instances=1, coalesce=True)
         every(self.publish_figures, "interval", seconds=5, max_instances=1, coalesce=True)
         self._scheduler.start()
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         if self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+        with contextlib.suppress(GatewayError):
+            await self._jobs.resign(self.node)
 
     async def _leading(self) -> bool:
         ttl = int(self._reclaim_every * 3 * 1000)
@@ -70,11 +76,14 @@ class Maintenance:
         except GatewayError:
             return False
 
+    async def _tick(self) -> None:
+        await self._leading()  # keeps the lead for the sweeps while this process lives
+        await self.reclaim()
+
     async def reclaim(self) -> int:
         """Put jobs whose worker stopped renewing its lease back in their queue; after
-        ``max_attempts`` attempts, fail their task and move them to the dead letters."""
-        if not await self._leading():
-            return 0
+        ``max_attempts`` attempts, fail their task and move them to the dead letters.
+        Safe in every process at once: each stalled job is claimed by one of them."""
         done = 0
         try:
             for stream in self._streams:
@@ -86,7 +95,7 @@ class Maintenance:
     async def _reclaim(self, stream: JobStore) -> int:
         done = 0
         for stale in await stream.stale(self._lease_ms, 100):
-            claimed = await stream.claim(_CONSUMER, self._lease_ms, stale.entry)
+            claimed = await stream.claim(RECLAIMER, self._lease_ms, stale.entry)
             if claimed is None:
                 continue
             entry, fields = claimed

@@ -19,9 +19,12 @@ from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADE
 from gateway.store.records import text_of as _text
 from gateway.store.translate import translated
 
-__all__ = ["Entry", "JobStore", "PendingJob", "QueueFigures"]
+__all__ = ["RECLAIMER", "Entry", "JobStore", "PendingJob", "QueueFigures"]
 
 Entry = tuple[str, dict[bytes, bytes]]
+
+# The consumer maintenance claims stalled jobs as (in every process).
+RECLAIMER = "maintenance"
 
 # Take leadership, or keep it if already ours; release nothing else.
 _LEAD = """
@@ -34,6 +37,12 @@ if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
+return 0
+"""
+
+# Give the lead up, if it is ours.
+_RESIGN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
 
@@ -74,6 +83,7 @@ class JobStore:
         self.client: Redis = client
         self.stream, self.group, self.dead = stream, group, dead
         self._lead = client.register_script(_LEAD)
+        self._resign = client.register_script(_RESIGN)
 
     @translated
     async def ensure_group(self) -> None:
@@ -163,6 +173,11 @@ class JobStore:
     async def lead(self, node: str, ttl_ms: int) -> bool:
         """Whether ``node`` holds (or has just taken) the maintenance lead."""
         return bool(await self._lead(keys=[MAINTENANCE_LEADER], args=[node, ttl_ms]))
+
+    @translated
+    async def resign(self, node: str) -> None:
+        """Give the maintenance lead up if ``node`` holds it."""
+        await self._resign(keys=[MAINTENANCE_LEADER], args=[node])
 
     @translated
     async def figures(self) -> QueueFigures:

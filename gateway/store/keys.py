@@ -40,7 +40,7 @@ Global keys share the hash tag ``{jobs}`` (one slot, so they can change together
 ``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:embed`` and
 ``gw:{jobs}:ltm`` (with their ``:dead`` streams) queue embeddings and long-term memory
 work (turns to store in Cortadel, memories to delete); ``gw:{jobs}:leader`` names the
-process whose scheduler runs maintenance. Channels: ``gw:ev:<tid>`` carries a task's new state on
+process that runs the maintenance sweeps. Channels: ``gw:ev:<tid>`` carries a task's new state on
 every change.
 """
 
