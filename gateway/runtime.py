@@ -88,7 +88,16 @@ class Runtime:
         target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)
         store = Store(client, settings.context_ttl_seconds, cluster=target.cluster)
-        jobs = JobStore(client)
+
+        def job_store(*names: str) -> JobStore:
+            return JobStore(
+                client,
+                *names,
+                dead_max_entries=settings.dead_letter_max_entries,
+                dead_max_age_seconds=settings.dead_letter_max_age_seconds,
+            )
+
+        jobs = job_store()
         allowlist = Allowlist(
             settings.outbound_allowlist, [settings.embedder_url, settings.cortadel.url]
         )
@@ -135,7 +144,7 @@ class Runtime:
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 workers=settings.workers,
             )
-        embeds = JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
+        embeds = job_store(EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
         indexer = None
         if embedder is not None and settings.workers:
             indexer = Indexer(
@@ -149,7 +158,7 @@ class Runtime:
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 lease_seconds=settings.job_lease_seconds,
             )
-        outbox_jobs = JobStore(client, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
+        outbox_jobs = job_store(OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
         outbox = None
         if cortadel is not None and settings.workers:
             outbox = Outbox(
@@ -169,6 +178,7 @@ class Runtime:
             executor,
             embeds=embeds,
             outbox=outbox_jobs if cortadel is not None else None,
+            swept=[outbox_jobs] if cortadel is None else [],
             lease_seconds=settings.job_lease_seconds,
             max_attempts=settings.job_max_attempts,
             prune_interval_seconds=settings.prune_interval_seconds,

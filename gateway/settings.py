@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     job_max_attempts: int = Field(default=5, ge=1, le=100)
     prune_interval_seconds: float = Field(default=3600.0, gt=0)
+    # Dead letters (of runs, embeddings, outbox jobs) are kept up to this many per stream,
+    # and this long; trimmed on every prune.
+    dead_letter_max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
+    dead_letter_max_age_seconds: float = Field(default=7 * 24 * 3600, gt=0)
     redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)

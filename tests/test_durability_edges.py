@@ -1,11 +1,12 @@
-"""Edges of durable execution: how soon a killed process's runs resume."""
+"""Edges of durable execution: how soon a killed process's runs resume, and what dead
+letters keep (and for how long)."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,26 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gateway.store.keys import JOBS, JOBS_GROUP, MAINTENANCE_LEADER
-from tests.conftest import message
+from gateway.longterm.options import CortadelSettings
+from gateway.store.jobs import JobStore
+from gateway.store.keys import (
+    DEAD_LETTERS,
+    EMBEDS,
+    EMBEDS_DEAD,
+    EMBEDS_GROUP,
+    JOBS,
+    JOBS_GROUP,
+    MAINTENANCE_LEADER,
+    OUTBOX,
+    OUTBOX_DEAD,
+    OUTBOX_GROUP,
+)
+from tests.conftest import AppFactory, message
+from tests.cortadel_server import CortadelServer
 from tests.processes import serving
+
+GROUPS = ((JOBS, JOBS_GROUP), (EMBEDS, EMBEDS_GROUP), (OUTBOX, OUTBOX_GROUP))
+DEAD_STREAMS = (DEAD_LETTERS, EMBEDS_DEAD, OUTBOX_DEAD)
 
 
 async def _until(
@@ -38,12 +56,33 @@ async def _until(
     raise AssertionError(f"condition not met in {seconds} s{tails if logs else ''}")
 
 
+async def _consumers(redis: Redis, stream: str, group: str) -> list[str]:
+    try:
+        rows = await redis.xinfo_consumers(stream, group)
+    except Exception as exc:  # no stream or group: no consumers
+        if "no such key" in str(exc).lower() or "nogroup" in str(exc).lower():
+            return []
+        raise
+    return [r["name"].decode() if isinstance(r["name"], bytes) else r["name"] for r in rows]
+
+
 def _send(c: httpx.AsyncClient, *parts: str, agent: str = "echo", **fields: Any) -> Any:
     config = fields.pop("configuration", None)
     body: dict[str, Any] = {"message": message(*parts, **fields)}
     if config:
         body["configuration"] = config
     return c.post(f"/agents/{agent}/v1/message:send", json=body, timeout=30)
+
+
+async def _state(c: httpx.AsyncClient, tid: str) -> str:
+    got = await c.get(f"/v1/tasks/{tid}")
+    return str(got.json()["status"]["state"]) if got.status_code == 200 else ""
+
+
+async def _steal(redis: Redis, stream: str, group: str, consumer: str, count: int = 10) -> int:
+    """Read jobs as a consumer that then dies (what a killed process leaves behind)."""
+    reply: Any = await redis.xreadgroup(group, consumer, {stream: ">"}, count=count)
+    return len(reply[0][1]) if reply else 0
 
 
 # -- a killed process's runs -----------------------------------------------------------------
@@ -113,3 +152,125 @@ async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_second
     assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
     assert [m["parts"][0]["text"] for m in task["history"]] == ["x", "working on it", "done"]
     assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
+
+
+# -- dead letters ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cortadel() -> Iterator[CortadelServer]:
+    server = CortadelServer().start()
+    yield server
+    server.stop()
+
+
+def _memory(cortadel: CortadelServer) -> CortadelSettings:
+    return CortadelSettings(
+        url=cortadel.url,
+        api_key="cortadel-key",
+        probe=False,
+        retrieve=False,
+        backoff_max_seconds=0.3,
+        timeout_seconds=2.0,
+    )
+
+
+async def _mentions(redis: Redis, needle: str) -> dict[str, int]:
+    """How many entries of each dead stream mention ``needle`` in any field."""
+    found = {}
+    for stream in DEAD_STREAMS:
+        entries = await redis.xrange(stream)
+        found[stream] = sum(
+            1 for _, fields in entries if any(needle.encode() in v for v in fields.values())
+        )
+    return found
+
+
+async def test_scrub_removes_the_context_from_every_dead_letter_stream(
+    make_app: AppFactory, redis: Redis, cortadel: CortadelServer
+) -> None:
+    # a finished turn Cortadel refuses: the outbox dead-letters it
+    async with make_app(cortadel=_memory(cortadel), job_lease_seconds=0.5) as c:
+        cortadel.fail_next = [400]
+        done = (await _send(c, "remember this")).json()["task"]
+        cid = done["contextId"]
+
+        async def refused() -> bool:
+            return (await _mentions(redis, cid))[OUTBOX_DEAD] == 1
+
+        await _until(refused)
+    # a run and an embedding whose worker died, twice: maintenance gives them up
+    settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
+    async with make_app(cortadel=_memory(cortadel), **settings) as front:
+        ours = await _send(front, "again", contextId=cid, configuration={"blocking": False})
+        other = await _send(front, "elsewhere", configuration={"blocking": False})
+        other_cid = other.json()["task"]["contextId"]
+        assert await _steal(redis, JOBS, JOBS_GROUP, "gone:1") == 2
+        assert await _steal(redis, EMBEDS, EMBEDS_GROUP, "gone:1") == 2
+
+        async def given_up() -> bool:
+            counts = await _mentions(redis, cid)
+            return counts[DEAD_LETTERS] == 1 and counts[EMBEDS_DEAD] == 1
+
+        await _until(given_up)
+        assert await _state(front, ours.json()["task"]["id"]) == "failed"
+        assert (await front.delete(f"/v1/contexts/{cid}")).status_code == 204
+        assert await _mentions(redis, cid) == dict.fromkeys(DEAD_STREAMS, 0)
+        # another context's dead letters stay
+        assert await _mentions(redis, other_cid) == {
+            DEAD_LETTERS: 1,
+            EMBEDS_DEAD: 1,
+            OUTBOX_DEAD: 0,
+        }
+        assert (await front.delete(f"/v1/contexts/{cid}")).status_code == 404
+
+
+async def test_a_job_given_up_after_its_context_was_scrubbed_leaves_no_dead_letter(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
+    async with make_app(**settings) as front:
+        r = await _send(front, "x", configuration={"blocking": False})
+        cid = r.json()["task"]["contextId"]
+        await JobStore(redis, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD).ensure_group()  # no indexer
+        assert await _steal(redis, JOBS, JOBS_GROUP, "gone:1") == 1
+        assert await _steal(redis, EMBEDS, EMBEDS_GROUP, "gone:1") == 1
+        assert (await front.delete(f"/v1/contexts/{cid}")).status_code == 204
+
+        async def given_up() -> bool:
+            pending = [await redis.xpending(s, g) for s, g in GROUPS[:2]]
+            return all(p["pending"] == 0 for p in pending)
+
+        await _until(given_up)
+        assert await _mentions(redis, cid) == dict.fromkeys(DEAD_STREAMS, 0)
+
+
+async def _dead_letter(front: httpx.AsyncClient, redis: Redis, count: int) -> None:
+    """``count`` runs whose worker died, given up by maintenance."""
+    for i in range(count):
+        await _send(front, f"m{i}", configuration={"blocking": False})
+    assert await _steal(redis, JOBS, JOBS_GROUP, "gone:1", count) == count
+
+    async def given_up() -> bool:
+        return int(await redis.xlen(DEAD_LETTERS)) >= count
+
+    await _until(given_up)
+
+
+async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    settings = {"job_lease_seconds": 0.3, "job_max_attempts": 1, "workers": False}
+    async with make_app(dead_letter_max_entries=3, **settings) as front:
+        await _dead_letter(front, redis, 5)
+        newest = [e for e, _ in await redis.xrange(DEAD_LETTERS)][-3:]
+        await front.app.state.runtime.maintenance.prune()  # type: ignore[attr-defined]
+        assert [e for e, _ in await redis.xrange(DEAD_LETTERS)] == newest
+    async with make_app(dead_letter_max_age_seconds=1, **settings) as front:
+        maintenance = front.app.state.runtime.maintenance  # type: ignore[attr-defined]
+
+        async def aged_out() -> bool:
+            await maintenance.prune()
+            return int(await redis.xlen(DEAD_LETTERS)) == 0
+
+        await _until(aged_out, every=0.2)

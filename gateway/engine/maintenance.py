@@ -4,11 +4,12 @@ Every process reclaims stalled jobs: a job is claimed with ``XCLAIM`` and the le
 its minimum idle time, which resets that idle time, so exactly one process takes each
 stalled job over, however many try. No process waits for another to notice a death:
 a job whose worker died is back in its queue within the lease plus one reclaim interval
-(at most 2 s). The sweep of index entries of expired contexts runs only in the process
-holding the lead, a Redis key that expires within three reclaim intervals unless its
-holder renews it (which it does on every interval, and gives up when it stops). Each
-job is idempotent, so a change of leader mid-way is harmless. Queue figures are read by
-every process, so each replica's /metrics reports them.
+(at most 2 s). The sweeps (index entries of expired contexts, dead letters past their
+retention) run only in the process holding the lead,
+a Redis key that expires within three reclaim intervals unless its holder renews it
+(which it does on every interval, and gives up when it stops). Each job is idempotent,
+so a change of leader mid-way is harmless. Queue figures are read by every process, so
+each replica's /metrics reports them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
+from collections.abc import Sequence
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -42,6 +44,7 @@ class Maintenance:
         *,
         embeds: JobStore | None = None,
         outbox: JobStore | None = None,
+        swept: Sequence[JobStore] = (),
         lease_seconds: float,
         max_attempts: int,
         prune_interval_seconds: float,
@@ -49,6 +52,8 @@ class Maintenance:
         self._store, self._executor = store, executor
         self._jobs, self._embeds, self._outbox = jobs, embeds, outbox
         self._streams = [s for s in (jobs, embeds, outbox) if s is not None]
+        # swept: streams no job of which is reclaimed here, tidied all the same
+        self._swept = [*self._streams, *swept]
         self._lease_ms = int(lease_seconds * 1000)
         self._max_attempts = max_attempts
         self._reclaim_every = min(2.0, max(0.25, lease_seconds / 4))
@@ -120,9 +125,13 @@ class Maintenance:
         log.error("job moved to dead letters", extra={"entry": entry, "attempts": attempts})
 
     async def prune(self) -> int:
-        """Drop index entries of contexts that expired."""
+        """Drop index entries of contexts that expired (returns how many) and dead letters
+        past their retention."""
         if not await self._leading():
             return 0
+        for stream in self._swept:
+            with contextlib.suppress(GatewayError):
+                await stream.trim_dead()
         try:
             return await self._store.prune_indexes()
         except GatewayError:

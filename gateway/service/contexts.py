@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import ContextNotFoundError
 from gateway.longterm.wire import forget_job
 from gateway.principal import Principal
+from gateway.store.jobs import JobStore
+from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, OUTBOX, OUTBOX_DEAD, OUTBOX_GROUP
 from gateway.store.redis_store import Store
 
 __all__ = ["ContextService"]
@@ -17,6 +20,17 @@ __all__ = ["ContextService"]
 class ContextService:
     store: Store
     forget_memories: bool = False  # also delete the context's long-term memories (Cortadel)
+    # the job streams whose dead letters are scrubbed with a context (default: all three)
+    job_streams: Sequence[JobStore] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not self.job_streams:
+            client = self.store.client
+            self.job_streams = (
+                JobStore(client),
+                JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD),
+                JobStore(client, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD),
+            )
 
     async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
         items, total = await self.store.list_contexts(principal.keys, limit, offset)
@@ -32,9 +46,13 @@ class ContextService:
 
     async def delete(self, principal: Principal, context_id: str) -> None:
         """Scrub the context: every key of it, its index entries; running tasks stop; the
-        long-term memories its turns added are queued for deletion."""
+        long-term memories its turns added are queued for deletion. Then its dead letters
+        go (also when the context was already gone, so a retried scrub finishes the job)."""
         forget = b""
         if self.forget_memories:
             forget = forget_job(principal.tenant, principal.user, context_id)
-        if not await self.store.scrub(principal.keys, context_id, forget):
+        found = await self.store.scrub(principal.keys, context_id, forget)
+        for stream in self.job_streams:
+            await stream.forget_context(principal.tenant, principal.user, context_id)
+        if not found:
             raise ContextNotFoundError()

@@ -4,6 +4,10 @@ Entries hold ids only (never message content); each is written by the send scrip
 together with its message, and acknowledged-and-deleted by the write that stores
 the run's outcome. Entries are fenced per attempt, so a reclaimed job can never
 write twice.
+
+Every stream's ``job`` field is JSON naming its context with ``t`` (tenant), ``u``
+(user) and ``c`` (context id); dead letters are found by it when a context is
+scrubbed. Dead letters are kept up to a count and an age.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER
+from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER, UserKeys
 from gateway.store.records import text_of as _text
 from gateway.store.translate import translated
 
@@ -25,6 +30,9 @@ Entry = tuple[str, dict[bytes, bytes]]
 
 # The consumer maintenance claims stalled jobs as (in every process).
 RECLAIMER = "maintenance"
+DEAD_MAX_ENTRIES = 10_000
+DEAD_MAX_AGE_SECONDS = 7 * 24 * 3600
+_FORGET_CHUNK = 500
 
 # Take leadership, or keep it if already ours; release nothing else.
 _LEAD = """
@@ -44,6 +52,29 @@ return 0
 _RESIGN = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
+"""
+
+# Delete, among up to ARGV[5] dead letters from ARGV[4] on, those of one context: whose job
+# names the tenant, user and context, or cannot be read and mentions the context id.
+# Returns {deleted, read, last id read}.
+_FORGET = """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[4], '+', 'COUNT', ARGV[5])
+local doomed = {}
+for _, entry in ipairs(entries) do
+  local fields = entry[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'job' and string.find(fields[i + 1], ARGV[3], 1, true) then
+      local ok, job = pcall(cjson.decode, fields[i + 1])
+      if not ok or type(job) ~= 'table'
+          or (job.t == ARGV[1] and job.u == ARGV[2] and job.c == ARGV[3]) then
+        doomed[#doomed + 1] = entry[1]
+      end
+    end
+  end
+end
+if #doomed > 0 then redis.call('XDEL', KEYS[1], unpack(doomed)) end
+local last = entries[#entries]
+return {#doomed, #entries, last and last[1] or ''}
 """
 
 
@@ -79,11 +110,16 @@ class JobStore:
         stream: str = JOBS,
         group: str = JOBS_GROUP,
         dead: str = DEAD_LETTERS,
+        *,
+        dead_max_entries: int = DEAD_MAX_ENTRIES,
+        dead_max_age_seconds: float = DEAD_MAX_AGE_SECONDS,
     ) -> None:
         self.client: Redis = client
         self.stream, self.group, self.dead = stream, group, dead
+        self.dead_max_entries, self.dead_max_age = dead_max_entries, dead_max_age_seconds
         self._lead = client.register_script(_LEAD)
         self._resign = client.register_script(_RESIGN)
+        self._forget = client.register_script(_FORGET)
 
     @translated
     async def ensure_group(self) -> None:
@@ -162,12 +198,45 @@ class JobStore:
 
     @translated
     async def dead_letter(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
+        """Move the job to the dead letters (capped at about ``dead_max_entries``). A job
+        of a context scrubbed meanwhile is dropped instead: checked after the write, so a
+        scrub either sees the entry or has already deleted the context."""
         async with self.client.pipeline(transaction=True) as pipe:
             record: dict[Any, Any] = {**fields, b"reason": reason.encode(), b"from": entry}
-            pipe.xadd(self.dead, record)
+            pipe.xadd(self.dead, record, maxlen=self.dead_max_entries, approximate=True)
             pipe.xack(self.stream, self.group, entry)
             pipe.xdel(self.stream, entry)
-            await pipe.execute()
+            dead, *_ = await pipe.execute()
+        owner = _context_of(fields)
+        if owner is not None and b"forget" not in fields:
+            tenant, user, context_id = owner
+            if not await self.client.exists(UserKeys.of(tenant, user).meta(context_id)):
+                await self.client.xdel(self.dead, dead)
+
+    @translated
+    async def forget_context(self, tenant: str, user: str, context_id: str) -> int:
+        """Delete the dead letters of one context; returns how many went. Reads the dead
+        letters in chunks (they are capped, so this is bounded)."""
+        deleted, start = 0, "-"
+        while context_id:
+            gone, read, last = await self._forget(
+                keys=[self.dead], args=[tenant, user, context_id, start, _FORGET_CHUNK]
+            )
+            deleted += int(gone)
+            if int(read) < _FORGET_CHUNK:
+                return deleted
+            start = f"({_text(last)}"
+        return deleted
+
+    @translated
+    async def trim_dead(self) -> int:
+        """Drop dead letters past their retention (age, then count); returns how many."""
+        oldest = int((time.time() - self.dead_max_age) * 1000)
+        trimmed = await self.client.xtrim(self.dead, minid=f"{max(0, oldest)}-0", approximate=False)
+        trimmed += await self.client.xtrim(
+            self.dead, maxlen=self.dead_max_entries, approximate=False
+        )
+        return int(trimmed)
 
     @translated
     async def lead(self, node: str, ttl_ms: int) -> bool:
@@ -204,6 +273,15 @@ class JobStore:
             int(dead),
             _age(first),
         )
+
+
+def _context_of(fields: dict[bytes, bytes]) -> tuple[str, str, str] | None:
+    """The (tenant, user, context id) a job names, if it can be read."""
+    try:
+        job = orjson.loads(fields[b"job"])
+        return str(job["t"]), str(job["u"]), str(job["c"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _age(entries: Any) -> float:
