@@ -1,5 +1,5 @@
-"""Edges of durable execution: how soon a killed process's runs resume, and what dead
-letters keep (and for how long)."""
+"""Edges of durable execution: how soon a killed process's runs resume, what dead letters
+keep (and for how long), and the consumers processes leave in the stream groups."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from redis.asyncio import Redis
 
 from gateway.longterm.options import CortadelSettings
-from gateway.store.jobs import JobStore
+from gateway.store.jobs import RECLAIMER, JobStore
 from gateway.store.keys import (
     DEAD_LETTERS,
     EMBEDS,
@@ -28,6 +29,7 @@ from gateway.store.keys import (
     OUTBOX_DEAD,
     OUTBOX_GROUP,
 )
+from tests.agents import Partial
 from tests.conftest import AppFactory, message
 from tests.cortadel_server import CortadelServer
 from tests.processes import serving
@@ -274,3 +276,83 @@ async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
             return int(await redis.xlen(DEAD_LETTERS)) == 0
 
         await _until(aged_out, every=0.2)
+
+
+# -- consumers -------------------------------------------------------------------------------
+
+
+async def test_stopped_processes_leave_no_consumers(
+    make_app: AppFactory, redis: Redis, cortadel: CortadelServer
+) -> None:
+    for _ in range(4):
+        async with make_app(cortadel=_memory(cortadel)) as c:
+            assert (await _send(c, "hello")).json()["task"]["status"]["state"] == "completed"
+
+            async def reading() -> bool:
+                return all([await _consumers(redis, *g) for g in GROUPS])
+
+            await _until(reading)
+        for stream, group in GROUPS:
+            # a batch cut short by the stop is handed to the reclaimer (one consumer for all)
+            assert set(await _consumers(redis, stream, group)) <= {RECLAIMER}, group
+
+
+async def test_a_stopping_process_hands_its_unfinished_runs_back(
+    make_app: AppFactory, redis: Redis, tmp_path: Path
+) -> None:
+    settings = {"agents": [Partial()], "job_lease_seconds": 1.0}
+    async with make_app(shutdown_grace_seconds=0, **settings) as c:
+        meta = {"sleep": 600, "once": str(tmp_path / "once")}
+        r = await _send(c, "x", agent="partial", metadata=meta, configuration={"blocking": False})
+        tid = r.json()["task"]["id"]
+
+        async def halfway() -> bool:
+            return await _state(c, tid) == "working"
+
+        await _until(halfway)
+        mine = c.app.state.runtime.queue.consumer  # type: ignore[attr-defined]
+    assert mine not in await _consumers(redis, JOBS, JOBS_GROUP)
+    assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 1  # kept, for another worker
+    async with make_app(**settings) as c:
+
+        async def completed() -> bool:
+            return await _state(c, tid) == "completed"
+
+        await _until(completed)
+
+
+async def test_maintenance_prunes_idle_consumers_without_pending_jobs(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    async with make_app(job_lease_seconds=0.5, workers=False, embedder="none") as front:
+        await JobStore(redis).ensure_group()
+        await redis.xgroup_createconsumer(JOBS, JOBS_GROUP, "gone:1")  # died idle
+        r = await _send(front, "x", configuration={"blocking": False})
+        assert await _steal(redis, JOBS, JOBS_GROUP, "gone:2") == 1  # died holding a job
+        maintenance = front.app.state.runtime.maintenance  # type: ignore[attr-defined]
+
+        async def pruned() -> bool:
+            await maintenance.prune()
+            return not await _consumers(redis, JOBS, JOBS_GROUP)
+
+        await _until(pruned, every=0.2)
+        # its job was reclaimed first, not lost with its consumer
+        assert await redis.xlen(JOBS) == 1
+        assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
+    async with make_app() as worker:
+
+        async def completed() -> bool:
+            return await _state(worker, r.json()["task"]["id"]) == "completed"
+
+        await _until(completed)
+
+
+async def test_consumers_holding_jobs_are_never_pruned(redis: Redis) -> None:
+    jobs = JobStore(redis)
+    await jobs.ensure_group()
+    await redis.xadd(JOBS, {b"job": orjson.dumps({"t": "t", "u": "u", "c": "c"})})
+    assert await _steal(redis, JOBS, JOBS_GROUP, "busy") == 1
+    await redis.xgroup_createconsumer(JOBS, JOBS_GROUP, "idle")
+    assert await jobs.prune_consumers(idle_ms=0) == 1
+    assert await _consumers(redis, JOBS, JOBS_GROUP) == ["busy"]
+    assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 1

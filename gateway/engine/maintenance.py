@@ -5,7 +5,7 @@ its minimum idle time, which resets that idle time, so exactly one process takes
 stalled job over, however many try. No process waits for another to notice a death:
 a job whose worker died is back in its queue within the lease plus one reclaim interval
 (at most 2 s). The sweeps (index entries of expired contexts, dead letters past their
-retention) run only in the process holding the lead,
+retention, consumers of processes that died) run only in the process holding the lead,
 a Redis key that expires within three reclaim intervals unless its holder renews it
 (which it does on every interval, and gives up when it stops). Each job is idempotent,
 so a change of leader mid-way is harmless. Queue figures are read by every process, so
@@ -58,6 +58,9 @@ class Maintenance:
         self._max_attempts = max_attempts
         self._reclaim_every = min(2.0, max(0.25, lease_seconds / 4))
         self._prune_every = prune_interval_seconds
+        # A consumer idle this long holding no job belongs to a process that died (a live
+        # one reads at least every blocking read, a fraction of a second).
+        self._consumer_idle_ms = 3 * self._lease_ms
         self.node = f"{uuid.uuid4().hex[:12]}"
         self._scheduler = AsyncIOScheduler()
 
@@ -125,13 +128,14 @@ class Maintenance:
         log.error("job moved to dead letters", extra={"entry": entry, "attempts": attempts})
 
     async def prune(self) -> int:
-        """Drop index entries of contexts that expired (returns how many) and dead letters
-        past their retention."""
+        """Drop index entries of contexts that expired (returns how many), dead letters past
+        their retention, and consumers of processes that died once they hold no job."""
         if not await self._leading():
             return 0
         for stream in self._swept:
             with contextlib.suppress(GatewayError):
                 await stream.trim_dead()
+                await stream.prune_consumers(self._consumer_idle_ms)
         try:
             return await self._store.prune_indexes()
         except GatewayError:

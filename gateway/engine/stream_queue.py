@@ -84,7 +84,7 @@ class StreamQueue:
 
     async def stop(self, grace_seconds: float) -> None:
         """Take no new jobs, let running ones finish within the grace period, and leave the
-        rest pending for another worker."""
+        rest pending for another worker; then leave the consumer group."""
         self._closing = True
         self._slot.set()
         if self._loops:
@@ -101,6 +101,8 @@ class StreamQueue:
             loop.cancel()
         if self._loops:
             await asyncio.wait(self._loops, timeout=5.0)
+            with contextlib.suppress(GatewayError):  # its unfinished jobs stay pending
+                await self._jobs.leave(self.consumer)
 
     async def _read_loop(self) -> None:
         backoff = 0.05

@@ -41,10 +41,13 @@ class StreamWorker(ABC):
         self._loop = asyncio.create_task(self._run(), name=self.name)
 
     async def stop(self) -> None:
+        """Stop reading and leave the consumer group; a batch cut short stays pending."""
         self._closing = True
         if self._loop is not None:
             self._loop.cancel()
             await asyncio.wait({self._loop}, timeout=5.0)
+            with contextlib.suppress(GatewayError):
+                await self._jobs.leave(self._consumer)
 
     async def read(self) -> list[Entry]:
         """The next batch (waits up to the block time for its first entry)."""

@@ -7,7 +7,10 @@ write twice.
 
 Every stream's ``job`` field is JSON naming its context with ``t`` (tenant), ``u``
 (user) and ``c`` (context id); dead letters are found by it when a context is
-scrubbed. Dead letters are kept up to a count and an age.
+scrubbed. Dead letters are kept up to a count and an age. A consumer leaves its group
+when its process stops (handing any pending entry to ``RECLAIMER`` first, with a fresh
+lease, so maintenance requeues it after the lease as before); consumers of processes
+that died are pruned once they hold nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ __all__ = ["RECLAIMER", "Entry", "JobStore", "PendingJob", "QueueFigures"]
 
 Entry = tuple[str, dict[bytes, bytes]]
 
-# The consumer maintenance claims stalled jobs as (in every process).
+# The consumer maintenance claims stalled jobs as (in every process), and the one a stopping
+# process hands its unfinished jobs to.
 RECLAIMER = "maintenance"
 DEAD_MAX_ENTRIES = 10_000
 DEAD_MAX_AGE_SECONDS = 7 * 24 * 3600
@@ -52,6 +56,32 @@ return 0
 _RESIGN = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
+"""
+
+# Hand a leaving consumer's pending entries to the reclaimer with a fresh lease (as a last
+# heartbeat would), then delete the consumer.
+_LEAVE = """
+local stream, group, consumer, heir = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 200, consumer)
+if not ok then return 0 end
+local moved = 0
+while #rows > 0 do
+  for _, row in ipairs(rows) do
+    redis.call('XCLAIM', stream, group, heir, 0, row[1], 'JUSTID')
+    moved = moved + 1
+  end
+  rows = redis.call('XPENDING', stream, group, '(' .. rows[#rows][1], '+', 200, consumer)
+end
+redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
+return moved
+"""
+
+# Delete a consumer only if it holds no pending entry: checked and done in one step, so no
+# claim can slip in between (DELCONSUMER drops the pending entries of a consumer).
+_DROP_IDLE = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1
 """
 
 # Delete, among up to ARGV[5] dead letters from ARGV[4] on, those of one context: whose job
@@ -119,6 +149,8 @@ class JobStore:
         self.dead_max_entries, self.dead_max_age = dead_max_entries, dead_max_age_seconds
         self._lead = client.register_script(_LEAD)
         self._resign = client.register_script(_RESIGN)
+        self._leave = client.register_script(_LEAVE)
+        self._drop_idle = client.register_script(_DROP_IDLE)
         self._forget = client.register_script(_FORGET)
 
     @translated
@@ -237,6 +269,29 @@ class JobStore:
             self.dead, maxlen=self.dead_max_entries, approximate=False
         )
         return int(trimmed)
+
+    @translated
+    async def leave(self, consumer: str) -> int:
+        """Remove ``consumer`` from the group, handing its pending jobs to the reclaimer with
+        a fresh lease (none is lost: maintenance requeues them once it runs out); returns
+        how many."""
+        return int(await self._leave(keys=[self.stream], args=[self.group, consumer, RECLAIMER]))
+
+    @translated
+    async def prune_consumers(self, idle_ms: int) -> int:
+        """Remove consumers idle for ``idle_ms`` that hold no pending job (those of processes
+        that died; a live one idles for one blocking read at most, and would be re-created
+        by its next read); returns how many."""
+        try:
+            rows = await self.client.xinfo_consumers(self.stream, self.group)
+        except ResponseError:  # no stream or group yet
+            return 0
+        pruned = 0
+        for row in rows:
+            if int(row["pending"]) == 0 and int(row["idle"]) >= idle_ms:
+                name = _text(row["name"])
+                pruned += int(await self._drop_idle(keys=[self.stream], args=[self.group, name]))
+        return pruned
 
     @translated
     async def lead(self, node: str, ttl_ms: int) -> bool:
