@@ -96,6 +96,9 @@ async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
         ("POST", "/agents/x", "DELETE, GET, HEAD, PATCH"),
         ("DELETE", "/healthz", "GET, HEAD"),
         ("TRACE", "/openapi.yaml", "GET, HEAD"),
+        ("GET", "/v1/tasks/t:cancel", "POST"),  # not the task "t:cancel"
+        ("DELETE", "/agents/echo/v1/contexts/c:search", "POST"),
+        ("GET", "/mcp", "POST"),
     ],
 )
 async def test_405_names_every_allowed_method(

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonschema
+import pytest
 import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from starlette.routing import Route
 
-from tests.conftest import Send, auth
+from tests.conftest import AppFactory, Send, auth
 
 SPEC_PATH = Path(__file__).parent.parent / "openapi.yaml"
 METHODS = {"get", "post", "put", "patch", "delete"}
@@ -54,8 +56,8 @@ def conform(response: httpx.Response, path: str) -> None:
     registry: Registry[Any] = Registry().with_resource(
         "urn:openapi", Resource.from_contents(spec(), default_specification=DRAFT202012)
     )
-    ref = schema["$ref"]
-    validator = jsonschema.Draft202012Validator({"$ref": f"urn:openapi{ref}"}, registry=registry)
+    target = {"$ref": f"urn:openapi{schema['$ref']}"} if "$ref" in schema else schema
+    validator = jsonschema.Draft202012Validator(target, registry=registry)
     validator.validate(response.json())
 
 
@@ -64,7 +66,7 @@ def test_every_route_is_documented_and_every_documented_route_exists(
 ) -> None:
     app = client.app  # type: ignore[attr-defined]
     served = {
-        (method, route.path)
+        (method, re.sub(r":\w+}", "}", route.path))  # {task_id:id} is {task_id}
         for route in app.routes
         if isinstance(route, Route)
         for method in (route.methods or ("POST",))  # a mounted ASGI endpoint: MCP
@@ -175,3 +177,145 @@ async def test_registry_responses_conform(keyed: httpx.AsyncClient) -> None:
     conform(await keyed.patch("/agents/echo", json={"name": "S2"}, headers=admin), one)
     conform(await keyed.delete("/agents/scribe", headers=admin), one)
     conform(await keyed.delete("/agents/scribe", headers=admin), one)
+
+
+def test_operation_ids_are_unique() -> None:
+    ids = [
+        operation["operationId"]
+        for item in spec()["paths"].values()
+        for method, operation in item.items()
+        if method in METHODS
+    ]
+    assert len(ids) == len(documented()) and len(set(ids)) == len(ids)
+
+
+def accepts(schema: str, instance: Any) -> bool:
+    """Whether openapi.yaml's ``schema`` (a components name) accepts ``instance``."""
+    registry: Registry[Any] = Registry().with_resource(
+        "urn:openapi", Resource.from_contents(spec(), default_specification=DRAFT202012)
+    )
+    ref = {"$ref": f"urn:openapi#/components/schemas/{schema}"}
+    return jsonschema.Draft202012Validator(ref, registry=registry).is_valid(instance)
+
+
+def _send(**message: Any) -> dict[str, Any]:
+    base = {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "t"}]}
+    return {"message": {**base, **message}}
+
+
+# Bodies on both sides of a rule: the code and the contract must agree on each.
+AGREEMENT: list[tuple[str, str, dict[str, Any]]] = [
+    ("SendMessageRequest", "/v1/message:send", _send()),
+    ("SendMessageRequest", "/v1/message:send", _send(contextId="")),
+    ("SendMessageRequest", "/v1/message:send", _send(taskId="")),
+    ("SendMessageRequest", "/v1/message:send", _send(messageId="m" * 257)),
+    ("SendMessageRequest", "/v1/message:send", _send(contextId=None, taskId=None, metadata=None)),
+    ("SendMessageRequest", "/v1/message:send", _send(role="agent")),
+    ("SendMessageRequest", "/v1/message:send", _send(referenceTaskIds=["t"] * 101)),
+    ("SendMessageRequest", "/v1/message:send", _send(parts=[])),
+    ("SendMessageRequest", "/v1/message:send", _send(parts=[{"text": "no kind"}])),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send(parts=[{"kind": "file", "file": {"uri": "urn:x"}}]),
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send(parts=[{"kind": "file", "file": {"uri": " http://x"}}]),
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send(parts=[{"kind": "file", "file": {"bytes": "QQ=="}}]),
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send(parts=[{"kind": "file", "file": {"bytes": "QQ"}}]),
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send(parts=[{"kind": "file", "file": {"bytes": "QQ==", "uri": "a:b"}}]),
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send(parts=[{"kind": "file", "file": {"bytes": None, "uri": "a:b"}}]),
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        {**_send(), "configuration": {"historyLength": 2.0}},
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        {**_send(), "configuration": {"historyLength": True}},
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        {**_send(), "configuration": {"historyLength": "2"}},
+    ),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        {**_send(), "configuration": {"historyLength": 2**31}},
+    ),
+    ("SendMessageRequest", "/v1/message:send", {**_send(), "configuration": {"blocking": "false"}}),
+    ("SendMessageRequest", "/v1/message:send", {**_send(), "configuration": None}),
+    ("AgentSpec", "/agents", {"name": "n", "type": "echo"}),
+    ("AgentSpec", "/agents", {"name": "", "type": "echo"}),
+    ("AgentSpec", "/agents", {"name": "n", "type": "echo", "id": "Bad Id"}),
+    (
+        "AgentSpec",
+        "/agents",
+        {"name": "n", "type": "echo", "skills": [{"id": "s", "name": "S", "x": 1}]},
+    ),
+    ("AgentSpec", "/agents", {"name": "n", "type": "echo", "extra": 1}),
+    ("AgentPatch", "/agents/{id}", {"name": "n"}),
+    ("AgentPatch", "/agents/{id}", {"name": None}),
+    ("AgentPatch", "/agents/{id}", {"skills": None}),
+    ("AgentPatch", "/agents/{id}", {"name": ""}),
+    ("SearchRequest", "/v1/contexts/{id}:search", {"query": "q", "topK": 3}),
+    ("SearchRequest", "/v1/contexts/{id}:search", {"query": "q", "topK": "3"}),
+    ("SearchRequest", "/v1/contexts/{id}:search", {"query": "q", "topK": 3.0}),
+    ("SearchRequest", "/v1/contexts/{id}:search", {"query": "q", "minScore": None}),
+    ("SearchRequest", "/v1/contexts/{id}:search", {"query": ""}),
+]
+
+
+@pytest.mark.parametrize(("schema", "path", "body"), AGREEMENT)
+async def test_the_code_and_the_contract_agree_on_bodies(
+    client: httpx.AsyncClient, send: Send, schema: str, path: str, body: dict[str, Any]
+) -> None:
+    if "{id}" in path:
+        if path.startswith("/agents"):
+            spec_ = {"id": "a1", "name": "A", "type": "echo"}
+            assert (await client.post("/agents", json=spec_)).status_code == 201
+            path = path.replace("{id}", "a1")
+        else:
+            path = path.replace("{id}", (await send("x")).json()["task"]["contextId"])
+    method = "PATCH" if schema == "AgentPatch" else "POST"
+    r = await client.request(method, path, json=body)
+    assert r.status_code < 500, r.text
+    assert (r.status_code != 400) == accepts(schema, body), (r.status_code, r.text)
+
+
+async def test_boundary_answers_conform(make_app: AppFactory, client: httpx.AsyncClient) -> None:
+    text = {"Content-Type": "text/plain"}
+    conform(await client.post("/v1/message:send", content=b"{}", headers=text), "/v1/message:send")
+    conform(await client.post("/agents", content=b"{}", headers=text), "/agents")
+    conform(await client.post("/mcp", content=b"{}", headers=text), "/mcp")
+    rpc = {"Accept": "application/json", "Content-Type": "application/json"}
+    conform(await client.post("/mcp", content=b"{", headers=rpc), "/mcp")
+    conform(await client.post("/mcp", json={"jsonrpc": "2.0"}, headers=rpc), "/mcp")
+    no_json = {"Accept": "text/html", "Content-Type": "application/json"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    conform(await client.post("/mcp", json=body, headers=no_json), "/mcp")
+    conform(await client.post("/mcp", json=body, headers=rpc), "/mcp")
+    async with make_app(allowed_hosts=[]) as local:
+        for path in ("/healthz", "/v1/contexts", "/agents", "/.well-known/agent-card.json"):
+            conform(await local.get(path, headers={"Host": "attacker.example"}), path)

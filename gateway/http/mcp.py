@@ -83,7 +83,9 @@ class _Guard:
             return
         body = await request.body()
         try:
-            jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+            message = pydantic_core.from_json(body)
+            # Strict: the SDK's own (lax) reading would take `true` for an error code.
+            jsonrpc_message_adapter.validate_python(message, strict=True, by_name=False)
         except ValidationError:
             await _rpc_error(INVALID_REQUEST, "Invalid JSON-RPC message")(scope, receive, send)
             return

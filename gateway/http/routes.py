@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -126,16 +127,32 @@ async def card(request: Request) -> Response:
     return JSONResponse(agent_card(agent, url, authenticated=not state.settings.open_mode))
 
 
+class _IdConvertor(Convertor[str]):
+    """A task or context id: one path segment without a colon, so ``/v1/tasks/x:cancel``
+    is the cancel route's alone (the plain task route would take ``x:cancel`` as an id)."""
+
+    regex = "[^/:]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("id", _IdConvertor())
+
+
 def agent_routes(prefix: str) -> list[BaseRoute]:
     """The A2A surface of one agent base: ``""`` (default agent) or ``/agents/{agent_id}``."""
     table: list[tuple[str, Endpoint, list[str]]] = [
         ("/v1/message:send", send_message, ["POST"]),
-        ("/v1/tasks/{task_id}:cancel", cancel_task, ["POST"]),
-        ("/v1/tasks/{task_id}", get_task, ["GET"]),
+        ("/v1/tasks/{task_id:id}:cancel", cancel_task, ["POST"]),
+        ("/v1/tasks/{task_id:id}", get_task, ["GET"]),
         ("/v1/contexts", list_contexts, ["GET"]),
-        ("/v1/contexts/{context_id}:search", search_context, ["POST"]),
-        ("/v1/contexts/{context_id}", read_context, ["GET"]),
-        ("/v1/contexts/{context_id}", delete_context, ["DELETE"]),
+        ("/v1/contexts/{context_id:id}:search", search_context, ["POST"]),
+        ("/v1/contexts/{context_id:id}", read_context, ["GET"]),
+        ("/v1/contexts/{context_id:id}", delete_context, ["DELETE"]),
         ("/.well-known/agent-card.json", card, ["GET"]),
         ("/agent-card.json", card, ["GET"]),
     ]
