@@ -498,10 +498,10 @@ PATIENCE = 30.0
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A gateway with API keys and its own embedded Redis (other tests flush theirs)."""
     with serving(
         tmp_path_factory.mktemp("boundary"),
-        REDIS_URL=redis_url,
         GATEWAY_API_KEYS=orjson.dumps(API_KEYS).decode(),
         GATEWAY_HEADER_TIMEOUT_SECONDS=str(HEADER_SECONDS),
         GATEWAY_BODY_TIMEOUT_SECONDS=str(BODY_SECONDS),
