@@ -74,7 +74,7 @@ class BoundedProtocol(HttpToolsProtocol):
         if self._reading_headers:
             if self._requested:  # an idle connection is closed without a word
                 self.transport.write(_raw_response(RequestTimeoutError()))
-        elif not self.cycle.response_started:
+        elif self.cycle is not None and not self.cycle.response_started:
             self.cycle.disconnected = True  # the app's late answer goes nowhere
             self.transport.write(_raw_response(RequestTimeoutError()))
         self.transport.close()
@@ -127,8 +127,9 @@ class BoundedProtocol(HttpToolsProtocol):
 
 
 def server_config(app: ASGIApp, settings: Settings, **options: Any) -> uvicorn.Config:
-    """uvicorn's configuration for ``gateway serve``: the bounded protocol, no ``Server``
-    header, no access log of its own (``AccessLogMiddleware`` writes one)."""
+    """uvicorn's configuration for ``gateway serve``: the bounded protocol, no WebSocket
+    upgrades (nothing is served over them), no ``Server`` header, no access log of its own
+    (``AccessLogMiddleware`` writes one)."""
     protocol = type(
         "BoundedProtocol",
         (BoundedProtocol,),
@@ -143,6 +144,7 @@ def server_config(app: ASGIApp, settings: Settings, **options: Any) -> uvicorn.C
         host=settings.host,
         port=settings.port,
         http=protocol,
+        ws="none",
         server_header=False,
         log_config=None,
         access_log=False,
