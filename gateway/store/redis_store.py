@@ -149,8 +149,9 @@ class Store:
             await self._queue_job(keys, context_id, task_id, stored, seq)
 
     async def _ack_job(self, entry: str) -> None:
-        """Cluster mode's second step of a finished (or moot) run: drop its job."""
-        if self.cluster and entry:
+        """Cluster mode's second step of a finished (or moot) run: drop its job (a mark that
+        is not a stream entry, 'pending:<seq>', names none)."""
+        if self.cluster and entry and ":" not in entry:
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.xack(JOBS, JOBS_GROUP, entry)
                 pipe.xdel(JOBS, entry)
