@@ -15,6 +15,7 @@ import uvicorn
 from prometheus_client import start_http_server
 from pydantic import ValidationError
 
+from gateway import embedded_redis
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.http.app import create_app
 from gateway.http.server import server_config
@@ -47,15 +48,21 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _with_redis(settings: Settings) -> tuple[Settings, EmbeddedRedis | None]:
-    """Start the embedded redis-server when no Redis URL is configured."""
+    """Without a Redis URL, the embedded redis-server of the data directory: the one
+    another gateway process runs there, else a new one (stopped by the caller)."""
     if settings.redis_url is not None:
         return settings, None
-    embedded = EmbeddedRedis(
-        Path(settings.data_dir) / "redis", appendfsync=settings.redis_appendfsync
-    )
-    settings = settings.model_copy(update={"redis_url": embedded.start()})
-    log.info("embedded redis-server started", extra={"port": embedded.port})
-    return settings, embedded
+    data = Path(settings.data_dir) / "redis"
+    url, embedded = embedded_redis.shared(data, appendfsync=settings.redis_appendfsync)
+    if embedded is not None:
+        log.info("embedded redis-server started", extra={"port": embedded.port})
+    else:
+        log.warning(
+            "using the embedded redis-server another gateway process runs for this data "
+            "directory; it stops when that process does",
+            extra={"url": url, "data_dir": str(data)},
+        )
+    return settings.model_copy(update={"redis_url": url}), embedded
 
 
 async def _work(settings: Settings) -> None:
@@ -77,12 +84,22 @@ def work(settings: Settings) -> int:
     if settings.queue != "stream":
         log.error("gateway worker needs the durable queue (GATEWAY_QUEUE=stream)")
         return 2
-    settings, embedded = _with_redis(settings.model_copy(update={"workers": True}))
-    try:
-        asyncio.run(_work(settings))
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    settings = settings.model_copy(update={"workers": True})
+    if settings.redis_url is None:
+        # A private Redis would never see the server's jobs: use the server's, or none.
+        data = Path(settings.data_dir) / "redis"
+        url = embedded_redis.running(data)
+        if url is None:
+            log.error(
+                "no Redis to work from: REDIS_URL is unset and no embedded redis-server "
+                "runs for this data directory; start `gateway serve` with the same "
+                "GATEWAY_DATA_DIR first, or set REDIS_URL",
+                extra={"data_dir": str(data)},
+            )
+            return 2
+        log.info("using the embedded redis-server of the data directory", extra={"url": url})
+        settings = settings.model_copy(update={"redis_url": url})
+    asyncio.run(_work(settings))
     return 0
 
 
