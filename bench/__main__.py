@@ -1,9 +1,16 @@
-"""`make bench`: the gateway against a floor measured in the same run, interleaved.
+"""`make bench`: the gateway against a floor and a ceiling measured in the same run, interleaved.
 
 Prints throughput and latency of blocking echo sends at concurrency 1 and 32 next
-to a bare Starlette + one-Redis-pipeline endpoint (the floor), append and page
-latency at small vs large contexts, Redis bytes per stored message against its
-JSON size, and the gateway's peak RSS under load.
+to a bare Starlette + one-Redis-pipeline endpoint (the floor) and a bare Starlette
+endpoint answering a constant JSON (the ceiling), append and page latency at small vs
+large contexts, Redis bytes per stored message against its JSON size, the gateway's
+peak RSS under load, the queue variants, context memory and long-term memory.
+
+Every section records its figures into ``bench.report.REPORT``; the end prints each
+target with its measured value and pass/miss, the total duration, and writes
+``report.json`` and ``report.png`` to ``BENCH_OUT`` (default ``.data/bench``).
+Knobs: ``BENCH_ROUNDS``, ``BENCH_SECONDS``, ``BENCH_ONLY`` (comma-separated sections),
+``BENCH_OUT``, ``BENCH_STRICT=1`` (exit 1 when a target is missed).
 """
 
 from __future__ import annotations
@@ -11,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import os
+import platform
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +35,13 @@ import orjson
 from redis import Redis
 
 from bench import loadgen
+from bench.report import REPORT, write
 from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
+SECTIONS = ("core", "queues", "memory", "longterm")
+OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
 TEXT = "Patient reports intermittent chest pain radiating to the left arm; " * 4
 
 
@@ -76,22 +89,36 @@ def merge(results: list[loadgen.Result]) -> loadgen.Result:
     return out
 
 
+def ratio(a: float, b: float) -> float:
+    """a / b, NaN when b is zero or NaN (a run that measured nothing)."""
+    return a / b if b and not math.isnan(b) else float("nan")
+
+
 def line(name: str, r: loadgen.Result) -> str:
     return (
-        f"  {name:<28} {r.throughput:9.0f} req/s   p50 {r.pct(0.5):7.2f} ms   "
+        f"  {name:<30} {r.throughput:9.0f} req/s   p50 {r.pct(0.5):7.2f} ms   "
         f"p99 {r.pct(0.99):7.2f} ms   errors {r.errors}"
     )
 
 
-async def send_vs_floor(gw_port: int, floor_port: int, gw_pid: int) -> float:
+async def send_vs_floor(ports: dict[str, int], gw_pid: int) -> float:
     counter = itertools.count()
     peak = 0.0
     for concurrency in (1, 32):
-        res: dict[str, list[loadgen.Result]] = {"floor": [], "gateway": []}
+        res: dict[str, list[loadgen.Result]] = {"ceiling": [], "floor": [], "gateway": []}
         for _ in range(ROUNDS):
+            res["ceiling"].append(
+                await loadgen.run(
+                    ports["ceiling"],
+                    lambda n: loadgen.post("/ceiling", send_body(n)),
+                    concurrency,
+                    SECONDS,
+                    counter,
+                )
+            )
             res["floor"].append(
                 await loadgen.run(
-                    floor_port,
+                    ports["floor"],
                     lambda n: loadgen.post("/floor", send_body(n)),
                     concurrency,
                     SECONDS,
@@ -101,7 +128,7 @@ async def send_vs_floor(gw_port: int, floor_port: int, gw_pid: int) -> float:
             sampler = asyncio.create_task(sample_rss(gw_pid))
             res["gateway"].append(
                 await loadgen.run(
-                    gw_port,
+                    ports["gateway"],
                     lambda n: loadgen.post("/v1/message:send", send_body(n)),
                     concurrency,
                     SECONDS,
@@ -110,16 +137,31 @@ async def send_vs_floor(gw_port: int, floor_port: int, gw_pid: int) -> float:
             )
             sampler.cancel()
             peak = max(peak, await sampler_result(sampler))
-        floor, gw = merge(res["floor"]), merge(res["gateway"])
+        ceiling, floor, gw = (merge(res[name]) for name in ("ceiling", "floor", "gateway"))
         print(
             f"blocking echo message:send, concurrency {concurrency} ({ROUNDS} interleaved rounds)"
         )
+        print(line("ceiling (starlette, no redis)", ceiling))
         print(line("floor (starlette + 1 pipeline)", floor))
         print(line("gateway", gw))
+        throughput_ratio = ratio(gw.throughput, floor.throughput)
+        p50_difference = gw.pct(0.5) - floor.pct(0.5)
         print(
-            f"  throughput ratio gateway/floor: {gw.throughput / floor.throughput:.2f}   "
-            f"p50 difference: {gw.pct(0.5) - floor.pct(0.5):+.2f} ms"
+            f"  throughput ratio gateway/floor: {throughput_ratio:.2f}   "
+            f"p50 difference: {p50_difference:+.2f} ms   "
+            f"floor/ceiling: {ratio(floor.throughput, ceiling.throughput):.2f}"
         )
+        group = f"message:send, c={concurrency}"
+        REPORT.run(group, "ceiling (Starlette, no Redis)", "ceiling", ceiling)
+        REPORT.run(group, "floor (Starlette + 1 pipeline)", "floor", floor)
+        REPORT.run(group, "gateway (embedding off)", "gateway", gw)
+        REPORT.figure(
+            f"c={concurrency} throughput gateway/ceiling", ratio(gw.throughput, ceiling.throughput)
+        )
+        if concurrency == 32:
+            REPORT.target("c=32 send throughput, gateway/floor", throughput_ratio, 0.50, ">=")
+        else:
+            REPORT.target("c=1 send p50, gateway - floor", p50_difference, 1.5, "<=", "ms")
     return peak
 
 
@@ -208,7 +250,12 @@ async def scaling(port: int) -> None:
         print(f"{name}, concurrency 1, interleaved")
         print(line("10-message context", s))
         print(line("10,000+-message context", big))
-        print(f"  p50 ratio large/small: {big.pct(0.5) / s.pct(0.5):.2f}")
+        large_small = ratio(big.pct(0.5), s.pct(0.5))
+        print(f"  p50 ratio large/small: {large_small:.2f}")
+        short = name.split(" (")[0]
+        REPORT.run("context size, c=1", f"{short}, 10 messages", "gateway", s)
+        REPORT.run("context size, c=1", f"{short}, 10,000+ messages", "gateway", big)
+        REPORT.target(f"{short} p50, large/small context", large_small, 1.15, "<=")
 
 
 def wait_for_aof_rewrite(redis: Redis) -> None:
@@ -245,6 +292,8 @@ async def memory(port: int, redis: Redis) -> None:
         f"  used_memory delta:        {(after - before) / len(messages):.0f} B/message, "
         f"{(after - before) / everything:.2f}x (includes AOF and client buffers)"
     )
+    REPORT.figure("Redis bytes per message (MEMORY USAGE)", keys / len(messages))
+    REPORT.target("Redis bytes per message / JSON size", keys / everything, 2.0, "<=", "×")
 
 
 def histogram(port: int, name: str) -> dict[float, float]:
@@ -291,7 +340,12 @@ async def durable_vs_memory(ports: dict[str, int], worker_metrics: list[int]) ->
         print(line(name, r))
     base = merged["in-process queue (memory)"].throughput
     for name, r in merged.items():
-        print(f"  {name}: {r.throughput / base:.2f} of the in-process queue's throughput")
+        print(f"  {name}: {ratio(r.throughput, base):.2f} of the in-process queue's throughput")
+        REPORT.run("message:send, c=32", f"queues: {name}", "gateway", r)
+        if name != "in-process queue (memory)":
+            REPORT.figure(f"{name} / in-process queue throughput", ratio(r.throughput, base))
+    durable = ratio(merged["durable queue, one process"].throughput, base)
+    REPORT.target("durable queue / in-process queue, c=32", durable, 0.70, ">=")
     before = [histogram(p, "gateway_job_wait_seconds") for p in worker_metrics]
     split = ports["1 HTTP + 2 worker processes"]
     await timed(split, lambda: loadgen.post("/v1/message:send", send_body(next(counter))), 300)
@@ -305,6 +359,7 @@ async def durable_vs_memory(ports: dict[str, int], worker_metrics: list[int]) ->
         f"p50 <= {quantile(delta, 0.5):.1f} ms, p99 <= {quantile(delta, 0.99):.1f} ms "
         "(histogram bucket bounds)"
     )
+    REPORT.target("enqueue -> start p99 (bucket bound)", quantile(delta, 0.99), 20, "<", "ms")
 
 
 def queues_bench(tmp: Path) -> None:
@@ -379,6 +434,7 @@ async def memory_bench(tmp: Path) -> None:
             await embedder.embed(texts[i : i + 64])
         rate = len(texts) / (time.perf_counter() - started)
         print(f"indexing (hashing embedder, one core, batches of 64): {rate:,.0f} messages/s")
+        REPORT.target("indexing, hashing embedder", rate, 500, ">=", "msg/s")
         from redis.asyncio import Redis as AsyncRedis
 
         aclient = AsyncRedis.from_url(url)
@@ -401,10 +457,16 @@ async def memory_bench(tmp: Path) -> None:
                     f"  vectors in Redis: {vec_bytes / size:,.0f} B per embedded message "
                     f"({embedder.dimensions} float32 + seq + bitmap)"
                 )
+                REPORT.figure("vector bytes per embedded message", vec_bytes / size)
             print(
                 f"  search, {size:>6,} messages: p50 {latencies[100] * 1000:6.2f} ms   "
                 f"p99 {latencies[197] * 1000:6.2f} ms"
             )
+            REPORT.figure(f"search p99 at {size:,} messages (ms)", latencies[197] * 1000)
+            if size == 10_000:
+                REPORT.target("search p50, 10,000 messages", latencies[100] * 1000, 20, "<", "ms")
+            else:
+                REPORT.figure(f"search p50 at {size:,} messages (ms)", latencies[100] * 1000)
         await aclient.aclose()
     finally:
         client.close()
@@ -491,7 +553,11 @@ async def _on_off(ports: dict[str, int]) -> None:
     for name, r in merged.items():
         print(line(name, r))
     on, off = merged["embedding on (hashing)"], merged["embedding off"]
-    print(f"  p50 ratio on/off: {on.pct(0.5) / off.pct(0.5):.2f}")
+    on_off = ratio(on.pct(0.5), off.pct(0.5))
+    print(f"  p50 ratio on/off: {on_off:.2f}")
+    for name, r in merged.items():
+        REPORT.run("message:send, c=1", f"memory: {name}", "gateway", r)
+    REPORT.target("c=1 send p50, embedding on/off", on_off, 1.10, "<=")
     rounds: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
     for _ in range(ROUNDS):
         for name, port in ports.items():
@@ -500,47 +566,121 @@ async def _on_off(ports: dict[str, int]) -> None:
     print("blocking send throughput, concurrency 32, embedding on vs off (interleaved)")
     for name, r in busy.items():
         print(line(name, r))
-    ratio = busy["embedding on (hashing)"].throughput / busy["embedding off"].throughput
-    print(f"  throughput ratio on/off: {ratio:.2f} (embedding shares the process's CPU)")
+    busy_ratio = ratio(busy["embedding on (hashing)"].throughput, busy["embedding off"].throughput)
+    print(f"  throughput ratio on/off: {busy_ratio:.2f} (embedding shares the process's CPU)")
+    for name, r in busy.items():
+        REPORT.run("message:send, c=32", f"memory: {name}", "gateway", r)
+    REPORT.figure("c=32 send throughput, embedding on/off", busy_ratio)
+
+
+def core_bench(tmp: Path) -> None:
+    server = EmbeddedRedis(tmp / "redis")
+    url = server.start()
+    ports = {name: free_port() for name in ("ceiling", "floor", "gateway")}
+    # The core figures measure the A2A path; context memory's cost is measured on its own
+    # (embedding on vs off) in the memory section.
+    env = {
+        "REDIS_URL": url,
+        "GATEWAY_LOG_REQUESTS": "false",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+        "GATEWAY_EMBEDDER": "none",
+    }
+    gw_args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(ports["gateway"])]
+    try:
+        with (
+            process(gw_args, env, ports["gateway"]) as gw,
+            process(
+                [sys.executable, "-m", "bench.floor"],
+                {**env, "PORT": str(ports["floor"])},
+                ports["floor"],
+            ),
+            process(
+                [sys.executable, "-m", "bench.ceiling"],
+                {"PORT": str(ports["ceiling"])},
+                ports["ceiling"],
+            ),
+        ):
+            peak = asyncio.run(send_vs_floor(ports, gw.pid))
+            print(f"gateway peak RSS under load: {peak:.0f} MB")
+            REPORT.target("gateway peak RSS, c=1 and c=32", peak, 250, "<", "MB")
+            asyncio.run(scaling(ports["gateway"]))
+            asyncio.run(memory(ports["gateway"], Redis.from_url(url)))
+    finally:
+        server.stop()
+
+
+def memory_section(tmp: Path) -> None:
+    asyncio.run(memory_bench(tmp))
+    embedding_on_off(tmp)
+
+
+def longterm_section(tmp: Path) -> None:
+    from bench.longterm import longterm_bench
+
+    longterm_bench(tmp)
+
+
+def selected() -> list[str]:
+    """The sections BENCH_ONLY names (comma-separated), in their order; all when unset."""
+    only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
+    if unknown := only - set(SECTIONS):
+        raise SystemExit(
+            f"BENCH_ONLY: unknown section {', '.join(sorted(unknown))} "
+            f"(sections: {', '.join(SECTIONS)})"
+        )
+    return [name for name in SECTIONS if not only or name in only]
+
+
+def settings(sections: list[str], strict: bool) -> dict[str, Any]:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+        check=False,
+    ).stdout.strip()
+    return {
+        "rounds": ROUNDS,
+        "seconds": SECONDS,
+        "only": ",".join(sections) if len(sections) < len(SECTIONS) else "",
+        "strict": strict,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": commit or None,
+    }
 
 
 def main() -> None:
+    runners: dict[str, Callable[[Path], None]] = {
+        "core": core_bench,
+        "queues": queues_bench,
+        "memory": memory_section,
+        "longterm": longterm_section,
+    }
+    sections = selected()
+    strict = os.environ.get("BENCH_STRICT") == "1"
+    started = time.monotonic()
+    REPORT.started = datetime.now().astimezone().isoformat(timespec="seconds")
+    REPORT.settings = settings(sections, strict)
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedRedis(Path(tmp) / "redis")
-        url = server.start()
-        gw_port, floor_port = free_port(), free_port()
-        # The core figures measure the A2A path; context memory's cost is measured on its own
-        # (embedding on vs off) in the memory section.
-        env = {
-            "REDIS_URL": url,
-            "GATEWAY_LOG_REQUESTS": "false",
-            "GATEWAY_LOG_LEVEL": "WARNING",
-            "GATEWAY_EMBEDDER": "none",
-        }
-        gw_args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(gw_port)]
-        floor_args = [sys.executable, "-m", "bench.floor"]
-        only = os.environ.get("BENCH_ONLY", "")
-        try:
-            if only in ("", "core"):
-                with (
-                    process(gw_args, env, gw_port) as gw,
-                    process(floor_args, {**env, "PORT": str(floor_port)}, floor_port),
-                ):
-                    peak = asyncio.run(send_vs_floor(gw_port, floor_port, gw.pid))
-                    print(f"gateway peak RSS under load: {peak:.0f} MB")
-                    asyncio.run(scaling(gw_port))
-                    asyncio.run(memory(gw_port, Redis.from_url(url)))
-            if only in ("", "queues"):
-                queues_bench(Path(tmp))
-            if only in ("", "memory"):
-                asyncio.run(memory_bench(Path(tmp)))
-                embedding_on_off(Path(tmp))
-            if only in ("", "longterm"):
-                from bench.longterm import longterm_bench
-
-                longterm_bench(Path(tmp))
-        finally:
-            server.stop()
+        for name in sections:
+            section_started = time.monotonic()
+            runners[name](Path(tmp))
+            REPORT.sections[name] = round(time.monotonic() - section_started, 1)
+    REPORT.duration_seconds = round(time.monotonic() - started, 1)
+    json_path, png_path = write(REPORT, OUT)
+    misses = REPORT.misses
+    print(f"\ntargets: {len(REPORT.targets) - len(misses)} met, {len(misses)} missed")
+    print(REPORT.table())
+    minutes, seconds = divmod(REPORT.duration_seconds, 60)
+    print(f"total duration: {minutes:.0f} min {seconds:.0f} s ({', '.join(sections)})")
+    print(f"report: {json_path}\nchart:  {png_path}")
+    if misses and strict:
+        sys.exit(1)
+    if misses:
+        print("a missed target does not fail `make bench`; BENCH_STRICT=1 makes it exit 1")
 
 
 if __name__ == "__main__":

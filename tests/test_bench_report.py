@@ -1,0 +1,76 @@
+"""The `make bench` report writer, on synthetic figures (nothing here is timed)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import loadgen
+from bench.report import Report, Run, Target, read_json, write
+
+
+def synthetic() -> Report:
+    report = Report(
+        settings={"rounds": 1, "seconds": 1.0, "only": "", "strict": False, "cpus": 2},
+        started="2026-01-01T00:00:00+00:00",
+        duration_seconds=61.5,
+        sections={"core": 40.0, "queues": 21.5},
+    )
+    report.target("c=32 send throughput, gateway/floor", 0.44, 0.50, ">=")
+    report.target("c=1 send p50, gateway - floor", 0.74, 1.5, "<=", "ms")
+    report.target("gateway peak RSS, c=1 and c=32", 123.0, 250, "<", "MB")
+    report.target("indexing, hashing embedder", 10_883.0, 500, ">=", "msg/s")
+    for group, scale in (("message:send, c=1", 1), ("message:send, c=32", 10)):
+        report.runs += [
+            Run(group, "ceiling (Starlette, no Redis)", "ceiling", 3000.0 * scale, 0.3, 0.9),
+            Run(group, "floor (Starlette + 1 pipeline)", "floor", 1700.0 * scale, 0.58, 1.4),
+            Run(group, "gateway (embedding off)", "gateway", 750.0 * scale, 1.32, 4.1, errors=1),
+        ]
+    result = loadgen.Result(latencies=[0.001, 0.002, 0.003, 0.004], seconds=0.01)
+    report.run("context size, c=1", "append, 10 messages", "gateway", result)
+    report.figure("Redis bytes per message (MEMORY USAGE)", 1405.0)
+    return report
+
+
+def test_targets_pass_or_miss() -> None:
+    report = synthetic()
+    assert [t.passed for t in report.targets] == [False, True, True, True]
+    assert [t.name for t in report.misses] == ["c=32 send throughput, gateway/floor"]
+    assert not Target("unmeasured", float("nan"), 1.0, "<=").passed
+    with pytest.raises(ValueError):
+        Target("bad", 1.0, 1.0, "==")
+    table = report.table()
+    assert "MISS" in table and table.count("pass") == 3
+    assert "0.74 ms" in table and "< 250 MB" in table
+
+
+def test_writes_json_and_png(tmp_path: Path) -> None:
+    report = synthetic()
+    json_path, png_path = write(report, tmp_path / "bench")
+
+    png = png_path.read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(png) > 10_000
+
+    data = json.loads(json_path.read_text())
+    assert data["passed"] is False
+    assert [t["passed"] for t in data["targets"]] == [False, True, True, True]
+    assert len(data["runs"]) == 7
+    assert read_json(json_path) == report
+
+
+def test_unmeasured_figures_are_null_in_json(tmp_path: Path) -> None:
+    report = Report(settings={}, started="2026-01-01T00:00:00+00:00")
+    report.target("search p50, 10,000 messages", float("nan"), 20, "<", "ms")
+    report.run("message:send, c=1", "gateway", "gateway", loadgen.Result())
+    json_path, png_path = write(report, tmp_path)
+
+    data = json.loads(json_path.read_text())  # standard JSON: no NaN literal
+    assert data["targets"][0]["measured"] is None
+    assert data["targets"][0]["passed"] is False
+    assert data["runs"][0]["p50_ms"] is None
+    assert math.isnan(read_json(json_path).targets[0].measured)
+    assert png_path.read_bytes().startswith(b"\x89PNG")
