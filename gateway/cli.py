@@ -1,43 +1,84 @@
-"""The ``gateway`` command: ``gateway serve [--host H] [--port P] [--no-workers]``,
-``gateway worker``."""
+"""The gateway command line: `gateway serve` and `gateway worker`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import logging
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
-import uvicorn
-from prometheus_client import start_http_server
-from pydantic import ValidationError
-
+import gateway
 from gateway import embedded_redis
+from gateway.configuration import ConfigurationError, load_settings, summary
 from gateway.embedded_redis import EmbeddedRedis
-from gateway.http.app import create_app
-from gateway.http.server import server_config
 from gateway.logs import configure_logging
-from gateway.runtime import Runtime
 from gateway.settings import Settings
+
+# The server, the runtime and their dependencies are imported by the command that needs
+# them: `gateway --help`, `--version` and configuration errors answer at once.
 
 __all__ = ["main"]
 
 log = logging.getLogger("gateway")
 
 
+_CONFIGURATION = """\
+Configuration comes from the environment: GATEWAY_* variables, and REDIS_URL for the
+Redis to use (see README.md, Configuration). Without REDIS_URL, `gateway serve` runs an
+embedded redis-server under GATEWAY_DATA_DIR (default .data), or uses the one another
+gateway process runs there."""
+
+_SERVE = """\
+Serve the A2A HTTP API and, unless --no-workers is given, run agents in the same process.
+Any number of `gateway serve` and `gateway worker` processes may share one Redis."""
+
+_WORKER = """\
+Run agents from the durable job queue, without HTTP, next to `gateway serve` processes
+(started with --no-workers or not) that share its Redis. Without REDIS_URL it uses the
+embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs, and
+refuses to start when none does. GATEWAY_METRICS_PORT serves Prometheus metrics."""
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("gateway")
+    except importlib.metadata.PackageNotFoundError:
+        return gateway.__version__
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve the HTTP API and run agents")
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="gateway",
+        description="An A2A gateway between clinical applications and AI agents.",
+        epilog=_CONFIGURATION,
+        formatter_class=raw,
+    )
+    parser.add_argument("--version", action="version", version=f"gateway {version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve the HTTP API and run agents",
+        description=_SERVE,
+        epilog=_CONFIGURATION,
+        formatter_class=raw,
+    )
     serve.add_argument("--host", help="bind address (default GATEWAY_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default GATEWAY_PORT or 8000)")
     serve.add_argument(
         "--no-workers", action="store_true", help="serve HTTP only; runs happen in workers"
     )
-    commands.add_parser("worker", help="run agents from the job queue (no HTTP)")
+    commands.add_parser(
+        "worker",
+        help="run agents from the job queue (no HTTP)",
+        description=_WORKER,
+        epilog=_CONFIGURATION,
+        formatter_class=raw,
+    )
     return parser
 
 
@@ -65,7 +106,18 @@ def _with_redis(settings: Settings) -> tuple[Settings, EmbeddedRedis | None]:
     return settings.model_copy(update={"redis_url": url}), embedded
 
 
+def _log_configuration(command: str, settings: Settings) -> None:
+    log.info(
+        "effective configuration",
+        extra={"command": command, "version": version(), "config": summary(settings)},
+    )
+
+
 async def _work(settings: Settings) -> None:
+    from prometheus_client import start_http_server
+
+    from gateway.runtime import Runtime
+
     runtime = Runtime.build(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -99,6 +151,7 @@ def work(settings: Settings) -> int:
             return 2
         log.info("using the embedded redis-server of the data directory", extra={"url": url})
         settings = settings.model_copy(update={"redis_url": url})
+    _log_configuration("worker", settings)
     asyncio.run(_work(settings))
     return 0
 
@@ -108,8 +161,14 @@ def serve(settings: Settings) -> int:
         log.error("refusing to serve without API keys on a non-loopback address")
         return 2
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    import uvicorn
+
+    from gateway.http.app import create_app
+    from gateway.http.server import server_config
+
     settings, embedded = _with_redis(settings)
     try:
+        _log_configuration("serve", settings)
         config = server_config(
             create_app(settings),
             settings,
@@ -125,9 +184,10 @@ def serve(settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"invalid configuration:\n{exc}", file=sys.stderr)
+        settings = load_settings()
+    except ConfigurationError as exc:
+        for problem in exc.problems:
+            print(f"gateway: invalid configuration: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
     if args.command == "worker":

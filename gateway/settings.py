@@ -2,7 +2,7 @@
 
 Every setting is an environment variable with the ``GATEWAY_`` prefix, except the
 Redis URL, which also answers to the conventional ``REDIS_URL``. Invalid values
-fail fast with pydantic's message naming the variable.
+fail fast: ``configuration.load_settings`` reports each by its variable, never its value.
 """
 
 from __future__ import annotations

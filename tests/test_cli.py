@@ -48,7 +48,7 @@ def test_invalid_configuration_fails_fast(tmp_path: Path) -> None:
         [sys.executable, "-m", "gateway.cli", "serve"], env=env, capture_output=True, timeout=30
     )
     assert done.returncode == 2
-    assert b"context_ttl_seconds" in done.stderr
+    assert b"GATEWAY_CONTEXT_TTL_SECONDS" in done.stderr
 
 
 async def test_sigterm_lets_in_flight_runs_finish(

@@ -1,4 +1,6 @@
-"""What an operator meets: `gateway worker` next to `gateway serve` without REDIS_URL."""
+"""What an operator meets: the command line's help and version, configuration errors, the
+start-up summary, quiet logs while idle, and `gateway worker` next to `gateway serve`
+without REDIS_URL."""
 
 from __future__ import annotations
 
@@ -7,14 +9,47 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 import pytest
+from redis.asyncio import Redis
 
 from gateway import embedded_redis
+from gateway.configuration import ConfigurationError, load_settings, summary
+from gateway.store.keys import MAINTENANCE_LEADER
 from tests.conftest import message
 from tests.processes import ROOT, serving, slow_process_test, working
-from tests.waiting import log_tail
+from tests.waiting import log_tail, stays, until
+
+SECRETS = {
+    "GATEWAY_API_KEYS": '{"sk-live-4f9a2c": {"tenant": "t1", "user": "alice", "roles": '
+    '["admin"]}, "sk-live-77d0e1": {"tenant": "t2", "user": "bob"}}',
+    "GATEWAY_EMBEDDER_API_KEY": "emb-key-0c1d2e",
+    "GATEWAY_CORTADEL_URL": "http://cortadel.invalid:3001",
+    "GATEWAY_CORTADEL_API_KEY": "cortadel-key-5b6a",
+    "GATEWAY_CORTADEL_TENANT_KEYS": '{"t1": "tenant-key-8e8e"}',
+    "GATEWAY_CORTADEL_USER_IDS": "hashed",
+    "GATEWAY_CORTADEL_USER_ID_SECRET": "hmac-secret-0123456789",
+}
+SECRET_VALUES = (
+    "sk-live-4f9a2c",
+    "sk-live-77d0e1",
+    "emb-key-0c1d2e",
+    "cortadel-key-5b6a",
+    "tenant-key-8e8e",
+    "hmac-secret-0123456789",
+)
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """An environment with no gateway configuration of the test run's own."""
+    for name in list(os.environ):
+        if name.upper().startswith("GATEWAY_") or name.upper() == "REDIS_URL":
+            monkeypatch.delenv(name)
+    return monkeypatch
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -26,6 +61,188 @@ def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+# --- the command line ---------------------------------------------------------------
+
+
+def test_version_and_help_without_markup() -> None:
+    version = _cli("--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == "gateway 0.1.0"
+    for args in (("--help",), ("serve", "--help"), ("worker", "--help")):
+        shown = _cli(*args)
+        assert shown.returncode == 0, shown.stderr
+        assert "``" not in shown.stdout, shown.stdout
+        assert "GATEWAY_*" in shown.stdout and "README" in shown.stdout, shown.stdout
+    worker = _cli("worker", "--help").stdout
+    assert "Run agents from the durable job queue" in worker
+    assert "REDIS_URL" in worker
+
+
+# --- configuration errors -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"GATEWAY_PORT": "eighty"}, ["GATEWAY_PORT"]),
+        ({"GATEWAY_CORTADEL_TOP_K": "99"}, ["GATEWAY_CORTADEL_TOP_K"]),
+        ({"GATEWAY_API_KEYS": "sk-live-4f9a2c"}, ["GATEWAY_API_KEYS"]),
+        (
+            {"GATEWAY_API_KEYS": '{"sk-live-4f9a2c": {"tenant": ""}}'},
+            ["GATEWAY_API_KEYS (<key>.tenant)", "GATEWAY_API_KEYS (<key>.user)"],
+        ),
+        ({"GATEWAY_CORTADEL_USER_ID_SECRET": "hmac-short"}, ["GATEWAY_CORTADEL_USER_ID_SECRET"]),
+        ({"GATEWAY_CORTADEL_TENANT_KEYS": "tenant-key-8e8e"}, ["GATEWAY_CORTADEL_TENANT_KEYS"]),
+        ({"GATEWAY_CORTADEL_TENANT_KEYS": '{"t1": 5}'}, ["GATEWAY_CORTADEL_TENANT_KEYS (t1)"]),
+        ({"GATEWAY_CORTADEL": "{"}, ["GATEWAY_CORTADEL"]),
+        ({"REDIS_URL": ""}, ["REDIS_URL"]),
+        ({"GATEWAY_REDIS_URL": "http://:pw-9f8e@redis:6379"}, ["GATEWAY_REDIS_URL"]),
+        # both settings classes fail: every problem is reported at once
+        (
+            {"GATEWAY_CORTADEL_TOP_K": "0", "GATEWAY_JOB_LEASE_SECONDS": "-1"},
+            ["GATEWAY_CORTADEL_TOP_K", "GATEWAY_JOB_LEASE_SECONDS"],
+        ),
+    ],
+)
+def test_configuration_errors_name_the_variable_and_never_a_secret(
+    clean_env: pytest.MonkeyPatch, env: dict[str, str], named: list[str]
+) -> None:
+    for name, value in env.items():
+        clean_env.setenv(name, value)
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings()
+    problems = raised.value.problems
+    assert [p.split(":")[0] for p in problems] == named, problems
+    for problem in problems:
+        assert "\n" not in problem
+        assert "input_value" not in problem and "errors.pydantic.dev" not in problem
+        for value in (*SECRET_VALUES, "hmac-short", "pw-9f8e"):
+            assert value not in problem, problem
+
+
+def test_a_configuration_error_exits_non_zero_with_one_line_each() -> None:
+    done = _cli(
+        "serve",
+        GATEWAY_PORT="eighty",
+        GATEWAY_API_KEYS='{"sk-live-4f9a2c": {"tenant": ""}}',
+        GATEWAY_CORTADEL_USER_ID_SECRET="hmac-short",
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert lines == [
+        "gateway: invalid configuration: GATEWAY_CORTADEL_USER_ID_SECRET: "
+        "the user id secret must be at least 16 characters",
+        "gateway: invalid configuration: GATEWAY_PORT: "
+        "Input should be a valid integer, unable to parse string as an integer",
+        "gateway: invalid configuration: GATEWAY_API_KEYS (<key>.tenant): "
+        "String should have at least 1 character",
+        "gateway: invalid configuration: GATEWAY_API_KEYS (<key>.user): Field required",
+    ], done.stderr
+    assert "sk-live-4f9a2c" not in done.stderr and "hmac-short" not in done.stderr
+
+
+# --- the start-up summary ---------------------------------------------------------------
+
+
+def test_summary_shows_every_setting_and_no_secret(clean_env: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        clean_env.setenv(name, value)
+    clean_env.setenv("REDIS_URL", "rediss://gw:redis-pw-31@redis.internal:6380/0?password=q1")
+    clean_env.setenv("GATEWAY_PORT", "8001")
+    shown = summary(load_settings())
+    dumped = orjson.dumps(shown).decode()
+    for value in (*SECRET_VALUES, "redis-pw-31", "q1"):
+        assert value not in dumped, dumped
+    assert shown["port"] == 8001
+    assert shown["redis_url"] == "rediss://gw:***@redis.internal:6380/0?password=***"
+    assert shown["api_keys"] == {"keys": 2, "tenants": 2}
+    assert shown["open_mode"] is False
+    assert shown["embedder_api_key"] == "set"
+    cortadel = shown["cortadel"]
+    assert cortadel["api_key"] == "set" and cortadel["user_id_secret"] == "set"
+    assert cortadel["tenant_keys"] == "1 set"
+    assert cortadel["url"] == "http://cortadel.invalid:3001"
+    assert cortadel["top_k"] == 5
+
+
+def test_summary_of_the_defaults(clean_env: pytest.MonkeyPatch) -> None:
+    shown = summary(load_settings())
+    assert shown["redis_url"] is None and shown["embedder_api_key"] is None
+    assert shown["api_keys"] == {"keys": 0, "tenants": 0} and shown["open_mode"] is True
+    assert shown["cortadel"] == "off"
+
+
+# --- a running gateway's log ------------------------------------------------------------
+
+
+def _log_lines(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_bytes().splitlines():
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue  # a line some library printed as plain text
+    return out
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace")
+
+
+def _scheduler_lines(path: Path) -> list[str]:
+    lines = _text(path).splitlines()
+    return [line for line in lines if "apscheduler" in line or "Running job" in line]
+
+
+@slow_process_test
+async def test_an_idle_gateway_logs_its_configuration_once_and_no_scheduler_runs(
+    tmp_path: Path,
+) -> None:
+    # A lease of 1 s: maintenance ticks every 0.25 s and renews its lead for 0.75 s.
+    env = {**SECRETS, "GATEWAY_JOB_LEASE_SECONDS": "1"}
+    env.pop("GATEWAY_CORTADEL_URL")  # no Cortadel to reach: its retries would log
+    with serving(tmp_path, **env) as (_, base):
+        log = tmp_path / f"serve-{base.rsplit(':', 1)[1]}.log"
+
+        def summary_logged() -> list[dict[str, Any]]:
+            return [e for e in _log_lines(log) if e.get("event") == "effective configuration"]
+
+        summaries = await until(summary_logged, what="the configuration summary", logs=log)
+        assert len(summaries) == 1, log_tail(log)
+        config = summaries[0]["config"]
+        assert summaries[0]["command"] == "serve" and config["port"] == int(base.split(":")[-1])
+        assert config["api_keys"] == {"keys": 2, "tenants": 2}
+        assert config["embedder_api_key"] == "set" and config["cortadel"] == "off"
+        logged = _text(log)
+        for value in SECRET_VALUES:
+            assert value not in logged, log_tail(log)
+
+        redis = Redis.from_url(config["redis_url"])
+        try:
+
+            async def leading() -> bool:
+                return bool(await redis.exists(MAINTENANCE_LEADER))
+
+            await until(leading, what="maintenance to take the lead", logs=log)
+
+            async def quiet_and_ticking() -> bool:
+                # the lead expires within 0.75 s unless a tick renews it
+                return not _scheduler_lines(log) and await leading()
+
+            # Longer than the 5 s between queue-figure runs, the line that used to flood
+            # the log: some 24 reclaim ticks and at least one figures run.
+            await stays(
+                quiet_and_ticking,
+                6.0,
+                what="maintenance runs without a scheduler line in the log",
+                logs=log,
+            )
+        finally:
+            await redis.aclose()
+        assert _scheduler_lines(log) == [], log_tail(log)
 
 
 # --- gateway worker without REDIS_URL -------------------------------------------------------
