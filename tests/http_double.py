@@ -4,12 +4,12 @@ a free port, in a thread of its own."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Self
 
 import uvicorn
 
 from gateway.embedded_redis import free_port
+from tests.waiting import until_sync
 
 
 class ServedDouble:
@@ -27,9 +27,10 @@ class ServedDouble:
     def start(self) -> Self:
         assert self._server is not None and self._thread is not None
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
+        server = self._server
+        until_sync(
+            lambda: server.started, what=f"{type(self).__name__} on port {self.port}", every=0.01
+        )
         return self
 
     def stop(self) -> None:

@@ -5,16 +5,23 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from gateway.embedded_redis import free_port
+from tests.waiting import log_tail, until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
+# How long a process may take to start, or to stop when asked: generous, since it only
+# matters when one fails (start-up imports take seconds; on a busy machine many more).
+PROCESS_SECONDS = float(os.environ.get("GATEWAY_TEST_PROCESS_SECONDS", "60"))
+# For a test that starts processes: room for a few slow start-ups before pytest-timeout
+# cuts in (the suite's 60 s default suits in-process tests).
+slow_process_test = pytest.mark.timeout(int(4 * PROCESS_SECONDS))
 
 
 def environment(tmp: Path, **env: str) -> dict[str, str]:
@@ -25,19 +32,26 @@ def environment(tmp: Path, **env: str) -> dict[str, str]:
             "GATEWAY_LOG_LEVEL": "INFO",
             "GATEWAY_AGENT_PLUGINS": "tests.agents:Partial,tests.agents:StoreFlaky",
             "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",  # every line reaches the log file at once
         }
     )
     base.update(env)
     return base
 
 
-def _wait(check: object, log: Path, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(log.read_text()[-3000:])
+def _started(
+    proc: subprocess.Popen[bytes], ready: Callable[[], bool], what: str, log: Path
+) -> None:
+    """Wait until ``ready``; fail at once if the process exits, and name it either way."""
+
+    def check() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"{what} exited with code {proc.returncode} before it was ready{log_tail(log)}"
+            )
+        return ready()
+
+    until_sync(check, timeout=PROCESS_SECONDS, what=f"{what} to be ready", logs=log)
 
 
 @contextmanager
@@ -56,12 +70,12 @@ def serving(tmp: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Pope
 
         def ready() -> bool:
             try:
-                return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
+                return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
             except httpx.TransportError:
                 return False
 
         try:
-            _wait(ready, log_path)
+            _started(proc, ready, f"`gateway serve` on port {port}", log_path)
             yield proc, base
         finally:
             stop(proc)
@@ -79,7 +93,12 @@ def working(tmp: Path, name: str, **env: str) -> Iterator[subprocess.Popen[bytes
             stderr=subprocess.STDOUT,
         )
         try:
-            _wait(lambda: b"worker started" in log_path.read_bytes(), log_path)
+            _started(
+                proc,
+                lambda: b"worker started" in log_path.read_bytes(),
+                f"`gateway worker` {name}",
+                log_path,
+            )
             yield proc
         finally:
             stop(proc)
