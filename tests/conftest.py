@@ -18,6 +18,7 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.http.app import create_app
 from gateway.settings import Settings
 from gateway.store.connection import RedisTarget
+from gateway.store.jobs import JobStore
 
 API_KEYS = {
     "key-alice": {"tenant": "t1", "user": "alice"},
@@ -135,6 +136,39 @@ def message(
     return body
 
 
+async def post_message(
+    c: httpx.AsyncClient,
+    *parts: dict[str, Any] | str,
+    agent: str | None = None,
+    path: str | None = None,
+    configuration: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    **fields: Any,
+) -> httpx.Response:
+    """``message:send`` at the root (the default agent), at ``agent``'s base, or at
+    ``path``; ``fields`` go into the message (``contextId``, ``metadata``, ...)."""
+    if path is None:
+        path = f"/agents/{agent}/v1/message:send" if agent else "/v1/message:send"
+    body: dict[str, Any] = {"message": message(*parts, **fields)}
+    if configuration is not None:
+        body["configuration"] = configuration
+    return await c.post(path, json=body, headers=headers)
+
+
+async def send_task(c: httpx.AsyncClient, *parts: dict[str, Any] | str, **kw: Any) -> Any:
+    """``post_message`` that must succeed; returns the task."""
+    r = await post_message(c, *parts, **kw)
+    assert r.status_code == 200, r.text
+    return r.json()["task"]
+
+
+async def runs_settled(redis: Redis) -> bool:
+    """Whether every queued run has finished and been acknowledged (none queued or
+    pending): after it, no run can write any more."""
+    figures = await JobStore(redis).figures()
+    return figures.queued + figures.pending == 0
+
+
 Send = Callable[..., Awaitable[httpx.Response]]
 
 
@@ -142,16 +176,10 @@ Send = Callable[..., Awaitable[httpx.Response]]
 def send(client: httpx.AsyncClient) -> Send:
     async def _send(
         *parts: dict[str, Any] | str,
-        configuration: dict[str, Any] | None = None,
-        path: str = "/v1/message:send",
         via: httpx.AsyncClient | None = None,
-        headers: dict[str, str] | None = None,
-        **fields: Any,
+        **kw: Any,
     ) -> httpx.Response:
-        body: dict[str, Any] = {"message": message(*parts, **fields)}
-        if configuration is not None:
-            body["configuration"] = configuration
-        return await (via or client).post(path, json=body, headers=headers)
+        return await post_message(via or client, *parts, **kw)
 
     return _send
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import httpx
 from redis.asyncio import Redis
 
-from tests.conftest import AppFactory, Send
+from tests.conftest import AppFactory, Send, runs_settled
+from tests.waiting import until
 
 
 async def _user_keys(redis: Redis) -> list[bytes]:
@@ -89,11 +90,17 @@ async def test_delete_scrubs_every_key(client: httpx.AsyncClient, send: Send, re
 async def test_delete_cancels_running_task_and_nothing_resurrects(
     client: httpx.AsyncClient, send: Send, redis: Redis
 ) -> None:
-    meta = {"echo": {"delayMs": 300, "steps": 2}}
+    meta = {"echo": {"delayMs": 2000, "steps": 2}}  # long enough to be caught mid-run
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
-    await asyncio.sleep(0.05)
+
+    async def running() -> bool:
+        got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        assert got["status"]["state"] != "completed", "the run ended before the delete"
+        return bool(got["status"]["state"] == "working")
+
+    await until(running, what="the run to start")
     assert (await client.delete(f"/v1/contexts/{task['contextId']}")).status_code == 204
-    await asyncio.sleep(0.5)
+    await until(lambda: runs_settled(redis), what="the canceled run to end")
     keys = [k async for k in redis.scan_iter(count=1000)]
     for key in keys:
         assert task["contextId"].encode() not in key

@@ -13,34 +13,26 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.embedded_redis import EmbeddedRedis
+from gateway.store.jobs import JobStore
 from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP
 from tests.agents import Partial, StoreFlaky
-from tests.conftest import AppFactory, message
-from tests.processes import serving, working
+from tests.conftest import AppFactory, message, post_message
+from tests.processes import PROCESS_SECONDS, serving, slow_process_test, working
+from tests.waiting import stays, until
 
 FAST = {"GATEWAY_JOB_LEASE_SECONDS": "1", "GATEWAY_REDIS_TIMEOUT_SECONDS": "1"}
+HTTP_SECONDS = 30  # a blocking send to a replica on a busy machine
 
 
-async def _until(check: Any, seconds: float = 20, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(every)
-    raise AssertionError("condition not met in time")
-
-
-async def _available(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
+async def _available(c: httpx.AsyncClient, tid: str, logs: Path) -> dict[str, Any]:
     """The task, retrying while the gateway answers 503 (as a client honouring Retry-After
     would); any other error is returned as it is."""
-    for _ in range(50):
+
+    async def answered() -> dict[str, Any] | None:
         r = await c.get(f"/v1/tasks/{tid}")
-        if r.status_code != 503:
-            got: dict[str, Any] = r.json()
-            return got
-        await asyncio.sleep(0.1)
-    raise AssertionError("still unavailable")
+        return None if r.status_code == 503 else r.json()
+
+    return await until(answered, what=f"task {tid} to be readable", every=0.1, logs=logs)
 
 
 async def _task(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
@@ -48,23 +40,16 @@ async def _task(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
     return got
 
 
-def _send(c: httpx.AsyncClient, *parts: str, agent: str = "echo", **fields: Any) -> Any:
-    config = fields.pop("configuration", None)
-    body: dict[str, Any] = {"message": message(*parts, **fields)}
-    if config:
-        body["configuration"] = config
-    return c.post(f"/agents/{agent}/v1/message:send", json=body, timeout=30)
-
-
+@slow_process_test
 async def test_worker_killed_mid_run_task_completes_elsewhere_without_duplicates(
     tmp_path: Path, redis_url: str, redis: Redis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url}
     with serving(tmp_path, "--no-workers", **env) as (_, base):
-        async with httpx.AsyncClient(base_url=base) as c:
+        async with httpx.AsyncClient(base_url=base, timeout=HTTP_SECONDS) as c:
             with working(tmp_path, "first", **env) as first:
                 meta = {"sleep": 30, "once": str(tmp_path / "ran-once")}
-                r = await _send(
+                r = await post_message(
                     c, "x", agent="partial", metadata=meta, configuration={"blocking": False}
                 )
                 tid = r.json()["task"]["id"]
@@ -73,16 +58,18 @@ async def test_worker_killed_mid_run_task_completes_elsewhere_without_duplicates
                     task = await _task(c, tid)
                     return task["status"]["state"] == "working" and "artifacts" in task
 
-                await _until(halfway)
+                await until(halfway, what="the run to be half done", logs=tmp_path)
                 first.send_signal(signal.SIGKILL)
-                first.wait(timeout=10)
+                first.wait(timeout=PROCESS_SECONDS)
             with working(tmp_path, "second", **env):
 
                 async def completed() -> dict[str, Any] | None:
                     task = await _task(c, tid)
                     return task if task["status"]["state"] == "completed" else None
 
-                task = await _until(completed, seconds=45)
+                task = await until(
+                    completed, timeout=45, what="the second worker to finish it", logs=tmp_path
+                )
     assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
     texts = [m["parts"][0]["text"] for m in task["history"]]
     assert texts == ["x", "working on it", "done"]
@@ -90,18 +77,19 @@ async def test_worker_killed_mid_run_task_completes_elsewhere_without_duplicates
     assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
 
 
+@slow_process_test
 async def test_blocking_send_and_cancel_across_replicas(
     tmp_path: Path, redis_url: str, redis: Redis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url}
     with serving(tmp_path, "--no-workers", **env) as (_, base), working(tmp_path, "w", **env):
-        async with httpx.AsyncClient(base_url=base) as c:
+        async with httpx.AsyncClient(base_url=base, timeout=HTTP_SECONDS) as c:
             # blocking: replica A has no workers; the worker process runs it and A returns
-            done = await _send(c, "hello")
+            done = await post_message(c, "hello", agent="echo")
             assert done.json()["task"]["status"]["state"] == "completed"
             assert done.json()["task"]["artifacts"][0]["parts"][0]["text"] == "hello"
             # cancel through A stops the run on the worker within a second
-            r = await _send(
+            r = await post_message(
                 c, "x", agent="partial", metadata={"sleep": 20}, configuration={"blocking": False}
             )
             tid = r.json()["task"]["id"]
@@ -109,7 +97,7 @@ async def test_blocking_send_and_cancel_across_replicas(
             async def working_now() -> bool:
                 return (await _task(c, tid))["status"]["state"] == "working"
 
-            await _until(working_now)
+            await until(working_now, what="the worker to start the run", logs=tmp_path)
             started = time.monotonic()
             canceled = await c.post(f"/v1/tasks/{tid}:cancel")
             assert canceled.json()["status"]["state"] == "canceled"
@@ -117,14 +105,27 @@ async def test_blocking_send_and_cancel_across_replicas(
             async def job_released() -> bool:
                 return (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
 
-            await _until(job_released, seconds=1.0, every=0.02)
+            await until(
+                job_released,
+                timeout=1.0,
+                what="the worker to stop the canceled run and release its job",
+                logs=tmp_path,
+            )
             assert time.monotonic() - started < 1.0
-            await asyncio.sleep(0.3)
+
+            async def only_the_first_half() -> bool:
+                task = await _task(c, tid)
+                names = [a["name"] for a in task["artifacts"]]
+                return task["status"]["state"] == "canceled" and names == ["partial"]
+
+            # a window in which a late write of the stopped run would show; there must be none
+            await stays(only_the_first_half, 0.3, what="the canceled task unchanged", logs=tmp_path)
             task = await _task(c, tid)
     assert task["status"]["state"] == "canceled"
     assert [a["name"] for a in task["artifacts"]] == ["partial"]  # never the final half
 
 
+@slow_process_test
 async def test_same_message_id_on_two_replicas_makes_one_task(
     tmp_path: Path, redis_url: str, redis: Redis
 ) -> None:
@@ -133,7 +134,7 @@ async def test_same_message_id_on_two_replicas_makes_one_task(
         async with httpx.AsyncClient(base_url=a) as ca, httpx.AsyncClient(base_url=b) as cb:
             body = {"message": message("same", message_id="dup-1")}
             replies = await asyncio.gather(
-                *(client.post("/v1/message:send", json=body, timeout=30) for client in (ca, cb) * 8)
+                *(client.post("/v1/message:send", json=body) for client in (ca, cb) * 8)
             )
             assert {r.status_code for r in replies} == {200}
             assert len({r.json()["task"]["id"] for r in replies}) == 1
@@ -147,14 +148,14 @@ async def test_job_that_keeps_failing_is_dead_lettered(make_app: AppFactory, red
     async with make_app(
         agents=[StoreFlaky(), Partial()], job_lease_seconds=0.4, job_max_attempts=2
     ) as c:
-        r = await _send(c, "x", agent="flaky", configuration={"blocking": False})
+        r = await post_message(c, "x", agent="flaky", configuration={"blocking": False})
         tid = r.json()["task"]["id"]
 
         async def failed() -> dict[str, Any] | None:
             task = await _task(c, tid)
             return task if task["status"]["state"] == "failed" else None
 
-        task = await _until(failed, seconds=15)
+        task = await until(failed, what="the task to fail")
     assert task["status"]["message"]["parts"][0]["text"] == (
         "The task could not be run after several attempts."
     )
@@ -164,28 +165,31 @@ async def test_job_that_keeps_failing_is_dead_lettered(make_app: AppFactory, red
     assert await redis.xlen(JOBS) == 0
 
 
+@slow_process_test
 async def test_redis_killed_and_restarted_loses_no_acknowledged_work(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "aof", appendfsync="always")
     server.start()
     try:
         with serving(tmp_path, **FAST, REDIS_URL=server.url) as (_, base):
-            async with httpx.AsyncClient(base_url=base) as c:
-                done = [(await _send(c, f"m{i}")).json()["task"] for i in range(20)]
+            async with httpx.AsyncClient(base_url=base, timeout=HTTP_SECONDS) as c:
+                done = [(await post_message(c, f"m{i}")).json()["task"] for i in range(20)]
                 queued = [
-                    (await _send(c, f"q{i}", configuration={"blocking": False})).json()["task"]
+                    (await post_message(c, f"q{i}", configuration={"blocking": False})).json()[
+                        "task"
+                    ]
                     for i in range(10)
                 ]
                 assert server.process is not None
                 server.process.send_signal(signal.SIGKILL)
-                server.process.wait(timeout=10)
+                server.process.wait(timeout=PROCESS_SECONDS)
                 server.start()
 
                 async def ready() -> bool:
                     return (await c.get("/readyz")).status_code == 200
 
-                await _until(ready)
+                await until(ready, what="the gateway to be ready again", logs=tmp_path)
                 for task in done:
-                    got = await _available(c, task["id"])
+                    got = await _available(c, task["id"], tmp_path)
                     assert got["status"]["state"] == "completed", got
                     assert [m["role"] for m in got["history"]] == ["user", "agent"]
 
@@ -193,26 +197,27 @@ async def test_redis_killed_and_restarted_loses_no_acknowledged_work(tmp_path: P
                     states = [(await _task(c, t["id"]))["status"]["state"] for t in queued]
                     return all(s == "completed" for s in states)
 
-                await _until(all_done, seconds=30)
+                await until(all_done, timeout=30, what="the queued runs to finish", logs=tmp_path)
     finally:
         server.stop()
 
 
+@slow_process_test
 async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
     tmp_path: Path, redis_url: str, redis: Redis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url, "GATEWAY_SHUTDOWN_GRACE_SECONDS": "0.5"}
     with serving(tmp_path, "--no-workers", **env) as (_, base):
-        async with httpx.AsyncClient(base_url=base) as c:
+        async with httpx.AsyncClient(base_url=base, timeout=HTTP_SECONDS) as c:
             with working(tmp_path, "leaving", **env) as leaving:
-                short = await _send(
+                short = await post_message(
                     c,
                     "s",
                     agent="partial",
                     metadata={"sleep": 0.2},
                     configuration={"blocking": False},
                 )
-                long = await _send(
+                long = await post_message(
                     c,
                     "l",
                     agent="partial",
@@ -227,19 +232,23 @@ async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
                     ]
                     return all(s in ("working", "completed") for s in states)
 
-                await _until(both_started)
+                await until(both_started, what="both runs to start", logs=tmp_path)
                 leaving.send_signal(signal.SIGTERM)
-                assert leaving.wait(timeout=15) == 0
+                assert leaving.wait(timeout=PROCESS_SECONDS) == 0
             assert (await _task(c, short.json()["task"]["id"]))["status"]["state"] == "completed"
             long_id = long.json()["task"]["id"]
             assert (await _task(c, long_id))["status"]["state"] == "working"
-            assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 1
+            # not acknowledged: still pending, or back in the queue once its (1 s) lease passed
+            left = await JobStore(redis).figures()
+            assert left.queued + left.pending == 1, left
             with working(tmp_path, "taking-over", **env):
 
                 async def finished() -> bool:
                     return (await _task(c, long_id))["status"]["state"] == "completed"
 
-                await _until(finished, seconds=30)
+                await until(
+                    finished, timeout=30, what="the other worker to finish it", logs=tmp_path
+                )
             task = await _task(c, long_id)
     assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
 
@@ -247,9 +256,9 @@ async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
 async def test_sends_survive_a_missing_consumer_group(make_app: AppFactory, redis: Redis) -> None:
     """A Redis that lost the group (flushed, replaced) still takes sends; runs resume."""
     async with make_app() as c:
-        assert (await _send(c, "before")).status_code == 200
+        assert (await post_message(c, "before")).status_code == 200
         await redis.delete(JOBS)
-        r = await _send(c, "after")
+        r = await post_message(c, "after")
         assert r.status_code == 200
         assert r.json()["task"]["status"]["state"] == "completed"
 
@@ -303,18 +312,26 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: Redis) ->
 
 
 async def test_a_worker_without_the_agent_leaves_the_job_to_one_that_has_it(
-    make_app: AppFactory,
+    make_app: AppFactory, redis: Redis
 ) -> None:
     """Replicas mid-deploy may differ: a job must not fail on a worker that lacks its agent."""
     async with make_app(agents=[Partial()], workers=False) as front:
-        r = await _send(front, "x", agent="partial", configuration={"blocking": False})
+        r = await post_message(front, "x", agent="partial", configuration={"blocking": False})
         tid = r.json()["task"]["id"]
         async with make_app(job_lease_seconds=0.4) as lacking:  # takes the job, cannot run it
-            await asyncio.sleep(0.5)
-            assert (await _task(lacking, tid))["status"]["state"] == "submitted"
+
+            async def taken() -> bool:
+                return (await redis.xpending(JOBS, JOBS_GROUP))["pending"] > 0
+
+            async def submitted() -> bool:
+                return (await _task(lacking, tid))["status"]["state"] == "submitted"
+
+            await until(taken, what="the replica without the agent to take the job")
+            # past its lease: the job must still not have failed here
+            await stays(submitted, 0.5, what="the task waiting for a worker with its agent")
         async with make_app(agents=[Partial()], job_lease_seconds=0.4) as able:
 
             async def completed() -> bool:
                 return (await _task(able, tid))["status"]["state"] == "completed"
 
-            await _until(completed, seconds=15)
+            await until(completed, what="the replica with the agent to run it")

@@ -4,8 +4,7 @@ strict recall, the durable outbox, the ledger and scrub, the one-key probe, heal
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ClassVar
 
 import httpx
@@ -26,8 +25,9 @@ from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore
 from tests.agents import TestAgent
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.conftest import API_KEYS, AppFactory, auth, send_task
 from tests.cortadel_server import CortadelServer
+from tests.waiting import stays, until
 
 SEARCH = "/api/v1/memories/search"
 STORE = "/api/v1/memories/from-conversation"
@@ -100,13 +100,7 @@ def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
 async def _send(
     c: httpx.AsyncClient, *parts: Any, agent: str = "reveal", user: str = "alice", **kw: Any
 ) -> dict[str, Any]:
-    r = await c.post(
-        f"/agents/{agent}/v1/message:send",
-        json={"message": message(*parts, **kw)},
-        headers=auth(user),
-    )
-    assert r.status_code == 200, r.text
-    task: dict[str, Any] = r.json()["task"]
+    task: dict[str, Any] = await send_task(c, *parts, agent=agent, headers=auth(user), **kw)
     return task
 
 
@@ -115,22 +109,28 @@ def _seen(task: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-async def _until(check: Callable[[], bool | Awaitable[bool]], seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        outcome = check()
-        if outcome if isinstance(outcome, bool) else await outcome:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached in time")
-
-
 async def _probed(c: httpx.AsyncClient) -> None:
     """Wait until the gateway's start-up key probe has run."""
 
     async def ready() -> bool:
         return (await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded"
 
-    await _until(ready)
+    await until(ready, what="the start-up key probe")
+
+
+async def _outbox_idle(c: httpx.AsyncClient) -> bool:
+    """Whether the outbox has nothing queued or in delivery (its jobs are written with the
+    turn or the scrub that needs them, so after a send or a delete this is a settled state)."""
+    figures = await c.app.state.runtime.outbox._jobs.figures()  # type: ignore[attr-defined]
+    return bool(figures.queued + figures.pending == 0)
+
+
+async def _retries(c: httpx.AsyncClient) -> float:
+    """The outbox's retry count so far (a process-wide counter)."""
+    for line in (await c.get("/metrics")).text.splitlines():
+        if line.startswith("gateway_ltm_retries_total "):
+            return float(line.split()[1])
+    return 0.0
 
 
 # -- configuration ------------------------------------------------------------------------
@@ -346,7 +346,7 @@ async def test_turns_are_stored_without_the_injected_block(
     async with gateway(tags="triage,ward-3", project="cardiology", is_agent_memory=True) as c:
         await _probed(c)
         task = await _send(c, "my blood type?", message_id="m-user-1")
-        await _until(lambda: bool(cortadel.calls_to(STORE)))
+        await until(lambda: cortadel.calls_to(STORE), what="the turn to be stored")
         full = (await c.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))).json()
     body = cortadel.calls_to(STORE)[0]["body"]
     reply = full["history"][-1]
@@ -365,7 +365,7 @@ async def test_store_turns_off_stores_nothing(gateway: Gateway, cortadel: Cortad
     async with gateway(store_turns=False) as c:
         await _probed(c)
         await _send(c, "do not keep this")
-        await asyncio.sleep(0.5)
+        await until(lambda: _outbox_idle(c), what="the outbox to settle")
     assert cortadel.calls_to(STORE) == []
 
 
@@ -375,10 +375,15 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
     turns = 6
     async with gateway() as c:
         await _probed(c)
+        retried = await _retries(c)
         cortadel.down = True
         sent = [await _send(c, f"turn number {n}", message_id=f"turn-{n}") for n in range(turns)]
         assert all(t["status"]["state"] == "completed" for t in sent)
-        await asyncio.sleep(0.6)  # the outbox retries meanwhile
+
+        async def retrying() -> bool:
+            return await _retries(c) > retried
+
+        await until(retrying, what="the outbox to retry against the outage")
         await c.app.state.runtime.maintenance.publish_figures()
         during = (await c.get("/metrics")).text
         cortadel.down = False
@@ -386,7 +391,7 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
         def arrived() -> bool:
             return {m.uuid for m in cortadel.of_user(ALICE)} >= {f"turn-{n}" for n in range(turns)}
 
-        await _until(arrived)
+        await until(arrived, what="every turn to arrive after the outage")
         await c.app.state.runtime.maintenance.publish_figures()
         after = (await c.get("/metrics")).text
     stored = [m.uuid for m in cortadel.of_user(ALICE) if m.uuid and m.uuid.startswith("turn-")]
@@ -402,7 +407,9 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
 
 async def _stored(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> dict[str, Any]:
     task = await _send(c, text)
-    await _until(lambda: any(m.text == text for m in cortadel.of_user(ALICE)))
+    await until(
+        lambda: any(m.text == text for m in cortadel.of_user(ALICE)), what=f"{text!r} stored"
+    )
     return task
 
 
@@ -417,7 +424,7 @@ async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: Cort
         )
         r = await c.delete(f"/v1/contexts/{gone['contextId']}", headers=auth("alice"))
         assert r.status_code == 204
-        await _until(lambda: bool(cortadel.calls_to(MEMORIES) and _deletes(cortadel)))
+        await until(lambda: _deletes(cortadel), what="the scrub's delete")
     deleted = _deletes(cortadel)
     assert deleted == [sorted(ledger)] and len(ledger) == 2  # the user's turn and the reply
     left = {m.text for m in cortadel.of_user(ALICE)}
@@ -442,7 +449,7 @@ async def test_scrub_off_keeps_memories(gateway: Gateway, cortadel: CortadelServ
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
-        await asyncio.sleep(0.5)
+        await until(lambda: _outbox_idle(c), what="the outbox to settle")
     assert _deletes(cortadel) == []
     assert any(m.text == "outlive the context" for m in cortadel.of_user(ALICE))
 
@@ -454,17 +461,14 @@ async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
         await _probed(c)
         cortadel.down = True
         task = await _send(c, "scrub me before delivery")
-        await asyncio.sleep(0.3)
+        # the store is attempted (and refused) before the scrub, so it is pending during it
+        await until(lambda: cortadel.calls_to(STORE), what="a store attempt")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
         cortadel.down = False
 
-        async def drained() -> bool:
-            figures = await c.app.state.runtime.outbox._jobs.figures()
-            return bool(figures.queued + figures.pending == 0)
-
-        await _until(drained)
+        await until(lambda: _outbox_idle(c), what="the outbox to drain")
     assert cortadel.of_user(ALICE) == []
 
 
@@ -475,13 +479,13 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
         await _probed(c)
         cortadel.delay = 0.6
         task = await _send(c, "racing the scrub")
-        await _until(lambda: bool(cortadel.calls_to(STORE)))  # the store is in flight
+        await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
-        await _until(lambda: bool(_deletes(cortadel)))
+        await until(lambda: _deletes(cortadel), what="the scrub's delete")
         cortadel.delay = 0.0
-        await _until(lambda: cortadel.of_user(ALICE) == [])
+        await until(lambda: cortadel.of_user(ALICE) == [], what="the late store to be deleted")
 
 
 # -- identity and health ------------------------------------------------------------------
@@ -493,11 +497,18 @@ async def test_a_key_bound_to_one_user_is_refused(
     cortadel.pin_key_to = "service-account"
     async with gateway() as c:
         # the probe writes as one user and reads as another: refused, so the key is bound
-        await _until(lambda: any(x["path"].startswith(f"{MEMORIES}/") for x in cortadel.calls))
-        await asyncio.sleep(0.1)
+        await until(
+            lambda: c.app.state.runtime.cortadel.key_states()["refused"],
+            what="the probe to refuse the key",
+        )
         ready = (await c.get("/readyz")).json()
         task = await _send(c, "does anyone remember me?")
-        await asyncio.sleep(0.5)
+
+        def untouched() -> bool:
+            return not cortadel.calls_to(SEARCH) and not cortadel.calls_to(STORE)
+
+        # nothing goes through a refused key: a window for a stray call to show
+        await stays(untouched, 0.5, what="no search or store through the refused key")
     assert ready["status"] == "degraded" and ready["checks"]["cortadel"] == "degraded"
     assert task["status"]["state"] == "completed"
     assert cortadel.calls_to(SEARCH) == [] and cortadel.calls_to(STORE) == []
@@ -572,4 +583,4 @@ async def test_a_stalled_outbox_job_is_reclaimed_whole(
             OUTBOX_GROUP,
         )
         assert taken
-        await _until(lambda: doomed not in cortadel.memories, seconds=15)
+        await until(lambda: doomed not in cortadel.memories, what="the reclaimed job's delete")

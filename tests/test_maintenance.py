@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 
 from gateway.store.jobs import JobStore
 from tests.conftest import AppFactory, message
+from tests.waiting import until
 
 
 async def test_one_leader_at_a_time(redis: Redis) -> None:
@@ -58,12 +59,12 @@ async def test_http_only_replica_queues_without_running(make_app: AppFactory) ->
         assert r.json()["task"]["status"]["state"] == "submitted"
     async with make_app() as worker:  # a replica with workers picks the job up
         tid = r.json()["task"]["id"]
-        for _ in range(100):
+
+        async def completed() -> bool:
             got = (await worker.get(f"/v1/tasks/{tid}")).json()
-            if got["status"]["state"] == "completed":
-                break
-            await asyncio.sleep(0.05)
-    assert got["status"]["state"] == "completed"
+            return bool(got["status"]["state"] == "completed")
+
+        await until(completed, what="the replica with workers to run the queued job")
 
 
 async def test_reclaim_runs_with_streams_that_were_never_used(make_app: AppFactory) -> None:

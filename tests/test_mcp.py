@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import API_KEYS, auth, message
-from tests.processes import serving
+from tests.processes import serving, slow_process_test
+from tests.waiting import until
 
 
 async def _call(base: str, user: str, arguments: dict[str, Any]) -> tuple[list[str], Any]:
@@ -27,21 +27,23 @@ async def _call(base: str, user: str, arguments: dict[str, Any]) -> tuple[list[s
         return tools, await session.call_tool("search_memory", arguments)
 
 
+@slow_process_test
 async def test_search_memory_tool_with_the_sdk_client(tmp_path: Path, redis_url: str) -> None:
     keys = orjson.dumps(API_KEYS).decode()
     with serving(tmp_path, REDIS_URL=redis_url, GATEWAY_API_KEYS=keys) as (_, base):
-        async with httpx.AsyncClient(base_url=base, headers=auth("alice")) as c:
+        async with httpx.AsyncClient(base_url=base, headers=auth("alice"), timeout=30) as c:
             first = await c.post(
                 "/v1/message:send", json={"message": message("sore throat and fever")}
             )
             cid = first.json()["task"]["contextId"]
             body = {"message": message("blood pressure is normal", contextId=cid)}
             await c.post("/v1/message:send", json=body)
-            for _ in range(100):
+
+            async def indexed() -> bool:
                 memory = (await c.get(f"/v1/contexts/{cid}")).json()["memory"]
-                if memory["pending"] == 0:
-                    break
-                await asyncio.sleep(0.05)
+                return bool(memory["pending"] == 0)
+
+            await until(indexed, what="both messages to be indexed", logs=tmp_path)
         tools, result = await _call(base, "alice", {"contextId": cid, "query": "fever", "topK": 1})
         assert tools == ["search_memory"]
         assert not result.is_error

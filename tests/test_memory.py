@@ -15,8 +15,9 @@ from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUp
 from gateway.memory.embedders import HashingEmbedder
 from gateway.store.keys import EMBEDS_DEAD
 from tests.agents import TestAgent
-from tests.conftest import AppFactory, auth, message
+from tests.conftest import AppFactory, auth, send_task
 from tests.embeddings_server import EmbeddingsServer
+from tests.waiting import until
 
 
 class Replier(TestAgent):
@@ -32,24 +33,18 @@ class Replier(TestAgent):
 async def _send(
     c: httpx.AsyncClient, *parts: Any, agent: str = "echo", **kw: Any
 ) -> dict[str, Any]:
-    headers = kw.pop("headers", None)
-    r = await c.post(
-        f"/agents/{agent}/v1/message:send", json={"message": message(*parts, **kw)}, headers=headers
-    )
-    assert r.status_code == 200, r.text
-    task: dict[str, Any] = r.json()["task"]
+    task: dict[str, Any] = await send_task(c, *parts, agent=agent, **kw)
     return task
 
 
 async def _indexed(c: httpx.AsyncClient, cid: str, headers: Any = None) -> dict[str, int]:
-    for _ in range(200):
+    async def done() -> dict[str, int] | None:
         memory: dict[str, int] = (await c.get(f"/v1/contexts/{cid}", headers=headers)).json()[
             "memory"
         ]
-        if memory["pending"] == 0:
-            return memory
-        await asyncio.sleep(0.02)
-    raise AssertionError("indexing did not finish")
+        return memory if memory["pending"] == 0 else None
+
+    return await until(done, what=f"context {cid} to be indexed")
 
 
 async def _search(c: httpx.AsyncClient, cid: str, query: str, **kw: Any) -> httpx.Response:

@@ -3,7 +3,6 @@ replies from a script: what the gateway sends, and what the task ends up holding
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -15,9 +14,10 @@ import pytest
 
 from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.conftest import API_KEYS, AppFactory, auth, message, send_task
 from tests.cortadel_server import CortadelServer
 from tests.openai_server import ChatServer
+from tests.waiting import until
 
 SYSTEM = "You are a careful clinical assistant."
 
@@ -56,13 +56,7 @@ def gateway(make_app: AppFactory, chat: ChatServer) -> Any:
 
 
 async def send(c: httpx.AsyncClient, *parts: Any, **fields: Any) -> dict[str, Any]:
-    configuration = fields.pop("configuration", None)
-    body: dict[str, Any] = {"message": message(*parts, **fields)}
-    if configuration:
-        body["configuration"] = configuration
-    r = await c.post("/agents/llm/v1/message:send", json=body, headers=auth("alice"))
-    assert r.status_code == 200, r.text
-    task: dict[str, Any] = r.json()["task"]
+    task: dict[str, Any] = await send_task(c, *parts, agent="llm", headers=auth("alice"), **fields)
     return task
 
 
@@ -147,11 +141,12 @@ async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> No
     ]
     async with gateway() as c:
         first = await send(c, "Patient reports a penicillin allergy with rash.")
-        for _ in range(200):  # wait for the message to be embedded
+
+        async def embedded() -> bool:
             ctx = (await c.get(f"/v1/contexts/{first['contextId']}", headers=auth("alice"))).json()
-            if ctx["memory"]["pending"] == 0:
-                break
-            await asyncio.sleep(0.02)
+            return bool(ctx["memory"]["pending"] == 0)
+
+        await until(embedded, what="the message to be embedded")
         done = await send(c, "Any allergies?", contextId=first["contextId"])
     assert text_of(done) == "The patient is allergic to penicillin."
     assert done["metadata"]["usage"]["calls"] == 2
@@ -261,10 +256,11 @@ async def test_recalled_memories_are_injected_as_configured(
     cortadel.seed(cortadel_user_id("t1", "alice"), "allergic to penicillin")
     settings = CortadelSettings(url=cortadel.url, api_key="cortadel-key", store_turns=False)
     async with gateway({"memory": {"injectAs": inject_as}}, cortadel=settings) as c:
-        for _ in range(200):
-            if (await c.get("/readyz")).json()["checks"]["cortadel"] == "ok":
-                break
-            await asyncio.sleep(0.02)
+
+        async def probed() -> bool:
+            return bool((await c.get("/readyz")).json()["checks"]["cortadel"] == "ok")
+
+        await until(probed, what="the Cortadel key probe to pass")
         await send(c, "Is penicillin safe?")
     system, user = chat.requests[0]["messages"]
     block = (

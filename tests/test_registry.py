@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from gateway.outbound import Allowlist, OutboundRefused
 from tests.a2a_schema import assert_a2a
 from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.waiting import until
 
 SECRET = "sk-very-secret-value-123"
 ALLOW = "127.0.0.1:*"
@@ -238,11 +239,12 @@ async def test_a_deleted_agent_fails_its_queued_task(make_app: AppFactory) -> No
         assert task["status"]["state"] == "submitted"
         assert (await c.delete("/agents/gone", headers=auth("admin"))).status_code == 204
     async with make_app(api_keys=keys, agent_cache_seconds=0) as worker:
-        for _ in range(200):
+
+        async def ran() -> dict[str, Any] | None:
             got = (await worker.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))).json()
-            if got["status"]["state"] != "submitted":
-                break
-            await asyncio.sleep(0.02)
+            return None if got["status"]["state"] == "submitted" else got
+
+        got = await until(ran, what="the queued task to be taken up")
     assert got["status"]["state"] == "failed"
     assert "deleted" in got["status"]["message"]["parts"][0]["text"]
 

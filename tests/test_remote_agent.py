@@ -3,7 +3,6 @@ multi-turn continuation, a non-blocking remote task polled to the end, cancel, f
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,7 +12,8 @@ import orjson
 import pytest
 
 from tests.a2a_remote_server import RemoteAgentServer
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.conftest import API_KEYS, AppFactory, auth, send_task
+from tests.waiting import until
 
 
 @pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
@@ -45,10 +45,14 @@ def gateway(make_app: AppFactory, remote: RemoteAgentServer) -> Any:
 
 
 async def send(c: httpx.AsyncClient, text: str, blocking: bool = True, **fields: Any) -> Any:
-    body = {"message": message(text, **fields), "configuration": {"blocking": blocking}}
-    r = await c.post("/agents/cardio/v1/message:send", json=body, headers=auth("alice"))
-    assert r.status_code == 200, r.text
-    return r.json()["task"]
+    return await send_task(
+        c,
+        text,
+        agent="cardio",
+        configuration={"blocking": blocking},
+        headers=auth("alice"),
+        **fields,
+    )
 
 
 async def read(c: httpx.AsyncClient, task_id: str) -> Any:
@@ -105,16 +109,14 @@ async def test_a_non_blocking_remote_task_is_polled(
 async def test_cancel_is_forwarded(gateway: Any, remote: RemoteAgentServer) -> None:
     async with gateway(blocking=False) as c:
         task = await send(c, "hang on", blocking=False)
-        for _ in range(200):
-            if remote.seen and (await read(c, task["id"]))["status"]["state"] == "working":
-                break
-            await asyncio.sleep(0.02)
+
+        async def forwarded() -> bool:
+            return bool(remote.seen) and (await read(c, task["id"]))["status"]["state"] == "working"
+
+        await until(forwarded, what="the task to be forwarded and working")
         r = await c.post(f"/agents/cardio/v1/tasks/{task['id']}:cancel", headers=auth("alice"))
         assert r.status_code == 200 and r.json()["status"]["state"] == "canceled"
-        for _ in range(200):
-            if remote.canceled:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: remote.canceled, what="the cancel to reach the remote agent")
     assert remote.canceled == [remote.seen[0]["taskId"]]
 
 
@@ -147,10 +149,10 @@ async def test_no_recall_for_a_remote_agent_but_its_turns_are_stored(
                     "config": {"cardUrl": remote.card_url}}  # fmt: skip
             assert (await c.post("/agents", json=spec, headers=auth("admin"))).status_code == 201
             task = await send(c, "murmur on auscultation")
-            for _ in range(250):
-                if cortadel.calls_to("/api/v1/memories/from-conversation"):
-                    break
-                await asyncio.sleep(0.02)
+            await until(
+                lambda: cortadel.calls_to("/api/v1/memories/from-conversation"),
+                what="the turn to be stored",
+            )
         assert task["status"]["state"] == "completed"
         assert cortadel.calls_to("/api/v1/memories/search") == []
         stored = cortadel.calls_to("/api/v1/memories/from-conversation")[0]["body"]["messages"]

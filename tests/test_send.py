@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
+from typing import Any
 
 import httpx
 
 from tests.conftest import Send, message
+from tests.waiting import until
 
 
 async def test_new_context_is_created_with_unguessable_ids(send: Send) -> None:
@@ -121,12 +123,12 @@ async def test_nonblocking_returns_submitted_then_poll(
     r = await send("slow", metadata={"echo": {"delayMs": 300}}, configuration={"blocking": False})
     task = r.json()["task"]
     assert task["status"]["state"] == "submitted"
-    for _ in range(100):
-        polled = (await client.get(f"/v1/tasks/{task['id']}")).json()
-        if polled["status"]["state"] == "completed":
-            break
-        await asyncio.sleep(0.02)
-    assert polled["status"]["state"] == "completed"
+
+    async def completed() -> dict[str, Any] | None:
+        polled: dict[str, Any] = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        return polled if polled["status"]["state"] == "completed" else None
+
+    polled = await until(completed, what="the task to complete")
     assert [m["role"] for m in polled["history"]] == ["user", "agent"]
 
 
@@ -141,13 +143,13 @@ async def test_steps_report_progress(client: httpx.AsyncClient, send: Send) -> N
     meta = {"echo": {"delayMs": 600, "steps": 3}}
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
     seen = set()
-    for _ in range(150):
+
+    async def completed() -> bool:
         polled = (await client.get(f"/v1/tasks/{task['id']}", params={"historyLength": 0})).json()
         seen.add(polled["status"].get("message", {}).get("parts", [{}])[0].get("text"))
-        if polled["status"]["state"] == "completed":
-            break
-        await asyncio.sleep(0.01)
-    assert polled["status"]["state"] == "completed"
+        return bool(polled["status"]["state"] == "completed")
+
+    await until(completed, what="the task to complete", every=0.01)
     assert seen & {"Step 1 of 3.", "Step 2 of 3.", "Step 3 of 3."}
 
 

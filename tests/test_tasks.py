@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
-from tests.conftest import Send
+from tests.conftest import Send, runs_settled
+from tests.waiting import until
 
 
 async def test_get_task_returns_whole_history_by_default(
@@ -64,11 +67,12 @@ async def test_cancel_running_task_stops_it(
 ) -> None:
     meta = {"echo": {"finalState": "working"}}
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
-    for _ in range(100):
-        state = (await client.get(f"{base}/v1/tasks/{task['id']}")).json()["status"]["state"]
-        if state == "working":
-            break
-        await asyncio.sleep(0.01)
+
+    async def working() -> bool:
+        got = (await client.get(f"{base}/v1/tasks/{task['id']}")).json()
+        return bool(got["status"]["state"] == "working")
+
+    await until(working, what="the run to start")
     r = await client.post(f"{base}/v1/tasks/{task['id']}:cancel")
     assert r.status_code == 200
     assert r.json()["status"]["state"] == "canceled"
@@ -77,12 +81,20 @@ async def test_cancel_running_task_stops_it(
     assert again.json()["error"] == "TaskNotCancelableError"
 
 
-async def test_cancel_mid_run_discards_late_results(client: httpx.AsyncClient, send: Send) -> None:
-    meta = {"echo": {"delayMs": 400, "steps": 1}}
+async def test_cancel_mid_run_discards_late_results(
+    client: httpx.AsyncClient, send: Send, redis: Redis
+) -> None:
+    meta = {"echo": {"delayMs": 2000, "steps": 1}}  # long enough to be caught mid-run
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
-    await asyncio.sleep(0.05)
+
+    async def running() -> bool:
+        got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        assert got["status"]["state"] != "completed", "the run ended before the cancel"
+        return bool(got["status"]["state"] == "working")
+
+    await until(running, what="the run to start")
     assert (await client.post(f"/v1/tasks/{task['id']}:cancel")).status_code == 200
-    await asyncio.sleep(0.6)
+    await until(lambda: runs_settled(redis), what="the canceled run to end")
     got = (await client.get(f"/v1/tasks/{task['id']}")).json()
     assert got["status"]["state"] == "canceled"
     assert "artifacts" not in got
@@ -94,11 +106,12 @@ async def test_blocking_send_returns_when_canceled_elsewhere(
 ) -> None:
     meta = {"echo": {"finalState": "working"}}
     pending = asyncio.create_task(send("x", metadata=meta, message_id="blk"))
-    for _ in range(100):
-        listed = (await client.get("/v1/contexts")).json()["items"]
-        if listed:
-            break
-        await asyncio.sleep(0.01)
+
+    async def listed_contexts() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (await client.get("/v1/contexts")).json()["items"]
+        return items
+
+    listed = await until(listed_contexts, what="the send to create its context")
     page = (await client.get(f"/v1/contexts/{listed[0]['id']}")).json()
     tid = page["items"][0]["id"]
     await client.post(f"/v1/tasks/{tid}:cancel")
