@@ -12,9 +12,11 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import AppFactory, message
-from tests.processes import serving
+from tests.processes import PROCESS_SECONDS, serving, slow_process_test
+from tests.waiting import until
 
 
+@slow_process_test
 def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
     with serving(tmp_path) as (proc, base):
         r = httpx.post(f"{base}/v1/message:send", json={"message": message("hello")}, timeout=10)
@@ -22,7 +24,7 @@ def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
         assert r.json()["task"]["status"]["state"] == "completed"
         assert httpx.get(f"{base}/.well-known/agent-card.json").json()["url"] == base
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=PROCESS_SECONDS) == 0
     assert (tmp_path / ".data" / "redis").is_dir()
     assert any((tmp_path / ".data" / "redis").rglob("*.aof"))
     logs = next(tmp_path.glob("serve-*.log")).read_text()
@@ -30,40 +32,52 @@ def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
     assert '"event":"request"' in logs
 
 
+@slow_process_test
 def test_open_mode_refuses_a_public_bind(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "serve", "--host", "0.0.0.0", "--port", "1"],
         env=env,
         capture_output=True,
-        timeout=30,
+        timeout=PROCESS_SECONDS,
     )
     assert done.returncode == 2
     assert b"refusing" in done.stderr
 
 
+@slow_process_test
 def test_invalid_configuration_fails_fast(tmp_path: Path) -> None:
     env = {**os.environ, "GATEWAY_CONTEXT_TTL_SECONDS": "soon"}
     done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "serve"], env=env, capture_output=True, timeout=30
+        [sys.executable, "-m", "gateway.cli", "serve"],
+        env=env,
+        capture_output=True,
+        timeout=PROCESS_SECONDS,
     )
     assert done.returncode == 2
-    assert b"GATEWAY_CONTEXT_TTL_SECONDS" in done.stderr
+    assert b"context_ttl_seconds" in done.stderr
 
 
+@slow_process_test
 async def test_sigterm_lets_in_flight_runs_finish(
     tmp_path: Path, redis_url: str, make_app: AppFactory
 ) -> None:
     with serving(tmp_path, REDIS_URL=redis_url) as (proc, base):
-        async with httpx.AsyncClient(base_url=base) as c:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as c:
             body = {
-                "message": message("x", metadata={"echo": {"delayMs": 700}}),
+                "message": message("x", metadata={"echo": {"delayMs": 2000}}),
                 "configuration": {"blocking": False},
             }
             task = (await c.post("/v1/message:send", json=body)).json()["task"]
-        await asyncio.sleep(0.1)
+
+            async def in_flight() -> bool:
+                state = (await c.get(f"/v1/tasks/{task['id']}")).json()["status"]["state"]
+                assert state != "completed", "the run ended before the stop (too fast to test)"
+                return bool(state == "working")
+
+            await until(in_flight, what="the run to start", logs=tmp_path)
         proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 20) == 0
+        assert await asyncio.to_thread(proc.wait, PROCESS_SECONDS) == 0
     async with make_app() as c:
         got = (await c.get(f"/v1/tasks/{task['id']}")).json()
     assert got["status"]["state"] == "completed"
