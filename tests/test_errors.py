@@ -125,7 +125,10 @@ async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
         assert r.status_code == 413
 
 
+@pytest.mark.timeout(150)  # four phases of at most 30 s
 async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path: Path) -> None:
+    from tests.waiting import until
+
     server = EmbeddedRedis(tmp_path / "r")
     server.start()
     body = {"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "1"}}
@@ -133,12 +136,16 @@ async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path
     def numbered(n: str) -> dict[str, Any]:
         return {"message": {**body["message"], "messageId": n}}
 
+    # A stopped Redis refuses connections at once, so the default timeout costs nothing
+    # here; a shorter one made a merely slow Redis (a busy machine) look down. The short
+    # lease: a run whose write was lost that way is taken up again in seconds, as after
+    # any worker's lease, not after the default 30 s.
     try:
-        async with make_app(redis_url=server.url, redis_timeout_seconds=0.5) as c:
-            async with asyncio.timeout(10):
+        async with make_app(redis_url=server.url, job_lease_seconds=2.0) as c:
+            async with asyncio.timeout(30):
                 assert (await c.post("/v1/message:send", json=body)).status_code == 200
             server.stop()
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(30):
                 r = await c.post("/v1/message:send", json=numbered("2"))
                 assert r.status_code == 503
                 assert r.headers["retry-after"] == "1"
@@ -148,10 +155,18 @@ async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path
                 assert ready.status_code == 503 and ready.json()["checks"]["redis"] == "unreachable"
                 assert (await c.get("/healthz")).status_code == 200
             server.start()
-            async with asyncio.timeout(10):
-                ok = await c.post("/v1/message:send", json=numbered("3"))
-                assert ok.status_code == 200
-                assert ok.json()["task"]["status"]["state"] == "completed"
-                assert (await c.get("/readyz")).status_code == 200
+
+            async def ready() -> bool:
+                return (await c.get("/readyz")).status_code == 200
+
+            async def sent() -> httpx.Response | None:
+                # as a client honouring Retry-After: the same message again (idempotent)
+                r = await c.post("/v1/message:send", json=numbered("3"))
+                return None if r.status_code == 503 else r
+
+            await until(ready, timeout=30, what="readiness once Redis is back", every=0.2)
+            ok = await until(sent, timeout=30, what="a send once Redis is back", every=1.0)
+            assert ok.status_code == 200
+            assert ok.json()["task"]["status"]["state"] == "completed"
     finally:
         server.stop()
