@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import functools
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 __all__ = [
     "EMBEDDED",
@@ -22,15 +25,59 @@ __all__ = [
     "RECALLS",
     "RECALL_SECONDS",
     "REQUESTS",
+    "REQUEST_SECONDS",
     "RUNS",
     "RUN_SECONDS",
+    "TASK_TRANSITIONS",
     "TURNS_DROPPED",
     "TURNS_STORED",
+    "series",
 ]
 
-REQUESTS = Counter("gateway_requests_total", "HTTP requests", ["method", "status"])
-RUNS = Counter("gateway_runs_total", "Agent runs by outcome", ["outcome"])
-RUN_SECONDS = Histogram("gateway_run_seconds", "Agent run duration")
+
+@functools.cache
+def series(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, kept: ``labels()`` takes a lock and checks its values on
+    every call. For label values from small fixed sets only (the cache never shrinks)."""
+    return metric.labels(*labels)
+
+
+# No ``*_created`` series: they would double the exposition, and nothing charts them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# HTTP: ``binding`` is the protocol a route speaks ("rest": the A2A HTTP+JSON binding and the
+# gateway's own endpoints; "mcp"), ``route`` the route's template (``/v1/tasks/{task_id}``,
+# never the path, which holds ids; "unmatched" when no route matches), ``method`` one of the
+# standard methods or "OTHER".
+REQUESTS = Counter(
+    "gateway_requests_total",
+    "HTTP requests answered, by binding, method, route template and status",
+    ["binding", "method", "route", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "gateway_request_seconds",
+    "HTTP request duration (a blocking send includes its run), by binding, method and route",
+    ["binding", "method", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+# Runs: ``agent`` is the agent's type (echo, openai, a2a-remote, plugin; "unknown" when the run
+# ended before its agent was found), never its id: registered ids are per tenant, unbounded.
+RUNS = Counter(
+    "gateway_runs_total",
+    "Agent runs ended in this process, by agent type and outcome",
+    ["agent", "outcome"],
+)
+RUN_SECONDS = Histogram(
+    "gateway_run_seconds",
+    "Agent run duration, from taking the job to its last write, by agent type",
+    ["agent"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+TASK_TRANSITIONS = Counter(
+    "gateway_task_transitions_total",
+    "Task state changes written by this process (sends, runs, cancels), by the state entered",
+    ["state"],
+)
 JOBS_QUEUED = Gauge("gateway_jobs_queued", "Jobs waiting for a worker")
 JOBS_PENDING = Gauge("gateway_jobs_pending", "Jobs taken by a worker, not yet finished")
 JOBS_LAG = Gauge("gateway_jobs_lag_seconds", "Age of the oldest job waiting for a worker")
@@ -73,7 +120,7 @@ RECALL_SECONDS = Histogram("gateway_ltm_recall_seconds", "Long-term memory recal
 TURNS_STORED = Counter("gateway_ltm_turns_stored_total", "Turns delivered to long-term memory")
 TURNS_DROPPED = Counter(
     "gateway_ltm_turns_dropped_total",
-    "Turns not delivered: their context was scrubbed or expired, or Cortadel refused them",
+    "Turns not delivered: their context was scrubbed or expired, or they held nothing to store",
     ["reason"],
 )
 MEMORIES_FORGOTTEN = Counter(

@@ -115,6 +115,22 @@ class AgentRegistry:
         self._cache[key] = (now, entry.revision, built)
         return built
 
+    def kind(self, agent_id: str, agent: Agent | None = None) -> str:
+        """The type of agent ``agent_id`` (resolved as ``agent``), for metrics: ids of
+        registered agents are per tenant and unbounded, their types are not. ``echo`` (the
+        built-in one, or a registered echo entry), ``openai``, ``a2a-remote``, ``plugin``
+        (any other built-in agent), or ``unknown`` (a registered agent not resolved)."""
+        builtin = self._builtin.get(agent_id)
+        if builtin is not None:
+            return "echo" if type(builtin) is EchoAgent else "plugin"
+        if isinstance(agent, OpenAIAgent):
+            return "openai"
+        if isinstance(agent, RemoteAgent):
+            return "a2a-remote"
+        if isinstance(agent, ConfiguredEcho):
+            return "echo"
+        return "unknown"
+
     def forget(self, tenant: str, agent_id: str) -> None:
         """Drop a cached agent (its entry changed here)."""
         self._cache.pop((tenant, agent_id), None)

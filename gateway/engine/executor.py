@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from gateway import metrics
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
@@ -95,6 +96,10 @@ class _Run:
         self.outbox_job = b""  # set when the finished turn goes to long-term memory
         self.metadata: dict[str, Any] = {}  # what the agent reported for the task's metadata
         self.metadata_pending = False  # reported since the last write
+        self.state = "submitted"  # the task's state as this run last wrote it
+        self.ended = ""  # the state the run ended with, "refused", or "moot" (for metrics)
+        self.stopped = ""  # "canceled" or "interrupted" when an event stopped the run
+        self.kind = ""  # the agent's type (for metrics), once resolved
 
     async def write(self, state: str, text: str | None = None, *, finish: bool = False) -> None:
         """Store an update; ``finish`` also records the run as done and acknowledges its job.
@@ -126,7 +131,11 @@ class _Run:
         self.artifacts, self.reply, self.metadata_pending = [], None, False
         self.open = result.outcome == "ok" and not finish
         if result.outcome != "ok":
+            self.ended = "refused"
             return
+        self._entered("submitted" if result.chained else state)
+        if finish and state:
+            self.ended = state
         if result.chained:
             # The task goes on with the next waiting message: this run's waiters are done.
             event = TaskEvent(NEXT, job.seq, following, result.artifacts_json, metadata)
@@ -137,6 +146,12 @@ class _Run:
         if result.next_run is not None and self.on_next is not None:
             self.on_next(job.following(*result.next_run))
 
+    def _entered(self, state: str) -> None:
+        """Count a change of the task's state written by this run."""
+        if state and state != self.state:
+            self.state = state
+            metrics.series(metrics.TASK_TRANSITIONS, state).inc()
+
     def add_metadata(self, metadata: Mapping[str, Any]) -> None:
         self.metadata.update(metadata)
         self.metadata_pending = True
@@ -145,7 +160,7 @@ class _Run:
         """Record that the run is under way, unless it has already moved on."""
         job = self.job
         with contextlib.suppress(GatewayError):
-            await self.store.update_task(
+            result = await self.store.update_task(
                 self.keys,
                 job.context_id,
                 job.task_id,
@@ -155,6 +170,8 @@ class _Run:
                 attempt=job.attempt,
                 seq=job.seq,
             )
+            if result.outcome == "ok":
+                self._entered("working")
 
 
 @dataclass(frozen=True)
@@ -211,7 +228,7 @@ class RunExecutor:
         self._window, self._working_after = context_window, working_after
         self._retry_seconds = retry_seconds
         self._markers: set[asyncio.Task[None]] = set()
-        self._running: dict[str, tuple[asyncio.Task[Any], int]] = {}
+        self._running: dict[str, tuple[asyncio.Task[Any], _Run]] = {}
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.closing = False
         # Where the next waiting message's run goes when this process queues it itself (set
@@ -224,7 +241,8 @@ class RunExecutor:
         running = self._running.get(task_id)
         if running is None:
             return
-        if state == "canceled" or (state == INTERRUPTED and running[1] <= seq):
+        if state == "canceled" or (state == INTERRUPTED and running[1].job.seq <= seq):
+            running[1].stopped = "canceled" if state == "canceled" else "interrupted"
             running[0].cancel()
 
     def _run(self, job: RunJob) -> _Run:
@@ -248,14 +266,18 @@ class RunExecutor:
         run = self._run(job)
         current = asyncio.current_task()
         assert current is not None
-        self._running[job.task_id] = (current, job.seq)
+        self._running[job.task_id] = (current, run)
         started = time.perf_counter()
+        outcome = ""  # how the run ended, where its last write does not say
         try:
             await self._drive(run)
+            outcome = run.ended or run.state  # no final state: the task is left as it is
         except asyncio.CancelledError:
             if self.closing:
+                outcome = "shutdown"
                 await self._interrupted(run)
                 raise
+            outcome = run.stopped or "canceled"
             # Canceled by the client (the store holds `canceled`) or interrupted by a later
             # message (it counts as run): acknowledge the job.
             if current.cancelling():
@@ -263,6 +285,7 @@ class RunExecutor:
             with contextlib.suppress(GatewayError):
                 await run.write("", finish=True)
         except StoreUnavailableError:
+            outcome = "store-unavailable"
             log.error("store unavailable during run", extra={"task": job.task_id})
         except RecallFailed:
             with contextlib.suppress(GatewayError):
@@ -276,6 +299,7 @@ class RunExecutor:
             else:
                 # A durable job stays pending: after the lease it goes back to the queue for a
                 # worker that has this agent (or, after too many attempts, to the dead letters).
+                outcome = "not-served"
                 log.warning("agent not served by this worker", extra={"task": job.task_id})
         except Exception as exc:  # an agent bug must not kill the worker
             log.error("agent run failed", extra={"task": job.task_id, "error": type(exc).__name__})
@@ -283,10 +307,12 @@ class RunExecutor:
                 await run.write("failed", FAILURE_TEXT, finish=True)
         finally:
             self._running.pop(job.task_id, None)
-            log.debug(
-                "run finished",
-                extra={"task": job.task_id, "ms": round((time.perf_counter() - started) * 1e3, 2)},
-            )
+            seconds = time.perf_counter() - started
+            # A failure write that did not land leaves the outcome to the store's outage.
+            kind = run.kind or self._agents.kind(job.agent_id)
+            metrics.series(metrics.RUNS, kind, outcome or run.ended or "store-unavailable").inc()
+            metrics.series(metrics.RUN_SECONDS, kind).observe(seconds)
+            log.debug("run finished", extra={"task": job.task_id, "ms": round(seconds * 1e3, 2)})
 
     async def _interrupted(self, run: _Run) -> None:
         """Shutdown cut the run short. A durable job stays pending for another worker; an
@@ -316,9 +342,11 @@ class RunExecutor:
             self._retry_seconds,
         )
         if inputs is None:
+            run.ended = "moot"
             return
         # After the run is ours: a missing agent's failure must not be fenced off.
         agent = await self._agents.resolve(job.tenant, job.agent_id)
+        run.kind = self._agents.kind(job.agent_id, agent)
         history = _StoredHistory(
             self._store,
             run.keys,

@@ -1,4 +1,10 @@
-"""Request ids and one structured access-log line per request (ids and timings only)."""
+"""Request ids, one structured access-log line per request (ids and timings only), and the
+request metrics: rate, status and duration per binding and route *template*.
+
+The route is the one Starlette's router matched (``scope["route"]``, set as it routes), so
+the lookup costs nothing extra; a request refused before routing (authentication, host
+rule, body limit) is matched here. Labels per route are built once and their series kept.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,12 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.metrics import REQUESTS
+from gateway.metrics import REQUEST_SECONDS, REQUESTS
 
 __all__ = ["AccessLogMiddleware"]
 
@@ -17,11 +25,45 @@ log = logging.getLogger("gateway.access")
 # A client's own request id is kept (echoed and logged) only when it is short and plain,
 # all of it: a trailing line break would forge a log line or break the response header.
 _SAFE_ID = re.compile(rb"[A-Za-z0-9._-]{1,64}")
+# A convertor in a route's path: ``{task_id:id}`` is shown as ``{task_id}``.
+_CONVERTOR = re.compile(r"\{([^{}:]+):[^{}]*\}")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+UNMATCHED = "unmatched"
+# Routes of another binding than REST; a JSON-RPC binding would be listed here.
+_BINDINGS = {"/mcp": "mcp"}
+
+
+def route_labels(route: Any) -> tuple[str, str]:
+    """(binding, route template) of a matched route (None: unmatched)."""
+    path = getattr(route, "path", None)
+    if not isinstance(path, str):
+        return "rest", UNMATCHED
+    template = _CONVERTOR.sub(r"{\1}", path)
+    return _BINDINGS.get(template, "rest"), template
+
+
+def _route(scope: Scope) -> Any:
+    """The route that serves the request: the router's match, or, for a request refused
+    before it was routed, the route that would have served it (None: no route)."""
+    route = scope.get("route")
+    if route is not None or "router" in scope:
+        return route
+    partial = None
+    for candidate in getattr(getattr(scope.get("app"), "router", None), "routes", ()):
+        match, _ = candidate.matches(scope)
+        if match is Match.FULL:
+            return candidate
+        if match is Match.PARTIAL and partial is None:
+            partial = candidate
+    return partial
 
 
 class AccessLogMiddleware:
     def __init__(self, app: ASGIApp, enabled: bool = True) -> None:
         self.app, self.enabled = app, enabled
+        # (id of the route, method, status) -> its request counter and duration histogram;
+        # the routes are this app's, alive as long as it is, and methods are bounded.
+        self._series: dict[tuple[int, str, int], tuple[Any, Any]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -45,7 +87,8 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            REQUESTS.labels(scope["method"], str(status)).inc()
+            seconds = time.perf_counter() - started
+            self._observe(scope, status, seconds)
             if self.enabled:
                 log.info(
                     "request",
@@ -54,6 +97,21 @@ class AccessLogMiddleware:
                         "method": scope["method"],
                         "path": scope["path"],
                         "status": status,
-                        "ms": round((time.perf_counter() - started) * 1000, 2),
+                        "ms": round(seconds * 1000, 2),
                     },
                 )
+
+    def _observe(self, scope: Scope, status: int, seconds: float) -> None:
+        route = _route(scope)
+        method = scope["method"] if scope["method"] in _METHODS else "OTHER"
+        key = (id(route), method, status)
+        series = self._series.get(key)
+        if series is None:
+            binding, template = route_labels(route)
+            series = (
+                REQUESTS.labels(binding, method, template, str(status)),
+                REQUEST_SECONDS.labels(binding, method, template),
+            )
+            self._series[key] = series
+        series[0].inc()
+        series[1].observe(seconds)

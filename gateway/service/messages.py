@@ -9,6 +9,7 @@ from typing import Any, get_args
 
 import orjson
 
+from gateway import metrics
 from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
@@ -34,6 +35,7 @@ __all__ = ["RUN_POLICY_KEY", "MessageService", "run_policy"]
 # The key of a message's metadata that chooses the run policy for that message.
 RUN_POLICY_KEY = "runPolicy"
 _POLICIES: tuple[str, ...] = get_args(RunPolicy)
+_SUBMITTED = metrics.TASK_TRANSITIONS.labels("submitted")
 
 
 def run_policy(metadata: dict[str, Any] | None, agent: object, default: RunPolicy) -> RunPolicy:
@@ -87,6 +89,8 @@ class MessageService:
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(principal.keys, write)
+                if not result.duplicate and not result.waiting:  # a task opened or reopened
+                    _SUBMITTED.inc()
                 claimant = await self._hand_over(template, result, claimant)
                 event = await self._outcome(principal, result, events, config.blocking)
         finally:

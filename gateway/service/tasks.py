@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gateway import metrics
 from gateway.engine.status import status_json
 from gateway.errors import TaskNotCancelableError, TaskNotFoundError
 from gateway.principal import Principal
@@ -40,4 +41,5 @@ class TaskService:
             raise TaskNotFoundError()
         if outcome == "terminal":
             raise TaskNotCancelableError(data={"state": state})
+        metrics.TASK_TRANSITIONS.labels("canceled").inc()
         return await self.get(principal, task_id, None)
