@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
+from wsgiref.simple_server import WSGIServer
 
+from prometheus_client import start_http_server
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -56,6 +59,20 @@ def _cors(origins: list[str]) -> list[Middleware]:
     ]
 
 
+def _metrics_server(settings: Settings) -> WSGIServer | None:
+    """With ``GATEWAY_METRICS_PORT``, /metrics is served on that port (a thread, as in
+    ``gateway worker``) and not on the API's."""
+    if settings.metrics_port is None:
+        return None
+    server, _ = start_http_server(settings.metrics_port, addr=settings.host)
+    return server
+
+
+def _stop_metrics_server(server: WSGIServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     runtime = Runtime.build(settings, extra_agents)
     state = AppState(
@@ -90,16 +107,19 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if settings.open_mode:
             log.warning("no API keys configured: open mode, every caller is default/local")
+        exporter = _metrics_server(settings)
         await runtime.start()
         try:
             async with mcp_server.session_manager.run():
                 yield
         finally:
             await runtime.stop()
+            if exporter is not None:
+                await asyncio.to_thread(_stop_metrics_server, exporter)
 
     app = Starlette(
         routes=[
-            *operational_routes(),
+            *operational_routes(metrics=settings.metrics_port is None),
             *registry_routes(),
             *agent_routes(""),
             *agent_routes("/agents/{agent_id}"),

@@ -234,7 +234,7 @@ def openapi_text() -> str:
     raise FileNotFoundError("openapi.yaml")
 
 
-async def metrics(request: Request) -> Response:
+async def metrics_text(request: Request) -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -242,10 +242,11 @@ async def openapi(request: Request) -> Response:
     return PlainTextResponse(openapi_text(), media_type="application/yaml")
 
 
-def operational_routes() -> list[BaseRoute]:
+def operational_routes(metrics: bool = True) -> list[BaseRoute]:
+    """Health, readiness, the contract and, unless it has a port of its own, /metrics."""
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.yaml", openapi, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        *([Route("/metrics", metrics_text, methods=["GET"])] if metrics else []),
     ]
