@@ -55,7 +55,7 @@ def test_invalid_configuration_fails_fast(tmp_path: Path) -> None:
         timeout=PROCESS_SECONDS,
     )
     assert done.returncode == 2
-    assert b"context_ttl_seconds" in done.stderr
+    assert b"GATEWAY_CONTEXT_TTL_SECONDS" in done.stderr
 
 
 @slow_process_test
