@@ -17,6 +17,7 @@ import httpx
 import httpx2
 from redis.asyncio import Redis
 
+from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
@@ -85,9 +86,11 @@ class Runtime:
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
         assert settings.redis_url, "a Redis URL is resolved before the runtime is built"
+        tracing.configure(settings)
         target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)
         store = Store(client, settings.context_ttl_seconds, cluster=target.cluster)
+        tracing.instrument_redis(client, store.scripts)
 
         def job_store(*names: str) -> JobStore:
             return JobStore(
@@ -105,6 +108,7 @@ class Runtime:
             guarded_client(allowlist, httpx, timeout=60.0),
             guarded_client(allowlist, httpx2, timeout=60.0),
         )
+        tracing.instrument_http(*outbound)  # a2a-sdk's and the openai SDK's requests
         agents = AgentRegistry(
             [*load_agents(settings.agent_plugins), *extra_agents],
             AgentStore(client, settings.context_ttl_seconds),

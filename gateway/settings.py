@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     embedder_backoff_max_seconds: float = Field(default=30.0, gt=0, le=3600)
     embedder_max_chars: int = Field(default=8000, ge=100, le=1_000_000)
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # Tracing (see tracing.py): an OTLP/HTTP collector's base URL (spans go to
+    # <url>/v1/traces); unset, the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is used,
+    # and with neither nothing is traced. The ratio samples new traces.
+    otlp_endpoint: str | None = None
+    trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see longterm/options.py).
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
     log_level: str = "INFO"

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway import metrics
+from gateway import metrics, tracing
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
@@ -128,6 +128,8 @@ class _Run:
             ),
             self.retry_seconds,
         )
+        if finish:
+            tracing.annotate({"gateway.task.state": state, "gateway.run.write": result.outcome})
         self.artifacts, self.reply, self.metadata_pending = [], None, False
         self.open = result.outcome == "ok" and not finish
         if result.outcome != "ok":
@@ -253,8 +255,9 @@ class RunExecutor:
         lock, users = self._task_locks.get(job.task_id, (asyncio.Lock(), 0))
         self._task_locks[job.task_id] = (lock, users + 1)
         try:
-            async with lock:
-                await self._execute(job)
+            with tracing.run_span(job):
+                async with lock:
+                    await self._execute(job)
         finally:
             lock, users = self._task_locks[job.task_id]
             if users == 1:
@@ -302,6 +305,7 @@ class RunExecutor:
                 outcome = "not-served"
                 log.warning("agent not served by this worker", extra={"task": job.task_id})
         except Exception as exc:  # an agent bug must not kill the worker
+            tracing.failed(exc)
             log.error("agent run failed", extra={"task": job.task_id, "error": type(exc).__name__})
             with contextlib.suppress(GatewayError):
                 await run.write("failed", FAILURE_TEXT, finish=True)

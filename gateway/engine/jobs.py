@@ -36,6 +36,9 @@ class RunJob:
     entry: str = ""
     attempt: str = ""
     attempts: int = 1
+    # The W3C traceparent of the span that queued the run (empty when tracing is off):
+    # the run's span continues that trace on whichever replica takes the job.
+    trace: str = ""
 
     def wire(self) -> bytes:
         """The job's fields as stored in the stream (``seq`` is added by the send script)."""
@@ -51,6 +54,8 @@ class RunJob:
             fields["o"] = list(self.output_modes)
         if self.registered:
             fields["g"] = 1
+        if self.trace:
+            fields["tp"] = self.trace
         return orjson.dumps(fields)
 
     @classmethod
@@ -68,6 +73,7 @@ class RunJob:
             registered=bool(raw.get("g")),
             entry=entry,
             attempts=int(fields.get(b"n", b"1")),
+            trace=str(raw.get("tp") or ""),
         )
 
     def with_attempt(self, attempt: str) -> RunJob:

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
+from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.auth import Authenticator, AuthMiddleware
@@ -126,6 +127,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             *mcp_routes,
         ],
         middleware=[
+            *tracing.middleware(),
             Middleware(AccessLogMiddleware, enabled=settings.log_requests),
             Middleware(BrowserGuardMiddleware, rule=hosts),
             *_cors(settings.cors_origins),

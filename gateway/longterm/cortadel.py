@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from gateway import tracing
 from gateway.backoff import Backoff
 from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
@@ -64,6 +65,7 @@ class Cortadel:
             ),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
         )
+        tracing.instrument_http(self._http)
         secret = settings.user_id_secret
         self._secret = (
             secret.get_secret_value() if settings.user_ids == "hashed" and secret else None

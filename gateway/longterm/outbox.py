@@ -20,11 +20,12 @@ import functools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import orjson
 
-from gateway import metrics
+from gateway import metrics, tracing
 from gateway.backoff import Backoff
 from gateway.engine.stream_worker import StreamWorker
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
@@ -47,6 +48,20 @@ class _Refused(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"cortadel refused the request (status {status})")
         self.status = status
+
+
+def _span(batch: list[OutboxJob]) -> AbstractContextManager[Any]:
+    """One delivery's span: in the trace of the send (or scrub) that queued its first job."""
+    first = batch[0]
+    return tracing.job_span(
+        "gateway.outbox.forget" if first.forget else "gateway.outbox.store",
+        [job.trace for job in batch],
+        {
+            "gateway.context.id": first.context_id,
+            "messaging.system": "redis",
+            "messaging.batch.message_count": len(batch),
+        },
+    )
 
 
 class Outbox(StreamWorker):
@@ -88,14 +103,17 @@ class Outbox(StreamWorker):
 
         async def one(work: Callable[[], Awaitable[None]], batch: list[OutboxJob]) -> None:
             async with gate:
-                try:
-                    await work()
-                except _Refused as exc:
-                    for job in batch:
-                        await self._jobs.dead_letter(job.entry, job.fields, str(exc))
-                    log.error("outbox job refused by cortadel", extra={"status": exc.status})
-                    return
-                await self._jobs.ack([j.entry for j in batch])
+                with _span(batch):
+                    try:
+                        await work()
+                    except _Refused as exc:
+                        tracing.failed(exc)
+                        tracing.annotate({"gateway.outbox.refused_status": exc.status})
+                        for job in batch:
+                            await self._jobs.dead_letter(job.entry, job.fields, str(exc))
+                        log.error("outbox job refused by cortadel", extra={"status": exc.status})
+                        return
+                    await self._jobs.ack([j.entry for j in batch])
 
         tasks = [
             one(functools.partial(self._store_turns, g, [turn_of[j.entry] for j in g]), g)
@@ -121,6 +139,7 @@ class Outbox(StreamWorker):
         if not messages:
             gone = not any(turns)
             metrics.TURNS_DROPPED.labels("gone" if gone else "empty").inc(len(group))
+            tracing.annotate({"gateway.outbox.dropped": "gone" if gone else "empty"})
             return
         o = first.options
         options = ConversationOptions(
@@ -137,6 +156,9 @@ class Outbox(StreamWorker):
 
         result = await self._retrying(store)
         added = [r.id for r in result.results or () if r.event == "ADD" and r.id]
+        tracing.annotate(
+            {"gateway.outbox.messages": len(messages), "gateway.outbox.added": len(added)}
+        )
         keys = UserKeys.of(first.tenant, first.user)
         metrics.TURNS_STORED.inc(len(group))
         if not await self._store.add_to_ledger(keys, first.context_id, added):
@@ -152,6 +174,7 @@ class Outbox(StreamWorker):
 
             await self._retrying(delete)
             metrics.MEMORIES_FORGOTTEN.inc(len(chunk))
+            tracing.event("forgotten", {"gateway.outbox.memories": len(chunk)})
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         backoff = Backoff(0.2, self._cap)
@@ -165,6 +188,7 @@ class Outbox(StreamWorker):
                     raise
                 metrics.LTM_RETRIES.inc()
                 reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
+                tracing.event("retry", {"reason": reason, "status": int(getattr(exc, "status", 0))})
                 log.warning(
                     "cortadel unavailable; retrying",
                     extra={"reason": reason, "status": getattr(exc, "status", None)},

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gateway import metrics
+from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
 from gateway.longterm.options import MemoryOptions
@@ -32,6 +32,11 @@ log = logging.getLogger("gateway.cortadel")
 
 class RecallFailed(Exception):
     """Recall failed and the agent's options are strict."""
+
+
+def _counted(outcome: str, hits: int = 0) -> None:
+    metrics.RECALLS.labels(outcome).inc()
+    tracing.annotate({"gateway.recall.outcome": outcome, "gateway.recall.hits": hits})
 
 
 class LongTermMemory:
@@ -59,9 +64,21 @@ class LongTermMemory:
     ) -> RecalledMemory | None:
         if not options.retrieve:
             return None
+        with tracing.span("gateway.recall", {"gateway.context.id": context_id}):
+            return await self._recall(tenant, user, context_id, message, options)
+
+    async def _recall(
+        self,
+        tenant: str,
+        user: str,
+        context_id: str,
+        message: Mapping[str, Any],
+        options: MemoryOptions,
+    ) -> RecalledMemory | None:
         query = embeddable_text(message)[:MAX_QUERY_CHARS]
+        tracing.annotate({"gateway.recall.query_chars": len(query)})
         if not query.strip() or options.memory_header in query:
-            metrics.RECALLS.labels("skipped").inc()
+            _counted("skipped")
             return None
         started = time.perf_counter()
         try:
@@ -72,7 +89,9 @@ class LongTermMemory:
         except Exception as exc:
             outcome = "timeout" if isinstance(exc, TimeoutError) else "failed"
             reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
-            metrics.RECALLS.labels(outcome).inc()
+            _counted(outcome)
+            tracing.failed(exc)
+            tracing.annotate({"gateway.recall.reason": reason})
             log.warning(
                 "recall failed; run proceeds without memories",
                 extra={"outcome": outcome, "reason": reason, "strict": options.strict},
@@ -88,7 +107,7 @@ class LongTermMemory:
                 keys, context_id, [h.id for h in hits], options.max_remembered_ids
             )
             hits = [h for h in hits if h.id in fresh]
-        metrics.RECALLS.labels("hits" if hits else "empty").inc()
+        _counted("hits" if hits else "empty", len(hits))
         if not hits:
             return None
         lines = tuple(h.text for h in hits)

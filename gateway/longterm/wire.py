@@ -2,8 +2,10 @@
 
 A store entry (``job``: ``{t, u, c, k, o}``, ``seq``) names a finished turn: the user
 message at ``seq`` of task ``k`` and the replies after it. A forget entry (``job``:
-``{t, u, c}``, ``forget``: comma-separated memory ids) names memories to delete. The
-scripts write the ``seq`` and ``forget`` fields; this module writes ``job`` and reads all.
+``{t, u, c}``, ``forget``: comma-separated memory ids) names memories to delete. When
+tracing is on, ``job`` also holds ``tp``, the traceparent of the span that built it (the
+run, or the scrub), so the delivery continues that trace. The scripts write the ``seq``
+and ``forget`` fields; this module writes ``job`` and reads all.
 """
 
 from __future__ import annotations
@@ -13,18 +15,26 @@ from typing import Any
 
 import orjson
 
+from gateway import tracing
 from gateway.longterm.options import MemoryOptions
 
 __all__ = ["OutboxJob", "forget_job", "store_job"]
 
 
+def _traced(fields: dict[str, Any]) -> bytes:
+    tp = tracing.traceparent()
+    if tp:
+        fields["tp"] = tp
+    return orjson.dumps(fields)
+
+
 def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions) -> bytes:
     options = {"tags": o.tags, "project": o.project, "agent": o.is_agent_memory, "app": o.app_name}
-    return orjson.dumps({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
+    return _traced({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
 
 
 def forget_job(tenant: str, user: str, context_id: str) -> bytes:
-    return orjson.dumps({"t": tenant, "u": user, "c": context_id})
+    return _traced({"t": tenant, "u": user, "c": context_id})
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ class OutboxJob:
     seq: int
     options: dict[str, Any]
     forget: tuple[str, ...]
+    trace: str = ""  # the traceparent of the span that queued it
 
     @classmethod
     def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
@@ -53,4 +64,5 @@ class OutboxJob:
             int(fields.get(b"seq", b"0")),
             raw.get("o") or {},
             forget,
+            str(raw.get("tp") or ""),
         )

@@ -21,6 +21,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from gateway import tracing
+
 __all__ = ["Embedder", "EmbedderError", "HashingEmbedder", "OpenAIEmbedder"]
 
 Matrix = npt.NDArray[np.float32]
@@ -98,8 +100,14 @@ class OpenAIEmbedder:
         import openai
 
         self._openai = openai
+        http = openai.DefaultAsyncHttpxClient(timeout=timeout)
+        tracing.instrument_http(http)  # the embedding server sees the indexer's trace
         self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "unused", timeout=timeout, max_retries=0
+            base_url=base_url,
+            api_key=api_key or "unused",
+            timeout=timeout,
+            max_retries=0,
+            http_client=http,
         )
         self._model, self._requested = model, dimensions
         self.dimensions = dimensions or 0  # learned from the first answer when not set

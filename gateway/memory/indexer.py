@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from gateway import metrics
+from gateway import metrics, tracing
 from gateway.backoff import Backoff
 from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
@@ -38,6 +38,7 @@ class _Item:
     keys: UserKeys
     context_id: str
     seq: int
+    trace: str = ""  # the traceparent of the send that queued it
 
 
 class Indexer(StreamWorker):
@@ -79,10 +80,19 @@ class Indexer(StreamWorker):
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
         job = orjson.loads(fields[b"job"])
-        return _Item(entry, UserKeys.of(job["t"], job["u"]), job["c"], int(fields[b"seq"]))
+        keys = UserKeys.of(job["t"], job["u"])
+        return _Item(entry, keys, job["c"], int(fields[b"seq"]), str(job.get("tp") or ""))
 
     async def index(self, items: list[_Item]) -> None:
         """Embed and store one batch, then acknowledge its jobs."""
+        figures: tracing.Attributes = {
+            "messaging.system": "redis",
+            "messaging.batch.message_count": len(items),
+        }
+        with tracing.job_span("gateway.index", [i.trace for i in items], figures):
+            await self._index(items)
+
+    async def _index(self, items: list[_Item]) -> None:
         messages = await self._store.messages_by_seq([(i.keys, i.context_id, i.seq) for i in items])
         texts: list[str] = []
         todo: list[_Item] = []
@@ -97,6 +107,8 @@ class Indexer(StreamWorker):
                 todo.append(item)
             else:
                 skipped[(item.keys.prefix, item.context_id)] += 1
+        chars = sum(len(t) for t in texts)
+        tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
         vectors = await self._embed_all(texts)
         await self._write(items, todo, vectors, skipped)
         await self._jobs.ack([i.entry for i in items])
@@ -128,7 +140,9 @@ class Indexer(StreamWorker):
         ]
         if any(added < 0 for added in await self._store.add_vectors(batches)):
             log.error("embedding dimensions changed; vectors not stored")
-        metrics.EMBEDDED.inc(sum(len(v) for v in per_context.values()))
+        embedded = sum(len(v) for v in per_context.values())
+        metrics.EMBEDDED.inc(embedded)
+        tracing.annotate({"gateway.index.embedded": embedded})
 
     async def _embed_all(self, texts: list[str]) -> list[Matrix | None]:
         if not texts:
@@ -152,5 +166,6 @@ class Indexer(StreamWorker):
                 if not exc.retryable or self._closing:
                     raise
                 metrics.EMBED_RETRIES.inc()
+                tracing.event("retry", {"reason": str(exc)})
                 log.warning("embedder unavailable; retrying", extra={"reason": str(exc)})
                 await backoff.wait()

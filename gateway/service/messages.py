@@ -9,7 +9,7 @@ from typing import Any, get_args
 
 import orjson
 
-from gateway import metrics
+from gateway import metrics, tracing
 from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
@@ -89,6 +89,7 @@ class MessageService:
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(principal.keys, write)
+                tracing.sent(agent.id, result)
                 if not result.duplicate and not result.waiting:  # a task opened or reopened
                     _SUBMITTED.inc()
                 claimant = await self._hand_over(template, result, claimant)
@@ -195,6 +196,7 @@ class MessageService:
             references,
             tuple(request.configuration.acceptedOutputModes or ()),
             registered,
+            trace=tracing.traceparent(),
         )
         write = SendWrite(
             context_id=context_id,
