@@ -3,7 +3,9 @@
 
 What it does depends on the user's text: ``ask`` → input-required with a question;
 ``slow`` → works for a moment, then completes; ``hang`` → works until canceled;
-``fail`` → fails with a reason; anything else completes at once with an artifact.
+``late`` → records the message, answers a second later with a task that works until
+canceled (a send still in flight when the message is seen); ``fail`` → fails with a
+reason; anything else completes at once with an artifact.
 Every message it receives is recorded in ``seen`` (text, context id, task id).
 """
 
@@ -37,6 +39,16 @@ class _Specialist(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         text = context.get_user_input()
         task = context.current_task
+        if text.startswith("late") and task is None:
+            assert context.message is not None
+            self.seen.append({"text": text, "contextId": context.context_id, "taskId": None})
+            await asyncio.sleep(1.0)
+            task = new_task(context.message)
+            await event_queue.enqueue_event(task)
+            self.seen[-1]["taskId"] = task.id
+            await TaskUpdater(event_queue, task.id, task.context_id).start_work()
+            await asyncio.sleep(30)
+            return
         if task is None:
             assert context.message is not None
             task = new_task(context.message)

@@ -120,6 +120,20 @@ async def test_cancel_is_forwarded(gateway: Any, remote: RemoteAgentServer) -> N
     assert remote.canceled == [remote.seen[0]["taskId"]]
 
 
+async def test_a_cancel_during_the_send_reaches_the_task_the_remote_then_starts(
+    gateway: Any, remote: RemoteAgentServer
+) -> None:
+    """Canceled while the remote is still answering the send: the cancel waits for the
+    remote task's id and is forwarded to it, so the remote does not work on forever."""
+    async with gateway(blocking=False) as c:
+        task = await send(c, "late review", blocking=False)
+        await until(lambda: remote.seen, what="the message to reach the remote agent")
+        r = await c.post(f"/agents/cardio/v1/tasks/{task['id']}:cancel", headers=auth("alice"))
+        assert r.status_code == 200 and r.json()["status"]["state"] == "canceled"
+        await until(lambda: remote.canceled, what="the cancel to reach the remote agent")
+    assert remote.canceled == [remote.seen[0]["taskId"]]
+
+
 async def test_remote_failures_surface_as_failed(gateway: Any, remote: RemoteAgentServer) -> None:
     async with gateway() as c:
         failed = await send(c, "fail please")

@@ -44,6 +44,9 @@ TIMEOUT_TEXT = "The remote agent did not finish in time."
 REMOTE_FAILED_TEXT = "The remote agent failed."
 _SETTLED = {"completed", "failed", "canceled", "rejected", "input-required", "auth-required"}
 _MAX_ERROR_CHARS = 500
+# How long a forwarded cancel (and learning the id of a task the remote is still answering
+# for) may take before the run gives up on it.
+CANCEL_SECONDS = 5.0
 
 # Resolved cards, per card URL: (fetched at, card).
 _CARDS: dict[str, tuple[float, Any]] = {}
@@ -163,9 +166,17 @@ async def _settled(
     """Send the message, poll the remote task until it settles, and mirror the outcome."""
     from a2a.types import Message, TaskQueryParams
 
-    task: Any = None
-    async for event in client.send_message(outgoing, context=call):
-        task = event[0] if isinstance(event, tuple) else event
+    sending = asyncio.ensure_future(_send(client, outgoing, call))
+    try:
+        task = await asyncio.shield(sending)
+    except asyncio.CancelledError:
+        # Canceled while the send is in flight: the remote may have started a task already.
+        # Learn its id (within the cancel's bound) so that the cancel is forwarded to it.
+        with contextlib.suppress(Exception):
+            late = await asyncio.wait_for(sending, CANCEL_SECONDS)
+            if late is not None and not isinstance(late, Message):
+                sent.append(late.id)
+        raise
     if isinstance(task, Message):
         for update in _answered(_dump(task)):
             yield update
@@ -180,6 +191,14 @@ async def _settled(
         yield update
 
 
+async def _send(client: Any, outgoing: Any, call: Any) -> Any:
+    """The remote's answer to a send: its task (or a message), the last event it gave."""
+    task: Any = None
+    async for event in client.send_message(outgoing, context=call):
+        task = event[0] if isinstance(event, tuple) else event
+    return task
+
+
 def _answered(reply: dict[str, Any]) -> list[AgentUpdate]:
     """A remote that answered with a message, not a task."""
     ids = {"contextId": reply.get("contextId"), "taskId": None, "state": "completed"}
@@ -191,7 +210,7 @@ def _answered(reply: dict[str, Any]) -> list[AgentUpdate]:
 
 
 async def _forward_cancel(client: Any, params: Any, call: Any) -> None:
-    cancel = asyncio.wait_for(client.cancel_task(params, context=call), 5)
+    cancel = asyncio.wait_for(client.cancel_task(params, context=call), CANCEL_SECONDS)
     with contextlib.suppress(Exception):
         await asyncio.shield(cancel)
 
