@@ -44,6 +44,7 @@ from starlette.routing import Match
 from gateway.embedded_redis import free_port
 from gateway.http.app import create_app
 from gateway.settings import Settings
+from tests import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -387,13 +388,7 @@ def running(
                 time.sleep(0.1)
             yield proc
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            proc.wait(timeout=10)
+            processes.stop(proc)
 
 
 def check_passes(image: Image, command: list[str], env: dict[str, str]) -> None:
