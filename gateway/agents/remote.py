@@ -149,10 +149,12 @@ class RemoteAgent(RegisteredAgent):
             async with asyncio.timeout(self._config.timeoutSeconds):
                 async for update in _settled(client, outgoing, call, self._config, sent):
                     yield update
-        except (asyncio.CancelledError, TimeoutError) as exc:
+        except (asyncio.CancelledError, TimeoutError, GeneratorExit) as exc:
+            # Stopped before the remote task settled: canceled, out of time, or closed by a
+            # run that ended while an update was being written. The remote task stops too.
             if sent:
                 await _forward_cancel(client, TaskIdParams(id=sent[-1]), call)
-            if isinstance(exc, asyncio.CancelledError):
+            if not isinstance(exc, TimeoutError):
                 raise
             yield StatusUpdate("failed", TIMEOUT_TEXT)
         except (A2AClientError, httpx.HTTPError) as exc:
@@ -187,6 +189,7 @@ async def _settled(
     while task.status.state.value not in _SETTLED:
         await asyncio.sleep(config.pollIntervalSeconds)
         task = await client.get_task(TaskQueryParams(id=task.id), context=call)
+    sent.clear()  # settled: nothing left to cancel
     for update in _settle(_dump(task)):
         yield update
 

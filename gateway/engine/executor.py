@@ -407,6 +407,16 @@ class RunExecutor:
         marker.add_done_callback(self._markers.discard)
 
     async def _consume(self, run: _Run, updates: AsyncIterator[AgentUpdate]) -> None:
+        try:
+            await self._apply(run, updates)
+        finally:
+            # A run that stops early (canceled, interrupted, its write refused) closes the
+            # agent's stream here, so the agent's clean-up (a remote cancel) is part of it.
+            close = getattr(updates, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _apply(self, run: _Run, updates: AsyncIterator[AgentUpdate]) -> None:
         job, final = run.job, "completed"
         async for update in updates:
             if isinstance(update, ArtifactUpdate):
