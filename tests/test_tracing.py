@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import tracing
+from gateway.embedded_redis import free_port
 from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
 from gateway.store.keys import EMBEDS
@@ -439,6 +440,16 @@ async def test_requests_are_traced_without_queries_probes_or_scrapes(
     assert _leaks(found) == []
 
 
+def _unindexed() -> dict[str, Any]:
+    """Settings whose indexer cannot reach its embedder: embedding jobs stay in their
+    stream (retried, never acknowledged), where a test can read them."""
+    return {
+        "embedder": "openai",
+        "embedder_url": f"http://127.0.0.1:{free_port()}/v1",
+        "embedder_api_key": "test-key",
+    }
+
+
 async def test_a_request_left_out_by_sampling_carries_that_on(
     make_app: AppFactory, redis: Redis
 ) -> None:
@@ -448,7 +459,7 @@ async def test_a_request_left_out_by_sampling_carries_that_on(
     exporter = InMemorySpanExporter()
     tracing.install(SimpleSpanProcessor(exporter), sample_ratio=0.0)
     try:
-        async with make_app() as c:
+        async with make_app(**_unindexed()) as c:
             r = await c.post("/v1/message:send", json={"message": message("left out")})
             assert r.status_code == 200, r.text
             assert exporter.get_finished_spans() == ()
@@ -486,7 +497,9 @@ async def test_nothing_is_traced_when_not_configured(
 ) -> None:
     assert not tracing.enabled()
     async with make_app(
-        api_keys=orjson.dumps(API_KEYS).decode(), outbound_allowlist=f"127.0.0.1:{chat.port}"
+        api_keys=orjson.dumps(API_KEYS).decode(),
+        outbound_allowlist=f"127.0.0.1:{chat.port}",
+        **_unindexed(),
     ) as c:
         runtime = c.app.state.runtime  # type: ignore[attr-defined]
         assert not any(
