@@ -175,6 +175,7 @@ class Runtime:
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 lease_seconds=settings.job_lease_seconds,
                 backoff_cap=settings.cortadel.backoff_max_seconds,
+                forget_scrubbed=settings.cortadel.scrub,
             )
         maintenance = Maintenance(
             store,

@@ -488,6 +488,23 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
         await until(lambda: cortadel.of_user(ALICE) == [], what="the late store to be deleted")
 
 
+async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway(scrub=False) as c:
+        await _probed(c)
+        cortadel.delay = 0.6
+        task = await _send(c, "outlive the context too")
+        await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
+        assert (
+            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
+        ).status_code == 204
+        cortadel.delay = 0.0
+        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+    assert _deletes(cortadel) == []
+    assert any(m.text == "outlive the context too" for m in cortadel.of_user(ALICE))
+
+
 # -- identity and health ------------------------------------------------------------------
 
 

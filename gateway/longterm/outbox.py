@@ -79,12 +79,16 @@ class Outbox(StreamWorker):
         block_ms: int,
         lease_seconds: float,
         backoff_cap: float,
+        forget_scrubbed: bool = True,
     ) -> None:
         super().__init__(
             jobs, consumer=consumer, batch=batch, block_ms=block_ms, lease_seconds=lease_seconds
         )
         self._cortadel, self._store, self._header = cortadel, store, header
         self._cap = backoff_cap
+        # Whether a scrub deletes a context's memories (GATEWAY_CORTADEL_SCRUB), and so
+        # those of turns that land after it.
+        self._forget_scrubbed = forget_scrubbed
 
     async def handle(self, entries: list[Entry]) -> None:
         await self.deliver(entries)
@@ -161,7 +165,8 @@ class Outbox(StreamWorker):
         )
         keys = UserKeys.of(first.tenant, first.user)
         metrics.TURNS_STORED.inc(len(group))
-        if not await self._store.add_to_ledger(keys, first.context_id, added):
+        recorded = await self._store.add_to_ledger(keys, first.context_id, added)
+        if not recorded and self._forget_scrubbed:
             # The context was scrubbed while its turns were on their way: delete them too.
             await self._forget(first, tuple(added))
 
