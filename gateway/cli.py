@@ -7,12 +7,14 @@ import asyncio
 import importlib.metadata
 import logging
 import signal
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import gateway
-from gateway import embedded_redis
+from gateway import embedded_redis, gc_pauses
 from gateway.configuration import ConfigurationError, load_settings, summary
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.logs import configure_logging
@@ -126,6 +128,7 @@ async def _work(settings: Settings) -> None:
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port, addr=settings.host)
     await runtime.start()
+    gc_pauses.settle()
     log.info("worker started", extra={"queue": settings.queue})
     await stop.wait()
     log.info("worker stopping")
@@ -156,12 +159,23 @@ def work(settings: Settings) -> int:
     return 0
 
 
+def _server(config: Any) -> Any:
+    """uvicorn's server, which settles the garbage collector once it has started up."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            gc_pauses.settle()
+
+    return Server(config)
+
+
 def serve(settings: Settings) -> int:
     if settings.open_mode and not settings.host_is_loopback():
         log.error("refusing to serve without API keys on a non-loopback address")
         return 2
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    import uvicorn
 
     from gateway.http.app import create_app
     from gateway.http.server import server_config
@@ -174,7 +188,7 @@ def serve(settings: Settings) -> int:
             settings,
             timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
         )
-        uvicorn.Server(config).run()
+        _server(config).run()
     finally:
         if embedded is not None:
             embedded.stop()
@@ -190,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gateway: invalid configuration: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    gc_pauses.watch()
     if args.command == "worker":
         return work(settings)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}

@@ -12,6 +12,7 @@ __all__ = [
     "EMBED_LAG",
     "EMBED_QUEUED",
     "EMBED_RETRIES",
+    "GC_PAUSE_SECONDS",
     "JOBS_DEAD",
     "JOBS_LAG",
     "JOBS_PENDING",
@@ -129,3 +130,10 @@ MEMORIES_FORGOTTEN = Counter(
 LTM_RETRIES = Counter("gateway_ltm_retries_total", "Cortadel calls retried by the outbox")
 OUTBOX_DEPTH = Gauge("gateway_ltm_outbox_depth", "Long-term memory jobs not yet done")
 OUTBOX_AGE = Gauge("gateway_ltm_outbox_oldest_seconds", "Age of the oldest outbox job")
+# The garbage collector: how long each collection stopped the process, by generation (0-2).
+GC_PAUSE_SECONDS = Histogram(
+    "gateway_gc_pause_seconds",
+    "Garbage collector pauses, by generation",
+    ["generation"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25),
+)

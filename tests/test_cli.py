@@ -23,6 +23,10 @@ def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
         assert r.status_code == 200
         assert r.json()["task"]["status"]["state"] == "completed"
         assert httpx.get(f"{base}/.well-known/agent-card.json").json()["url"] == base
+        # Garbage collector pauses are measured from start-up on (the full collection that
+        # precedes freezing the start-up heap is one of them).
+        metrics = httpx.get(f"{base}/metrics").text
+        assert 'gateway_gc_pause_seconds_count{generation="2"}' in metrics
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=PROCESS_SECONDS) == 0
     assert (tmp_path / ".data" / "redis").is_dir()
