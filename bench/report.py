@@ -23,7 +23,12 @@ COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
     "<": operator.lt,
 }
-ROLE_COLORS = {"ceiling": "#4c9be8", "floor": "#8c8c8c", "gateway": "#e8833a"}
+ROLE_COLORS = {
+    "ceiling": "#4c9be8",
+    "floor": "#8c8c8c",
+    "reference": "#9b6bd1",
+    "gateway": "#e8833a",
+}
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class Run:
 
     group: str
     name: str
-    role: str  # "ceiling", "floor" or "gateway"
+    role: str  # "ceiling", "floor", "reference" (the a2a-sdk server) or "gateway"
     throughput: float  # requests/s
     p50_ms: float
     p99_ms: float
