@@ -12,6 +12,7 @@ Ollama) through the official SDK, with our own retry policy.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import zlib
@@ -54,21 +55,28 @@ def _normalise(matrix: Matrix) -> Matrix:
     return result
 
 
+@functools.lru_cache(maxsize=65_536)
+def _word_codes(word: str) -> tuple[int, ...]:
+    """The CRC-32 codes of one word's features: the word, and its character trigrams
+    (``<word>`` padded). Words repeat (Zipf), so they are hashed once and kept."""
+    padded = f"<{word}>"
+    features = [f"w:{word}", *(f"c:{padded[i : i + 3]}" for i in range(len(padded) - 2))]
+    return tuple(zlib.crc32(f.encode()) for f in features)
+
+
 class HashingEmbedder:
     def __init__(self, dimensions: int = 256, max_batch: int = 256) -> None:
         self.dimensions, self.max_batch = dimensions, max_batch
 
-    def _features(self, text: str) -> list[str]:
-        words = _WORD.findall(text.lower())
-        features = [f"w:{w}" for w in words]
-        features += [f"b:{a} {b}" for a, b in itertools.pairwise(words)]
-        for word in words:
-            padded = f"<{word}>"
-            features += [f"c:{padded[i : i + 3]}" for i in range(len(padded) - 2)]
-        return features
-
     def _row(self, text: str) -> Matrix:
-        codes = np.fromiter((zlib.crc32(f.encode()) for f in self._features(text)), np.int64)
+        words = _WORD.findall(text.lower())
+        codes = np.fromiter(
+            itertools.chain(
+                itertools.chain.from_iterable(map(_word_codes, words)),
+                (zlib.crc32(f"b:{a} {b}".encode()) for a, b in itertools.pairwise(words)),
+            ),
+            np.int64,
+        )
         signs = np.where(codes & 1, 1.0, -1.0)
         counts = np.bincount((codes >> 1) % self.dimensions, signs, minlength=self.dimensions)
         row: Matrix = counts.astype(np.float32)
