@@ -119,10 +119,12 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
                 await asyncio.to_thread(_stop_metrics_server, exporter)
 
     app = Starlette(
+        # The router tries routes in order: the default agent's A2A routes (message:send
+        # first) lead, as they carry the traffic. No two routes match the same path.
         routes=[
+            *agent_routes(""),
             *operational_routes(metrics=settings.metrics_port is None),
             *registry_routes(),
-            *agent_routes(""),
             *agent_routes("/agents/{agent_id}"),
             *mcp_routes,
         ],
