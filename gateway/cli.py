@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.metadata
 import logging
+import os
 import signal
 import socket
 import sys
@@ -52,6 +54,13 @@ def version() -> str:
         return gateway.__version__
 
 
+def _count(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError("must be from 1 to 256")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -73,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default GATEWAY_PORT or 8000)")
     serve.add_argument(
         "--no-workers", action="store_true", help="serve HTTP only; runs happen in workers"
+    )
+    serve.add_argument(
+        "--processes",
+        type=_count,
+        metavar="N",
+        help="server processes sharing the port, e.g. one per core (default GATEWAY_PROCESSES "
+        "or 1)",
     )
     commands.add_parser(
         "worker",
@@ -171,28 +187,103 @@ def _server(config: Any) -> Any:
     return Server(config)
 
 
+def _shared_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` with SO_REUSEPORT: every server process binds its own
+    and the kernel spreads new connections over them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _serve_one(settings: Settings, *, shared_port: bool = False) -> int:
+    from gateway.http.app import create_app
+    from gateway.http.server import server_config
+
+    config = server_config(
+        create_app(settings),
+        settings,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
+    )
+    sockets = [_shared_port_socket(settings.host, settings.port)] if shared_port else None
+    _server(config).run(sockets=sockets)
+    return 0
+
+
+def _child(settings: Settings, index: int) -> None:
+    """A forked server process: serves until stopped, then leaves without the parent's
+    clean-up (the embedded Redis is the parent's)."""
+    code = 1
+    try:
+        if settings.metrics_port is not None:  # one metrics port per process
+            settings = settings.model_copy(update={"metrics_port": settings.metrics_port + index})
+        code = _serve_one(settings, shared_port=True)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+    except BaseException:
+        log.exception("server process failed")
+    finally:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve_processes(settings: Settings) -> int:
+    """``settings.processes`` forked server processes on one port; SIGTERM and SIGINT are
+    passed on to them. One that exits by itself stops the others: the command ends (non-zero)
+    for the supervisor (systemd, the orchestrator) to restart it whole."""
+    _shared_port_socket(settings.host, settings.port).close()  # the port is free: fail here
+    children: dict[int, int] = {}
+    for index in range(settings.processes):
+        pid = os.fork()
+        if pid == 0:
+            _child(settings, index)
+        children[pid] = index
+    log.info("server processes started", extra={"processes": settings.processes})
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None = None) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    status = 0
+    while children:
+        pid, wait_status = os.wait()
+        children.pop(pid, None)
+        code = os.waitstatus_to_exitcode(wait_status)
+        if not stopping:
+            log.error("a server process exited; stopping the others", extra={"code": code})
+            status = 1
+            stop(signal.SIGTERM)
+    return status
+
+
 def serve(settings: Settings) -> int:
     if settings.open_mode and not settings.host_is_loopback():
         log.error("refusing to serve without API keys on a non-loopback address")
         return 2
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-
-    from gateway.http.app import create_app
-    from gateway.http.server import server_config
+    # Imported before any process is forked: each shares the loaded modules.
+    import gateway.http.app
+    import gateway.http.server  # noqa: F401
 
     settings, embedded = _with_redis(settings)
     try:
         _log_configuration("serve", settings)
-        config = server_config(
-            create_app(settings),
-            settings,
-            timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
-        )
-        _server(config).run()
+        if settings.processes > 1:
+            return _serve_processes(settings)
+        return _serve_one(settings)
     finally:
         if embedded is not None:
             embedded.stop()
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if args.no_workers:
         overrides["workers"] = False
+    if args.processes is not None:
+        overrides["processes"] = args.processes
     return serve(settings.model_copy(update=overrides))
 
 

@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     runner_concurrency: int = Field(default=64, ge=1, le=10_000)
     queue: Literal["stream", "memory"] = "stream"
     workers: bool = True
+    # gateway serve: this many server processes on one port (SO_REUSEPORT), one per core.
+    processes: int = Field(default=1, ge=1, le=256)
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     job_max_attempts: int = Field(default=5, ge=1, le=100)
     prune_interval_seconds: float = Field(default=3600.0, gt=0)

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import httpx
+from redis import Redis
 
+from gateway.store.keys import JOBS, JOBS_GROUP
 from tests.conftest import AppFactory, message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.waiting import until
@@ -34,6 +36,29 @@ def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
     logs = next(tmp_path.glob("serve-*.log")).read_text()
     assert "hello" not in logs  # message text never reaches the logs
     assert '"event":"request"' in logs
+
+
+@slow_process_test
+def test_several_processes_share_one_port_and_one_redis(tmp_path: Path) -> None:
+    """`--processes 2`: two server processes on one port (SO_REUSEPORT) and one Redis; sends
+    on new connections are spread over both (each runs the sends it takes, as its own job
+    consumer); SIGTERM stops both."""
+    with serving(tmp_path, "--processes", "2") as (proc, base):
+        for i in range(20):
+            with httpx.Client() as client:  # a new connection each time
+                r = client.post(
+                    f"{base}/v1/message:send", json={"message": message(f"m{i}")}, timeout=30
+                )
+            assert r.json()["task"]["status"]["state"] == "completed"
+        url = (tmp_path / ".data" / "redis" / "embedded-redis.url").read_text().strip()
+        with Redis.from_url(url) as redis:
+            consumers = redis.xinfo_consumers(JOBS, JOBS_GROUP)
+        pids = {int(c["name"].decode().split(":")[1]) for c in consumers}
+        assert len(pids) == 2 and proc.pid not in pids  # the parent only supervises
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=PROCESS_SECONDS) == 0
+    logs = next(tmp_path.glob("serve-*.log")).read_text()
+    assert logs.count("Finished server process") == 2
 
 
 @slow_process_test

@@ -32,7 +32,7 @@ class _HiredisPacking:
 
     def pack_command(self, *args: Any) -> list[bytes]:
         name = args[0]
-        if (isinstance(name, str) and " " in name) or any(type(a) is float for a in args):
+        if (isinstance(name, str) and " " in name) or float in map(type, args):
             packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
             return packed
         try:
