@@ -40,7 +40,7 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
-SECTIONS = ("core", "queues", "memory", "longterm")
+SECTIONS = ("core", "queues", "memory", "longterm", "scale")
 OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
 TEXT = "Patient reports intermittent chest pain radiating to the left arm; " * 4
 
@@ -687,6 +687,57 @@ def core_bench(tmp: Path) -> None:
         defaults_redis.stop()
 
 
+def scale_bench(tmp: Path) -> None:
+    """One host's cores: `gateway serve --processes 2` against one process, c=64, each on a
+    Redis of its own (the gateway as shipped), interleaved."""
+    servers = [EmbeddedRedis(tmp / f"redis-scale{i}") for i in range(2)]
+    urls = [s.start() for s in servers]
+    names = ("1 process", "2 processes (--processes 2)")
+    ports = {name: free_port() for name in names}
+    base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
+    try:
+        with contextlib.ExitStack() as stack:
+            for port, url, extra in zip(
+                ports.values(), urls, ([], ["--processes", "2"]), strict=True
+            ):
+                env = {**base_env, "REDIS_URL": url}
+                stack.enter_context(process([*serve, str(port), *extra], env, port))
+            asyncio.run(_scale(ports))
+    finally:
+        for s in servers:
+            s.stop()
+
+
+async def _scale(ports: dict[str, int]) -> None:
+    counter = itertools.count(50_000_000)
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for _ in range(ROUNDS):
+        for name, port in ports.items():
+            res[name].append(
+                await loadgen.run(
+                    port,
+                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
+                    64,
+                    SECONDS,
+                    counter,
+                )
+            )
+    merged = {name: merge(r) for name, r in res.items()}
+    cores = os.cpu_count()
+    print(
+        f"blocking echo message:send, concurrency 64, 1 vs 2 server processes on one port "
+        f"({ROUNDS} interleaved rounds, {cores} cores shared with the load generator and Redis)"
+    )
+    for name, r in merged.items():
+        print(line(name, r))
+        REPORT.run("message:send, c=64", f"scale: {name}", "gateway", r)
+    one, two = merged["1 process"], merged["2 processes (--processes 2)"]
+    two_one = ratio(two.throughput, one.throughput)
+    print(f"  throughput 2 processes / 1: {two_one:.2f} on {cores} cores")
+    REPORT.figure(f"c=64 throughput, 2 processes / 1 ({cores} cores)", two_one)
+
+
 def memory_section(tmp: Path) -> None:
     asyncio.run(memory_bench(tmp))
     embedding_on_off(tmp)
@@ -736,6 +787,7 @@ def main() -> None:
         "queues": queues_bench,
         "memory": memory_section,
         "longterm": longterm_section,
+        "scale": scale_bench,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"
