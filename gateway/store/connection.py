@@ -16,7 +16,6 @@ import hiredis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
-from redis.exceptions import DataError
 
 __all__ = ["RedisClient", "RedisTarget"]
 
@@ -27,18 +26,20 @@ class _HiredisPacking:
     """Commands packed by hiredis (C) rather than redis-py's asyncio connection, which packs
     and encodes every argument in Python: the store's scripts take 30-odd arguments, and
     packing them was the largest single cost of a send in the gateway process. Commands
-    whose name holds a space (``CONFIG GET``) and float arguments (redis-py writes them with
-    ``repr``) are left to redis-py."""
+    whose name holds a space (``CONFIG GET``), and floats (redis-py writes them with
+    ``repr``), booleans (which it refuses) and memoryviews are left to redis-py."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
         name = args[0]
-        if (isinstance(name, str) and " " in name) or float in map(type, args):
+        spaced = " " in name if isinstance(name, str) else b" " in name
+        if spaced or not _HIREDIS_TYPES.issuperset(map(type, args)):
             packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
             return packed
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError as exc:  # as redis-py's encoder: None, a bool, another type
-            raise DataError(str(exc)) from None
+        return [hiredis.pack_command(args)]
+
+
+# Argument types hiredis packs exactly as redis-py does.
+_HIREDIS_TYPES = frozenset({str, bytes, int})
 
 
 class _Connection(_HiredisPacking, Connection):
