@@ -207,6 +207,8 @@ def _shown(name: str, value: Any) -> Any:
         return "set" if secret else "empty"
     if isinstance(value, str) and "://" in value:
         return _url(value)
+    if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
+        return [_shown(name, v) for v in value]
     if isinstance(value, list) and any(isinstance(v, str) and "://" in v for v in value):
         return [_url(v) if isinstance(v, str) else v for v in value]
     return value

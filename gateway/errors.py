@@ -169,8 +169,17 @@ class UnauthenticatedError(GatewayError):
     status, code, name = 401, -32020, "UnauthenticatedError"
     default_message = "Missing or invalid credentials"
 
+    def __init__(
+        self, message: str | None = None, data: dict[str, Any] | None = None, *, reason: str = ""
+    ) -> None:
+        super().__init__(message, data)
+        self.reason = reason  # RFC 6750 error code ("invalid_token"), or none
+
     def headers(self) -> dict[str, str]:
-        return {"WWW-Authenticate": 'Bearer realm="gateway"'}
+        challenge = 'Bearer realm="gateway"'
+        if self.reason:
+            challenge += f', error="{self.reason}"'
+        return {"WWW-Authenticate": challenge}
 
 
 class ForbiddenError(GatewayError):

@@ -15,6 +15,9 @@ class Principal:
     tenant: str
     user: str
     roles: frozenset[str] = field(default_factory=frozenset)
+    # What the caller authenticated with, for the audit trail: "key:<id>" (a managed key),
+    # "static:<id>" (GATEWAY_API_KEYS), "jwt:<subject>" (a bearer token), "open" (open mode).
+    credential: str = field(default="", compare=False)
 
     @cached_property
     def keys(self) -> UserKeys:

@@ -102,7 +102,12 @@ class Runtime:
 
         jobs = job_store()
         allowlist = Allowlist(
-            settings.outbound_allowlist, [settings.embedder_url, settings.cortadel.url]
+            settings.outbound_allowlist,
+            [
+                settings.embedder_url,
+                settings.cortadel.url,
+                *(issuer.jwks_url for issuer in settings.jwt_issuers),
+            ],
         )
         outbound = (
             guarded_client(allowlist, httpx, timeout=60.0),

@@ -14,6 +14,7 @@ import orjson
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gateway.identity.options import JwtIssuer
 from gateway.longterm.options import CortadelSettings
 
 __all__ = ["ApiKeyEntry", "Settings"]
@@ -44,6 +45,13 @@ class Settings(BaseSettings):
     context_ttl_seconds: int = Field(default=THIRTY_DAYS, ge=1)
     blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
+    # Identity providers whose bearer tokens are accepted (identity/options.py), the clock
+    # skew allowed on exp/nbf, how long their keys are cached and how often at most they
+    # are refetched for a key id not seen yet.
+    jwt_issuers: Annotated[list[JwtIssuer], NoDecode] = Field(default_factory=list)
+    jwt_leeway_seconds: float = Field(default=30.0, ge=0, le=600)
+    jwks_cache_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    jwks_min_refetch_seconds: float = Field(default=10.0, ge=0, le=3600)
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
     # hosts of this configuration (embedder, Cortadel).
@@ -106,6 +114,13 @@ class Settings(BaseSettings):
             return orjson.loads(value) if value.strip() else {}
         return value
 
+    @field_validator("jwt_issuers", mode="before")
+    @classmethod
+    def _parse_issuers(cls, value: object) -> object:
+        if isinstance(value, str):
+            return orjson.loads(value) if value.strip() else []
+        return value
+
     @field_validator(
         "agent_plugins", "outbound_allowlist", "allowed_hosts", "cors_origins", mode="before"
     )
@@ -117,8 +132,8 @@ class Settings(BaseSettings):
 
     @property
     def open_mode(self) -> bool:
-        """No keys configured: every caller is the local principal."""
-        return not self.api_keys
+        """No keys or issuers configured: every caller is the local principal."""
+        return not self.api_keys and not self.jwt_issuers
 
     def host_is_loopback(self) -> bool:
         if self.host == "localhost":

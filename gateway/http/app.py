@@ -23,6 +23,7 @@ from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
 from gateway.http.routes import agent_routes, operational_routes, registry_routes
 from gateway.http.state import AppState
+from gateway.identity.tokens import TokenVerifier
 from gateway.outbound import Allowlist
 from gateway.runtime import Runtime
 from gateway.service.agents import AgentService
@@ -97,6 +98,17 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         registry=AgentService(runtime.agents, runtime.allowlist or Allowlist([])),
     )
 
+    tokens = None
+    if settings.jwt_issuers and runtime.outbound is not None:
+        tokens = TokenVerifier(
+            settings.jwt_issuers,
+            runtime.outbound[0],
+            leeway=settings.jwt_leeway_seconds,
+            jwks_ttl=settings.jwks_cache_seconds,
+            jwks_min_refetch=settings.jwks_min_refetch_seconds,
+        )
+    authenticator = Authenticator(settings.api_keys, tokens)
+
     hosts = HostRule.build(
         open_mode=settings.open_mode,
         allowed_hosts=settings.allowed_hosts,
@@ -107,7 +119,9 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if settings.open_mode:
-            log.warning("no API keys configured: open mode, every caller is default/local")
+            log.warning(
+                "no API keys or token issuers configured: open mode, every caller is default/local"
+            )
         exporter = _metrics_server(settings)
         await runtime.start()
         try:
@@ -134,7 +148,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             Middleware(BrowserGuardMiddleware, rule=hosts),
             *_cors(settings.cors_origins),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-            Middleware(AuthMiddleware, authenticator=Authenticator(settings.api_keys)),
+            Middleware(AuthMiddleware, authenticator=authenticator),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,

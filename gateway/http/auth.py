@@ -1,7 +1,14 @@
-"""Authentication: API keys (Bearer or X-API-Key) to principals, and the tenant check.
+"""Authentication: bearer tokens (JWT) and API keys (Bearer or X-API-Key) to principals,
+and the tenant check.
 
-Pure ASGI middleware. Keys are compared by their SHA-256 digest, so lookups take
-the same time whatever prefix of a key an attacker guesses.
+Pure ASGI middleware. Static keys are compared by their SHA-256 digest, so lookups take
+the same time whatever prefix of a key an attacker guesses. A bearer credential shaped
+like a JWT goes to the token verifier when identity providers are configured; anything
+else is an API key.
+
+``Tenant-Name``, when sent, must name the tenant of the credentials (an API key's, or the
+token's tenant claim or its issuer's fixed tenant): otherwise the request is refused (403)
+before anything is read or written.
 """
 
 from __future__ import annotations
@@ -15,13 +22,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ForbiddenError, GatewayError, UnauthenticatedError
 from gateway.http.responses import error_response
+from gateway.identity.tokens import TokenVerifier, looks_like_jwt
 from gateway.principal import Principal
 from gateway.settings import ApiKeyEntry
 
 __all__ = ["LOCAL_PRINCIPAL", "AuthMiddleware", "Authenticator"]
 
 # Open mode (no keys, loopback only) is one local operator: it may change the registry.
-LOCAL_PRINCIPAL = Principal("default", "local", frozenset({"admin"}))
+LOCAL_PRINCIPAL = Principal("default", "local", frozenset({"admin"}), credential="open")
 
 # The card routes exactly: the default agent's and one agent's (a single path segment).
 _CARD_PATH = re.compile(r"(?:/agents/[^/]+)?(?:/\.well-known)?/agent-card\.json")
@@ -33,32 +41,46 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+def _credential(headers: Headers) -> str | None:
+    key = headers.get("x-api-key")
+    auth = headers.get("authorization")
+    if key is None and auth is not None:
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer":
+            key = token.strip()
+    return key or None
+
+
 class Authenticator:
-    def __init__(self, api_keys: Mapping[str, ApiKeyEntry]) -> None:
+    def __init__(
+        self, api_keys: Mapping[str, ApiKeyEntry], tokens: TokenVerifier | None = None
+    ) -> None:
         self._by_digest = {
-            _digest(key): Principal(e.tenant, e.user, frozenset(e.roles))
+            _digest(key): Principal(
+                e.tenant, e.user, frozenset(e.roles), credential=f"static:{_digest(key).hex()[:8]}"
+            )
             for key, e in api_keys.items()
         }
+        self._tokens = tokens if tokens is not None and tokens.enabled else None
 
     @property
     def open(self) -> bool:
-        return not self._by_digest
+        return not self._by_digest and self._tokens is None
 
-    def authenticate(self, headers: Headers) -> Principal:
-        principal = LOCAL_PRINCIPAL if self.open else self._from_key(headers)
+    async def authenticate(self, headers: Headers) -> Principal:
+        principal = LOCAL_PRINCIPAL if self.open else await self._from_credential(headers)
         tenant = headers.get("tenant-name")
         if tenant is not None and tenant != principal.tenant:
             raise ForbiddenError("Tenant-Name does not match the credentials")
         return principal
 
-    def _from_key(self, headers: Headers) -> Principal:
-        key = headers.get("x-api-key")
-        auth = headers.get("authorization")
-        if key is None and auth is not None:
-            scheme, _, token = auth.partition(" ")
-            if scheme.lower() == "bearer":
-                key = token.strip()
-        principal = self._by_digest.get(_digest(key)) if key else None
+    async def _from_credential(self, headers: Headers) -> Principal:
+        credential = _credential(headers)
+        if credential is None:
+            raise UnauthenticatedError()
+        if self._tokens is not None and looks_like_jwt(credential):
+            return await self._tokens.principal(credential)
+        principal = self._by_digest.get(_digest(credential))
         if principal is None:
             raise UnauthenticatedError()
         return principal
@@ -84,7 +106,7 @@ class AuthMiddleware:
         )
         if not anonymous_card:
             try:
-                principal = self.authenticator.authenticate(headers)
+                principal = await self.authenticator.authenticate(headers)
             except GatewayError as exc:
                 await error_response(exc)(scope, receive, send)
                 return
