@@ -19,6 +19,7 @@ import orjson
 from pydantic import AliasChoices, BaseModel, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsError
 
+from gateway.ratelimit import Rate
 from gateway.settings import ApiKeyEntry, Settings
 
 __all__ = ["ConfigurationError", "load_settings", "summary"]
@@ -197,6 +198,8 @@ def _shown(name: str, value: Any) -> Any:
         return {field: _shown(field, getattr(value, field)) for field in type(value).model_fields}
     if value is None:
         return None
+    if isinstance(value, Rate):
+        return str(value)
     if name in _SECRET_MAP_KEYS and isinstance(value, Mapping):
         tenants = {e.tenant for e in value.values() if isinstance(e, ApiKeyEntry)}
         return {"keys": len(value), "tenants": len(tenants)}

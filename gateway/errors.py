@@ -23,6 +23,7 @@
      ├── HostNotAllowedError          (421, -32024)
      ├── RequestTimeoutError          (408, -32025)
      ├── HeadersTooLargeError         (431, -32026)
+     ├── RateLimitedError             (429, -32027, Retry-After, RateLimit)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
           └── StoreUnavailableError   (Redis unreachable)
 
@@ -50,6 +51,7 @@ __all__ = [
     "MethodNotFoundError",
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
+    "RateLimitedError",
     "RequestTimeoutError",
     "StoreUnavailableError",
     "TaskBusyError",
@@ -208,6 +210,24 @@ class RequestTimeoutError(GatewayError):
 class HeadersTooLargeError(GatewayError):
     status, code, name = 431, -32026, "HeadersTooLargeError"
     default_message = "The request line and headers are too large"
+
+
+class RateLimitedError(GatewayError):
+    """A rate limit refused the request; ``limit`` names which ("user", "tenant", "auth")."""
+
+    status, code, name = 429, -32027, "RateLimitedError"
+    default_message = "Too many requests"
+
+    def __init__(self, limit: str, retry_after: int, fields: dict[str, str] | None = None) -> None:
+        super().__init__(
+            f"Rate limit exceeded: {limit}; retry after {retry_after} s",
+            data={"limit": limit, "retryAfterSeconds": retry_after},
+        )
+        self.retry_after = retry_after
+        self.fields = fields or {}
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after), **self.fields}
 
 
 class UnavailableError(GatewayError):

@@ -23,6 +23,7 @@ __all__ = [
     "MEMORIES_FORGOTTEN",
     "OUTBOX_AGE",
     "OUTBOX_DEPTH",
+    "RATE_LIMITED",
     "RECALLS",
     "RECALL_SECONDS",
     "REQUESTS",
@@ -112,6 +113,12 @@ EMBEDDED = Counter("gateway_messages_embedded_total", "User messages embedded an
 EMBED_RETRIES = Counter("gateway_embedder_retries_total", "Embedding calls retried")
 EMBED_QUEUED = Gauge("gateway_embed_queued", "User messages waiting to be embedded")
 EMBED_LAG = Gauge("gateway_embed_lag_seconds", "Age of the oldest message waiting to be embedded")
+RATE_LIMITED = Counter(
+    "gateway_rate_limited_total",
+    "Requests refused by a rate limit (429), by limit: user, tenant or auth (failed "
+    "authentications of a client address)",
+    ["limit"],
+)
 RECALLS = Counter(
     "gateway_ltm_recalls_total",
     "Long-term memory recalls by outcome (hits, empty, skipped, failed, timeout)",

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.identity.options import JwtIssuer
 from gateway.longterm.options import CortadelSettings
+from gateway.ratelimit import Rate, TenantLimits
 
 __all__ = ["ApiKeyEntry", "Settings"]
 
@@ -52,6 +53,13 @@ class Settings(BaseSettings):
     jwt_leeway_seconds: float = Field(default=30.0, ge=0, le=600)
     jwks_cache_seconds: float = Field(default=300.0, gt=0, le=86_400)
     jwks_min_refetch_seconds: float = Field(default=10.0, ge=0, le=3600)
+    # Rate limits (ratelimit.py), "<requests>/<seconds>": per principal and per tenant (unset:
+    # none), a tenant's own (JSON {"<tenant>": {"user": "..", "tenant": ".."}}), and failed
+    # authentications per client address.
+    rate_limit_user: Annotated[Rate | None, NoDecode] = None
+    rate_limit_tenant: Annotated[Rate | None, NoDecode] = None
+    rate_limit_tenants: Annotated[dict[str, TenantLimits], NoDecode] = Field(default_factory=dict)
+    auth_failure_limit: Annotated[Rate | None, NoDecode] = Rate(100, 60)
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
     # hosts of this configuration (embedder, Cortadel).
@@ -114,6 +122,20 @@ class Settings(BaseSettings):
             return orjson.loads(value) if value.strip() else {}
         return value
 
+    @field_validator("rate_limit_user", "rate_limit_tenant", "auth_failure_limit", mode="before")
+    @classmethod
+    def _rate_or_off(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
+            return None
+        return value
+
+    @field_validator("rate_limit_tenants", mode="before")
+    @classmethod
+    def _parse_tenant_limits(cls, value: object) -> object:
+        if isinstance(value, str):
+            return orjson.loads(value) if value.strip() else {}
+        return value
+
     @field_validator("jwt_issuers", mode="before")
     @classmethod
     def _parse_issuers(cls, value: object) -> object:
@@ -134,6 +156,13 @@ class Settings(BaseSettings):
     def open_mode(self) -> bool:
         """No keys or issuers configured: every caller is the local principal."""
         return not self.api_keys and not self.jwt_issuers
+
+    def rates(self, tenant: str) -> tuple[Rate | None, Rate | None]:
+        """The (principal, tenant) rate limits of a tenant's requests."""
+        own = self.rate_limit_tenants.get(tenant)
+        user = own.user if own is not None and own.user is not None else self.rate_limit_user
+        whole = own.tenant if own is not None and own.tenant is not None else None
+        return user, whole or self.rate_limit_tenant
 
     def host_is_loopback(self) -> bool:
         if self.host == "localhost":

@@ -21,6 +21,7 @@ from gateway.http.browser import BrowserGuardMiddleware, HostRule
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
+from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
 from gateway.http.routes import agent_routes, operational_routes, registry_routes
 from gateway.http.state import AppState
 from gateway.identity.tokens import TokenVerifier
@@ -33,6 +34,7 @@ from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.memory_store import MemoryStore
+from gateway.store.rate_store import RateStore
 
 __all__ = ["create_app"]
 
@@ -108,6 +110,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             jwks_min_refetch=settings.jwks_min_refetch_seconds,
         )
     authenticator = Authenticator(settings.api_keys, tokens)
+    limiter = RateLimiter(settings, RateStore(runtime.store.scripts))
 
     hosts = HostRule.build(
         open_mode=settings.open_mode,
@@ -148,7 +151,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             Middleware(BrowserGuardMiddleware, rule=hosts),
             *_cors(settings.cors_origins),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-            Middleware(AuthMiddleware, authenticator=authenticator),
+            Middleware(AuthMiddleware, authenticator=authenticator, limiter=limiter),
+            Middleware(RateLimitMiddleware, limiter=limiter),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,

@@ -21,6 +21,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ForbiddenError, GatewayError, UnauthenticatedError
+from gateway.http.ratelimit import RateLimiter
 from gateway.http.responses import error_response
 from gateway.identity.tokens import TokenVerifier, looks_like_jwt
 from gateway.principal import Principal
@@ -87,8 +88,10 @@ class Authenticator:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
-        self.app, self.authenticator = app, authenticator
+    def __init__(
+        self, app: ASGIApp, authenticator: Authenticator, limiter: RateLimiter | None = None
+    ) -> None:
+        self.app, self.authenticator, self.limiter = app, authenticator, limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -106,9 +109,26 @@ class AuthMiddleware:
         )
         if not anonymous_card:
             try:
-                principal = await self.authenticator.authenticate(headers)
+                principal = await self._authenticate(scope, headers)
             except GatewayError as exc:
                 await error_response(exc)(scope, receive, send)
                 return
             scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
+
+    async def _authenticate(self, scope: Scope, headers: Headers) -> Principal:
+        """The principal; failed attempts are throttled per client address."""
+        if self.limiter is None or self.authenticator.open:
+            return await self.authenticator.authenticate(headers)
+        client = scope.get("client")
+        address = client[0] if client else None
+        blocked = self.limiter.blocked(address)
+        if blocked is not None:
+            raise blocked
+        try:
+            return await self.authenticator.authenticate(headers)
+        except UnauthenticatedError:
+            refusal = await self.limiter.failed(address)
+            if refusal is not None:
+                raise refusal from None
+            raise

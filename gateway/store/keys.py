@@ -40,8 +40,10 @@ Global keys share the hash tag ``{jobs}`` (one slot, so they can change together
 ``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:embed`` and
 ``gw:{jobs}:ltm`` (with their ``:dead`` streams) queue embeddings and long-term memory
 work (turns to store in Cortadel, memories to delete); ``gw:{jobs}:leader`` names the
-process that runs the maintenance sweeps. Channels: ``gw:ev:<tid>`` carries a task's new state on
-every change.
+process that runs the maintenance sweeps. Rate limits: ``gw:{rl:<tenant digest>}:u:<user
+tag>`` and ``gw:{rl:<tenant digest>}:t`` (strings, a GCRA arrival time each, expiring when
+replenished), ``gw:{af}:<address>`` for failed authentications. Channels: ``gw:ev:<tid>``
+carries a task's new state on every change.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ __all__ = [
     "ContextKeys",
     "TenantAgentKeys",
     "UserKeys",
+    "auth_failure_key",
     "event_channel",
+    "rate_keys",
     "user_tag",
 ]
 
@@ -84,6 +88,17 @@ MAINTENANCE_LEADER = "gw:{jobs}:leader"
 
 # How many of ``ContextKeys.all()`` belong to the context (the rest are global streams).
 CONTEXT_KEY_COUNT = 13
+
+
+def rate_keys(tenant: str, user: str) -> tuple[str, str]:
+    """The rate-limit keys of a principal and of its tenant (one hash tag: one script)."""
+    digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
+    return f"gw:{{rl:{digest}}}:u:{user_tag(tenant, user)}", f"gw:{{rl:{digest}}}:t"
+
+
+def auth_failure_key(address: str) -> str:
+    """Failed authentications of one client address."""
+    return f"gw:{{af}}:{address}"
 
 
 def event_channel(task_id: str) -> str:

@@ -474,6 +474,43 @@ return 1
 """
 
 
+# Rate limits (GCRA). KEYS: the limits a request counts against (a principal's and its
+# tenant's share one slot; or a client address's failed authentications). ARGV: per key, its
+# emission interval and its tolerance (the window), in ms. A key holds the theoretical
+# arrival time (TAT) of the next request; a request passes unless TAT + interval - window
+# is still ahead. Either every limit lets it pass and each is charged, or none is charged.
+# Returns {allowed 1|0, retry after ms, then per key: remaining, ms until replenished}.
+_RATE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out, tats, retry = {1, 0}, {}, 0
+for i = 1, #KEYS do
+  local interval, window = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
+  if tat < now then tat = now end
+  local next_tat = tat + interval
+  local wait = next_tat - window - now
+  if wait > 0 then
+    out[1] = 0
+    if wait > retry then retry = wait end
+    out[2 * i + 1], out[2 * i + 2] = 0, math.ceil(tat - now)
+  else
+    tats[i] = next_tat
+    out[2 * i + 1] = math.floor((window - (next_tat - now)) / interval)
+    out[2 * i + 2] = math.ceil(next_tat - now)
+  end
+end
+if out[1] == 1 then
+  for i = 1, #KEYS do
+    redis.call('SET', KEYS[i], string.format('%.3f', tats[i]), 'PX', math.ceil(tats[i] - now))
+  end
+else
+  out[2] = math.ceil(retry)
+end
+return out
+"""
+
+
 @dataclass(frozen=True)
 class Scripts:
     send: AsyncScript
@@ -485,6 +522,7 @@ class Scripts:
     remember: AsyncScript
     ledger: AsyncScript
     record_job: AsyncScript
+    rate: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -498,4 +536,5 @@ class Scripts:
             remember=client.register_script(_REMEMBER),
             ledger=client.register_script(_LEDGER),
             record_job=client.register_script(_RECORD_JOB),
+            rate=client.register_script(_RATE),
         )

@@ -1,0 +1,107 @@
+"""Rate limits at the HTTP edge: every authenticated request is charged to its principal's
+and its tenant's limits (one script call, shared by every replica), and every failed
+authentication to its client address.
+
+A request over a limit is answered 429 with ``Retry-After`` and the IETF ``RateLimit`` /
+``RateLimit-Policy`` fields; requests within them carry the fields too. Health, readiness,
+metrics, the contract and anonymous card requests have no principal and are not charged.
+
+An address over its failed-authentication limit is refused (429) for the ``Retry-After``
+it was given, whatever credentials it then sends, by the replica that refused it: so
+credentials cannot be guessed faster than the limit by spreading guesses over replicas —
+each replica lets at most one through before it learns of the shared verdict.
+"""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway import metrics
+from gateway.errors import RateLimitedError
+from gateway.http.responses import error_response
+from gateway.principal import Principal
+from gateway.ratelimit import Verdict
+from gateway.settings import Settings
+from gateway.store.rate_store import RateStore
+
+__all__ = ["RateLimitMiddleware", "RateLimiter"]
+
+_BLOCKED_MAX = 10_000
+
+
+def _refusal(verdict: Verdict) -> RateLimitedError:
+    limit = verdict.exceeded
+    metrics.series(metrics.RATE_LIMITED, limit).inc()
+    fields = {name.decode(): value.decode() for name, value in verdict.headers()}
+    return RateLimitedError(limit, verdict.retry_after_seconds(), fields)
+
+
+class RateLimiter:
+    def __init__(self, settings: Settings, store: RateStore) -> None:
+        self._settings, self._store = settings, store
+        self._blocked: dict[str, float] = {}  # address -> monotonic end of its block
+
+    @property
+    def active(self) -> bool:
+        s = self._settings
+        return bool(s.rate_limit_user or s.rate_limit_tenant or s.rate_limit_tenants)
+
+    async def request(self, principal: Principal) -> Verdict | None:
+        user_rate, tenant_rate = self._settings.rates(principal.tenant)
+        if user_rate is None and tenant_rate is None:
+            return None
+        return await self._store.request(principal.tenant, principal.user, user_rate, tenant_rate)
+
+    def blocked(self, address: str | None) -> RateLimitedError | None:
+        """The refusal of an address still blocked for failing to authenticate."""
+        until = self._blocked.get(address or "")
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._blocked[address or ""]
+            return None
+        metrics.series(metrics.RATE_LIMITED, "auth").inc()
+        return RateLimitedError("auth", max(1, int(left + 0.999)))
+
+    async def failed(self, address: str | None) -> RateLimitedError | None:
+        """Charge a failed authentication; the refusal when the address is over its limit."""
+        rate = self._settings.auth_failure_limit
+        if rate is None or not address:
+            return None
+        verdict = await self._store.auth_failure(address, rate)
+        if verdict.allowed:
+            return None
+        if len(self._blocked) >= _BLOCKED_MAX:
+            now = time.monotonic()
+            self._blocked = {a: t for a, t in self._blocked.items() if t > now}
+        self._blocked[address] = time.monotonic() + verdict.retry_after_ms / 1000
+        return _refusal(verdict)
+
+
+class RateLimitMiddleware:
+    def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
+        self.app, self.limiter = app, limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = scope.get("state", {}).get("principal") if scope["type"] == "http" else None
+        if principal is None or not self.limiter.active:
+            await self.app(scope, receive, send)
+            return
+        verdict = await self.limiter.request(principal)
+        if verdict is None:
+            await self.app(scope, receive, send)
+            return
+        if not verdict.allowed:
+            await error_response(_refusal(verdict))(scope, receive, send)
+            return
+        fields = verdict.headers()
+
+        async def send_with_fields(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *fields]
+            await send(message)
+
+        await self.app(scope, receive, send_with_fields)

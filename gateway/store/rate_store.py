@@ -1,0 +1,44 @@
+"""Rate-limit checks: one script call each, against counters every replica shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.ratelimit import Rate, Verdict
+from gateway.store.keys import auth_failure_key, rate_keys
+from gateway.store.scripts import Scripts
+from gateway.store.translate import translated
+
+__all__ = ["RateStore"]
+
+
+class RateStore:
+    def __init__(self, scripts: Scripts) -> None:
+        self._script = scripts.rate
+
+    async def _check(self, keys: list[str], limits: list[tuple[str, Rate]]) -> Verdict:
+        args: list[Any] = []
+        for _, rate in limits:
+            args += [f"{rate.interval_ms:.3f}", f"{rate.window_ms:.3f}"]
+        reply = await self._script(keys=keys, args=args)
+        return Verdict.of(limits, reply)
+
+    @translated
+    async def request(
+        self, tenant: str, user: str, user_rate: Rate | None, tenant_rate: Rate | None
+    ) -> Verdict:
+        """Charge one request to the principal's and the tenant's limits (those set)."""
+        user_key, tenant_key = rate_keys(tenant, user)
+        keys, limits = [], []
+        if user_rate is not None:
+            keys.append(user_key)
+            limits.append(("user", user_rate))
+        if tenant_rate is not None:
+            keys.append(tenant_key)
+            limits.append(("tenant", tenant_rate))
+        return await self._check(keys, limits)
+
+    @translated
+    async def auth_failure(self, address: str, rate: Rate) -> Verdict:
+        """Charge one failed authentication to the client address."""
+        return await self._check([auth_failure_key(address)], [("auth", rate)])

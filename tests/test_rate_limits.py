@@ -1,0 +1,93 @@
+"""Rate limits shared by replicas: per principal, per tenant, and failed authentications
+per client address; 429 with Retry-After and the IETF RateLimit fields."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+import orjson
+
+from tests.conftest import API_KEYS, AppFactory, auth
+
+KEYS = orjson.dumps(API_KEYS).decode()
+# Windows of an hour: no request is replenished while a test runs, however slow the machine.
+HOUR = 3600
+
+
+async def _statuses(clients: list[httpx.AsyncClient], n: int, user: str = "alice") -> list[int]:
+    out = []
+    for i in range(n):
+        r = await clients[i % len(clients)].get("/v1/contexts", headers=auth(user))
+        out.append(r.status_code)
+    return out
+
+
+async def _replicas(
+    make_app: AppFactory, n: int, **settings: Any
+) -> tuple[AsyncExitStack, list[httpx.AsyncClient]]:
+    stack = AsyncExitStack()
+    clients = [
+        await stack.enter_async_context(make_app(api_keys=KEYS, **settings)) for _ in range(n)
+    ]
+    return stack, clients
+
+
+async def test_two_replicas_share_one_budget(make_app: AppFactory, redis: Any) -> None:
+    limits = {"rate_limit_user": f"10/{HOUR}"}
+    stack, one = await _replicas(make_app, 1, **limits)
+    async with stack:
+        alone = await _statuses(one, 30)
+    await redis.flushall()
+    stack, two = await _replicas(make_app, 2, **limits)
+    async with stack:
+        shared = await _statuses(two, 30)
+    assert alone.count(429) == shared.count(429) == 20
+    assert alone == shared == [200] * 10 + [429] * 20
+
+
+async def test_429_names_the_limit_and_carries_the_rate_limit_fields(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS, rate_limit_user=f"2/{HOUR}") as gw:
+        first = await gw.get("/v1/contexts", headers=auth("alice"))
+        assert first.status_code == 200
+        assert first.headers["ratelimit-policy"] == f'"user";q=2;w={HOUR}'
+        assert first.headers["ratelimit"].startswith('"user";r=1;t=')
+        await gw.get("/v1/contexts", headers=auth("alice"))
+        r = await gw.get("/v1/contexts", headers=auth("alice"))
+        assert r.status_code == 429
+        body = r.json()
+        assert body["error"] == "RateLimitedError" and body["data"]["limit"] == "user"
+        assert "user" in body["message"]
+        assert 1700 <= int(r.headers["retry-after"]) <= HOUR  # one request every 30 min
+        assert r.headers["ratelimit"].startswith('"user";r=0;')
+        # Another principal has its own budget; health, readiness and metrics are exempt.
+        assert (await gw.get("/v1/contexts", headers=auth("bob"))).status_code == 200
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert (await gw.get(path, headers=auth("alice"))).status_code == 200, path
+        metrics = (await gw.get("/metrics")).text
+        assert 'gateway_rate_limited_total{limit="user"}' in metrics
+
+
+async def test_a_tenant_limit_spans_its_users_and_tenants_have_their_own(
+    make_app: AppFactory,
+) -> None:
+    own = orjson.dumps({"t2": {"tenant": f"1/{HOUR}"}}).decode()
+    async with make_app(api_keys=KEYS, rate_limit_tenant=f"5/{HOUR}", rate_limit_tenants=own) as gw:
+        assert await _statuses([gw], 3, "alice") == [200] * 3
+        assert await _statuses([gw], 3, "bob") == [200, 200, 429]
+        r = await gw.get("/v1/contexts", headers=auth("bob"))
+        assert r.json()["data"]["limit"] == "tenant"
+        assert await _statuses([gw], 2, "carol") == [200, 429]  # t2: its own, smaller limit
+
+
+async def test_failed_authentication_is_throttled_per_address(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS, auth_failure_limit=f"3/{HOUR}") as gw:
+        bad = {"Authorization": "Bearer guess"}
+        statuses = [(await gw.get("/v1/contexts", headers=bad)).status_code for _ in range(5)]
+        assert statuses == [401, 401, 401, 429, 429]
+        # While the address is blocked, even a right key is not checked.
+        r = await gw.get("/v1/contexts", headers=auth("alice"))
+        assert r.status_code == 429 and r.json()["data"]["limit"] == "auth"
+        assert int(r.headers["retry-after"]) >= 1
+        assert (await gw.get("/healthz")).status_code == 200
