@@ -15,6 +15,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import orjson
+
 import gateway
 from gateway import embedded_redis, gc_pauses
 from gateway.configuration import ConfigurationError, load_settings, summary
@@ -45,6 +47,12 @@ Run agents from the durable job queue, without HTTP, next to `gateway serve` pro
 (started with --no-workers or not) that share its Redis. Without REDIS_URL it uses the
 embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs, and
 refuses to start when none does. GATEWAY_METRICS_PORT serves Prometheus metrics."""
+
+
+_KEYS = """\
+Manage the API keys kept in Redis (GATEWAY_API_KEY_SECRET must be the servers' own). A
+created or rotated key is printed once, as JSON; only its keyed hash is stored. Uses
+REDIS_URL, or the embedded redis-server a `gateway serve` runs for GATEWAY_DATA_DIR."""
 
 
 def version() -> str:
@@ -97,7 +105,31 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_CONFIGURATION,
         formatter_class=raw,
     )
+    _keys_parser(commands, raw)
     return parser
+
+
+def _keys_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
+    keys = commands.add_parser(
+        "keys", help="manage API keys (create, list, revoke, rotate)", description=_KEYS,
+        formatter_class=raw,
+    )  # fmt: skip
+    actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create a key (printed once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--user", required=True)
+    create.add_argument("--role", action="append", default=[], help="a role (repeatable)")
+    create.add_argument("--name", default="", help="a label for the key")
+    create.add_argument("--expires-in", type=int, help="seconds until the key expires")
+    listing = actions.add_parser("list", help="list keys (never the keys themselves)")
+    listing.add_argument("--tenant", help="only this tenant's")
+    revoke = actions.add_parser("revoke", help="revoke a key now")
+    revoke.add_argument("key_id")
+    rotate = actions.add_parser("rotate", help="replace a key by a new one (printed once)")
+    rotate.add_argument("key_id")
+    rotate.add_argument(
+        "--grace", type=int, default=0, help="seconds the old key keeps working (default 0)"
+    )
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -286,6 +318,55 @@ def serve(settings: Settings) -> int:
             embedded.stop()
 
 
+async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
+    from gateway.service.keys import KeyService
+    from gateway.store.apikeys_store import ApiKeyStore
+    from gateway.store.connection import RedisTarget
+    from gateway.store.scripts import Scripts
+
+    assert settings.redis_url is not None and settings.api_key_secret is not None
+    target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
+    client = target.client(settings.redis_timeout_seconds)
+    service = KeyService(
+        ApiKeyStore(client, Scripts.register(client)),
+        settings.api_key_secret.get_secret_value().encode(),
+    )
+    try:
+        if args.action == "create":
+            return await service.create(
+                args.tenant, args.user, args.role, args.name, args.expires_in
+            )
+        if args.action == "list":
+            return {"items": await service.list(args.tenant)}
+        if args.action == "revoke":
+            return await service.revoke(None, args.key_id)
+        return await service.rotate(None, args.key_id, args.grace)
+    finally:
+        await client.aclose()
+
+
+def keys(settings: Settings, args: argparse.Namespace) -> int:
+    from gateway.errors import GatewayError
+
+    if settings.api_key_secret is None:
+        print("gateway keys: GATEWAY_API_KEY_SECRET is not set", file=sys.stderr)
+        return 2
+    if settings.redis_url is None:
+        url = embedded_redis.running(Path(settings.data_dir) / "redis")
+        if url is None:
+            print("gateway keys: REDIS_URL is unset and no embedded redis-server runs for "
+                  "this data directory", file=sys.stderr)  # fmt: skip
+            return 2
+        settings = settings.model_copy(update={"redis_url": url})
+    try:
+        out = asyncio.run(_manage_keys(settings, args))
+    except GatewayError as exc:
+        print(f"gateway keys: {exc.message}", file=sys.stderr)
+        return 1
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -295,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gateway: invalid configuration: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    if args.command == "keys":
+        return keys(settings, args)
     gc_pauses.watch()
     if args.command == "worker":
         return work(settings)

@@ -9,6 +9,7 @@
      ├── TaskNotFoundError            (404, -32001)
      ├── ContextNotFoundError         (404, -32010)
      ├── AgentNotFoundError           (404, -32011)
+     ├── ApiKeyNotFoundError          (404, -32028)
      ├── TaskNotCancelableError       (409, -32002)
      ├── TaskNotContinuableError      (409, -32012)
      ├── IdempotencyConflictError     (409, -32013)
@@ -38,6 +39,7 @@ __all__ = [
     "AgentExistsError",
     "AgentNotFoundError",
     "AgentReadOnlyError",
+    "ApiKeyNotFoundError",
     "ContentTypeNotSupportedError",
     "ContextNotFoundError",
     "ForbiddenError",
@@ -113,6 +115,11 @@ class ContextNotFoundError(GatewayError):
 class AgentNotFoundError(GatewayError):
     status, code, name = 404, -32011, "AgentNotFoundError"
     default_message = "Agent not found"
+
+
+class ApiKeyNotFoundError(GatewayError):
+    status, code, name = 404, -32028, "ApiKeyNotFoundError"
+    default_message = "API key not found"
 
 
 class AgentExistsError(GatewayError):

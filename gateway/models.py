@@ -129,3 +129,21 @@ class SearchRequest(_Model):
     query: str = Field(min_length=1, max_length=10_000)
     topK: JsonInt = Field(default=5, ge=1, le=50)
     minScore: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+
+_ROLE = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
+
+
+class KeyCreateRequest(_Model):
+    """``POST /keys``: a key for a user of the admin's tenant."""
+
+    user: str = Field(min_length=1, max_length=256)
+    roles: list[_ROLE] = Field(default_factory=list, max_length=32)
+    name: str = Field(default="", max_length=200)
+    expiresInSeconds: JsonInt | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)
+
+
+class KeyRotateRequest(_Model):
+    """``POST /keys/{id}:rotate``: how long the old key keeps working (0: not at all)."""
+
+    graceSeconds: JsonInt = Field(default=0, ge=0, le=30 * 24 * 3600)

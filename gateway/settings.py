@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     rate_limit_tenant: Annotated[Rate | None, NoDecode] = None
     rate_limit_tenants: Annotated[dict[str, TenantLimits], NoDecode] = Field(default_factory=dict)
     auth_failure_limit: Annotated[Rate | None, NoDecode] = Rate(100, 60)
+    # Managed API keys (identity/apikeys.py): the server's HMAC secret turns them on; a key's
+    # record is reused this long by each process (a revoked key is refused within it).
+    api_key_secret: SecretStr | None = Field(default=None, min_length=16)
+    api_key_cache_seconds: float = Field(default=1.0, ge=0, le=2)
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
     # hosts of this configuration (embedder, Cortadel).
@@ -155,7 +159,7 @@ class Settings(BaseSettings):
     @property
     def open_mode(self) -> bool:
         """No keys or issuers configured: every caller is the local principal."""
-        return not self.api_keys and not self.jwt_issuers
+        return not self.api_keys and not self.jwt_issuers and self.api_key_secret is None
 
     def rates(self, tenant: str) -> tuple[Rate | None, Rate | None]:
         """The (principal, tenant) rate limits of a tenant's requests."""

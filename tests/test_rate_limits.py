@@ -10,6 +10,7 @@ import httpx
 import orjson
 
 from tests.conftest import API_KEYS, AppFactory, auth
+from tests.test_openapi import conform
 
 KEYS = orjson.dumps(API_KEYS).decode()
 # Windows of an hour: no request is replenished while a test runs, however slow the machine.
@@ -61,6 +62,7 @@ async def test_429_names_the_limit_and_carries_the_rate_limit_fields(make_app: A
         assert "user" in body["message"]
         assert 1700 <= int(r.headers["retry-after"]) <= HOUR  # one request every 30 min
         assert r.headers["ratelimit"].startswith('"user";r=0;')
+        conform(r, "/v1/contexts")
         # Another principal has its own budget; health, readiness and metrics are exempt.
         assert (await gw.get("/v1/contexts", headers=auth("bob"))).status_code == 200
         for path in ("/healthz", "/readyz", "/metrics"):

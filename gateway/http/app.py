@@ -22,17 +22,20 @@ from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
 from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
-from gateway.http.routes import agent_routes, operational_routes, registry_routes
+from gateway.http.routes import agent_routes, key_routes, operational_routes, registry_routes
 from gateway.http.state import AppState
+from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier
 from gateway.outbound import Allowlist
 from gateway.runtime import Runtime
 from gateway.service.agents import AgentService
 from gateway.service.contexts import ContextService
+from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
+from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.memory_store import MemoryStore
 from gateway.store.rate_store import RateStore
 
@@ -109,7 +112,13 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             jwks_ttl=settings.jwks_cache_seconds,
             jwks_min_refetch=settings.jwks_min_refetch_seconds,
         )
-    authenticator = Authenticator(settings.api_keys, tokens)
+    managed = None
+    if settings.api_key_secret is not None:
+        secret = settings.api_key_secret.get_secret_value().encode()
+        key_store = ApiKeyStore(runtime.client, runtime.store.scripts)
+        state.keys = KeyService(key_store, secret)
+        managed = ManagedKeys(key_store, secret, settings.api_key_cache_seconds)
+    authenticator = Authenticator(settings.api_keys, tokens, managed)
     limiter = RateLimiter(settings, RateStore(runtime.store.scripts))
 
     hosts = HostRule.build(
@@ -142,6 +151,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             *agent_routes(""),
             *operational_routes(metrics=settings.metrics_port is None),
             *registry_routes(),
+            *key_routes(),
             *agent_routes("/agents/{agent_id}"),
             *mcp_routes,
         ],

@@ -3,8 +3,9 @@ and the tenant check.
 
 Pure ASGI middleware. Static keys are compared by their SHA-256 digest, so lookups take
 the same time whatever prefix of a key an attacker guesses. A bearer credential shaped
-like a JWT goes to the token verifier when identity providers are configured; anything
-else is an API key.
+like a JWT goes to the token verifier when identity providers are configured, one shaped
+like a managed key (``gwk_<id>_<secret>``) to the managed keys; anything else is a static
+key of ``GATEWAY_API_KEYS``.
 
 ``Tenant-Name``, when sent, must name the tenant of the credentials (an API key's, or the
 token's tenant claim or its issuer's fixed tenant): otherwise the request is refused (403)
@@ -23,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.errors import ForbiddenError, GatewayError, UnauthenticatedError
 from gateway.http.ratelimit import RateLimiter
 from gateway.http.responses import error_response
+from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier, looks_like_jwt
 from gateway.principal import Principal
 from gateway.settings import ApiKeyEntry
@@ -54,7 +56,10 @@ def _credential(headers: Headers) -> str | None:
 
 class Authenticator:
     def __init__(
-        self, api_keys: Mapping[str, ApiKeyEntry], tokens: TokenVerifier | None = None
+        self,
+        api_keys: Mapping[str, ApiKeyEntry],
+        tokens: TokenVerifier | None = None,
+        managed: ManagedKeys | None = None,
     ) -> None:
         self._by_digest = {
             _digest(key): Principal(
@@ -63,10 +68,11 @@ class Authenticator:
             for key, e in api_keys.items()
         }
         self._tokens = tokens if tokens is not None and tokens.enabled else None
+        self._managed = managed
 
     @property
     def open(self) -> bool:
-        return not self._by_digest and self._tokens is None
+        return not self._by_digest and self._tokens is None and self._managed is None
 
     async def authenticate(self, headers: Headers) -> Principal:
         principal = LOCAL_PRINCIPAL if self.open else await self._from_credential(headers)
@@ -81,6 +87,8 @@ class Authenticator:
             raise UnauthenticatedError()
         if self._tokens is not None and looks_like_jwt(credential):
             return await self._tokens.principal(credential)
+        if self._managed is not None and self._managed.shaped(credential):
+            return await self._managed.principal(credential)
         principal = self._by_digest.get(_digest(credential))
         if principal is None:
             raise UnauthenticatedError()

@@ -12,16 +12,23 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
-from gateway.errors import AgentNotFoundError
+from gateway.errors import AgentNotFoundError, UnsupportedOperationError
 from gateway.http.cards import agent_card
 from gateway.http.params import json_body, query_bool, query_int, validated
 from gateway.http.responses import JSONResponse
 from gateway.http.state import AppState
-from gateway.models import SearchRequest, SendMessageRequest
+from gateway.models import KeyCreateRequest, KeyRotateRequest, SearchRequest, SendMessageRequest
 from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
+from gateway.service.keys import KeyService, admin_tenant
 
-__all__ = ["agent_routes", "openapi_text", "operational_routes", "registry_routes"]
+__all__ = [
+    "agent_routes",
+    "key_routes",
+    "openapi_text",
+    "operational_routes",
+    "registry_routes",
+]
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _OPENAPI_CANDIDATES = (
@@ -193,6 +200,58 @@ def registry_routes() -> list[BaseRoute]:
         Route("/agents/{agent_id}", read_agent, methods=["GET"]),
         Route("/agents/{agent_id}", change_agent, methods=["PATCH"]),
         Route("/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+    ]
+
+
+def _keys(request: Request) -> tuple[KeyService, str]:
+    """The key service and the admin caller's tenant (501 when keys are not managed)."""
+    service = _state(request).keys
+    if service is None:
+        raise UnsupportedOperationError(
+            "API keys are not managed here (GATEWAY_API_KEY_SECRET is not set)"
+        )
+    return service, admin_tenant(_principal(request))
+
+
+async def list_keys(request: Request) -> Response:
+    service, tenant = _keys(request)
+    return JSONResponse({"items": await service.list(tenant)})
+
+
+async def create_key(request: Request) -> Response:
+    service, tenant = _keys(request)
+    body = validated(KeyCreateRequest, await json_body(request))
+    created = await service.create(
+        tenant, body.user, list(body.roles), body.name, body.expiresInSeconds
+    )
+    return JSONResponse(created, status_code=201, headers={"Location": f"/keys/{created['id']}"})
+
+
+async def read_key(request: Request) -> Response:
+    service, tenant = _keys(request)
+    return JSONResponse(await service.read(tenant, request.path_params["key_id"]))
+
+
+async def revoke_key(request: Request) -> Response:
+    service, tenant = _keys(request)
+    await service.revoke(tenant, request.path_params["key_id"])
+    return Response(status_code=204)
+
+
+async def rotate_key(request: Request) -> Response:
+    service, tenant = _keys(request)
+    body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
+    created = await service.rotate(tenant, request.path_params["key_id"], body.graceSeconds)
+    return JSONResponse(created, status_code=201, headers={"Location": f"/keys/{created['id']}"})
+
+
+def key_routes() -> list[BaseRoute]:
+    return [
+        Route("/keys", list_keys, methods=["GET"]),
+        Route("/keys", create_key, methods=["POST"]),
+        Route("/keys/{key_id:id}", read_key, methods=["GET"]),
+        Route("/keys/{key_id:id}", revoke_key, methods=["DELETE"]),
+        Route("/keys/{key_id:id}:rotate", rotate_key, methods=["POST"]),
     ]
 
 

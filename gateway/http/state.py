@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gateway.agents.registry import AgentRegistry
 from gateway.service.agents import AgentService
 from gateway.service.contexts import ContextService
+from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
@@ -26,3 +27,4 @@ class AppState:
     contexts: ContextService
     search: SearchService
     registry: AgentService
+    keys: KeyService | None = None

@@ -511,6 +511,15 @@ return out
 """
 
 
+# KEYS: 1 a managed API key's record. ARGV: 1 now (ms). Marks the key used now and returns
+# its record (HGETALL), or nothing when there is no such key (none is created).
+_USE_API_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+redis.call('HSET', KEYS[1], 'last_used', ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+"""
+
+
 @dataclass(frozen=True)
 class Scripts:
     send: AsyncScript
@@ -523,6 +532,7 @@ class Scripts:
     ledger: AsyncScript
     record_job: AsyncScript
     rate: AsyncScript
+    use_api_key: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -537,4 +547,5 @@ class Scripts:
             ledger=client.register_script(_LEDGER),
             record_job=client.register_script(_RECORD_JOB),
             rate=client.register_script(_RATE),
+            use_api_key=client.register_script(_USE_API_KEY),
         )
