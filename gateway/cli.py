@@ -332,17 +332,43 @@ async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
         settings.api_key_secret.get_secret_value().encode(),
     )
     try:
-        if args.action == "create":
-            return await service.create(
-                args.tenant, args.user, args.role, args.name, args.expires_in
-            )
         if args.action == "list":
             return {"items": await service.list(args.tenant)}
-        if args.action == "revoke":
-            return await service.revoke(None, args.key_id)
-        return await service.rotate(None, args.key_id, args.grace)
+        if args.action == "create":
+            out = await service.create(
+                args.tenant, args.user, args.role, args.name, args.expires_in
+            )
+        elif args.action == "revoke":
+            out = await service.revoke(None, args.key_id)
+        else:
+            out = await service.rotate(None, args.key_id, args.grace)
+        if settings.audit:  # key changes are on record, whoever makes them
+            await _audit_key_change(settings, client, args.action, out)
+        return out
     finally:
         await client.aclose()
+
+
+async def _audit_key_change(settings: Settings, client: Any, action: str, key: Any) -> None:
+    import getpass
+
+    from gateway.audit.entry import AuditEntry
+    from gateway.store.audit_store import AuditStore
+    from gateway.store.records import now_ms
+
+    store = AuditStore(client, settings.audit_max_entries, settings.audit_max_age_seconds)
+    entry = AuditEntry(
+        time_ms=now_ms(),
+        tenant=key["tenant"],
+        user=getpass.getuser(),
+        credential="cli",
+        operation=f"{action}_key",
+        method="CLI",
+        status=200,
+        request_id="",
+        ids={"key": key["id"]},
+    )
+    await store.append([entry])
 
 
 def keys(settings: Settings, args: argparse.Namespace) -> int:

@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     # record is reused this long by each process (a revoked key is refused within it).
     api_key_secret: SecretStr | None = Field(default=None, min_length=16)
     api_key_cache_seconds: float = Field(default=1.0, ge=0, le=2)
+    # The audit trail (audit/): on by default; each tenant's stream keeps this many entries
+    # and this much time; optionally mirrored as JSON lines to "stdout" or a file.
+    audit: bool = True
+    audit_max_entries: int = Field(default=100_000, ge=100, le=100_000_000)
+    audit_max_age_seconds: float = Field(default=90 * 24 * 3600, gt=0)
+    audit_mirror: str | None = None
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
     # hosts of this configuration (embedder, Cortadel).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import io
 import time
 from collections.abc import AsyncIterator
@@ -181,6 +182,20 @@ async def test_the_command_line_manages_the_same_keys(
             return (await gw.get("/keys", headers=bearer(rotated["key"]))).status_code == 401
 
         await until(refused, what="the revoked key to be refused")
+        # Key changes made on the command line are on the tenant's record too.
+        auditor = await asyncio.to_thread(
+            _cli, "create", "--tenant", "t9", "--user", "audit", "--role", "admin"
+        )
+        trail = await gw.get(
+            "/audit", params={"user": getpass.getuser()}, headers=bearer(auditor["key"])
+        )
+        changes = [(e["operation"], e["credential"], e["keyId"]) for e in trail.json()["items"]]
+        assert changes == [
+            ("create_key", "cli", auditor["id"]),
+            ("revoke_key", "cli", rotated["id"]),
+            ("rotate_key", "cli", rotated["id"]),
+            ("create_key", "cli", created["id"]),
+        ]
 
 
 async def test_key_answers_conform_to_the_contract(

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.metrics import REQUEST_SECONDS, REQUESTS
 
-__all__ = ["AccessLogMiddleware"]
+__all__ = ["AccessLogMiddleware", "matched_route", "route_labels"]
 
 log = logging.getLogger("gateway.access")
 # A client's own request id is kept (echoed and logged) only when it is short and plain,
@@ -42,7 +42,7 @@ def route_labels(route: Any) -> tuple[str, str]:
     return _BINDINGS.get(template, "rest"), template
 
 
-def _route(scope: Scope) -> Any:
+def matched_route(scope: Scope) -> Any:
     """The route that serves the request: the router's match, or, for a request refused
     before it was routed, the route that would have served it (None: no route)."""
     route = scope.get("route")
@@ -73,6 +73,7 @@ class AccessLogMiddleware:
             (v for k, v in scope["headers"] if k == b"x-request-id" and _SAFE_ID.fullmatch(v)),
             uuid.uuid4().hex.encode(),
         )
+        scope.setdefault("state", {})["request_id"] = request_id.decode()
         started = time.perf_counter()
         status = 500
 
@@ -102,7 +103,7 @@ class AccessLogMiddleware:
                 )
 
     def _observe(self, scope: Scope, status: int, seconds: float) -> None:
-        route = _route(scope)
+        route = matched_route(scope)
         method = scope["method"] if scope["method"] in _METHODS else "OTHER"
         key = (id(route), method, status)
         series = self._series.get(key)

@@ -15,20 +15,29 @@ from starlette.middleware.cors import CORSMiddleware
 
 from gateway import tracing
 from gateway.agents.base import Agent
+from gateway.audit.log import AuditLog
 from gateway.http.access_log import AccessLogMiddleware
+from gateway.http.audit import AuditMiddleware
 from gateway.http.auth import Authenticator, AuthMiddleware
 from gateway.http.browser import BrowserGuardMiddleware, HostRule
 from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
 from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
-from gateway.http.routes import agent_routes, key_routes, operational_routes, registry_routes
+from gateway.http.routes import (
+    agent_routes,
+    audit_routes,
+    key_routes,
+    operational_routes,
+    registry_routes,
+)
 from gateway.http.state import AppState
 from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier
 from gateway.outbound import Allowlist
 from gateway.runtime import Runtime
 from gateway.service.agents import AgentService
+from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
@@ -36,6 +45,7 @@ from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.apikeys_store import ApiKeyStore
+from gateway.store.audit_store import AuditStore
 from gateway.store.memory_store import MemoryStore
 from gateway.store.rate_store import RateStore
 
@@ -120,6 +130,13 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         managed = ManagedKeys(key_store, secret, settings.api_key_cache_seconds)
     authenticator = Authenticator(settings.api_keys, tokens, managed)
     limiter = RateLimiter(settings, RateStore(runtime.store.scripts))
+    audit = None
+    if settings.audit:
+        audit_store = AuditStore(
+            runtime.client, settings.audit_max_entries, settings.audit_max_age_seconds
+        )
+        audit = AuditLog(audit_store, settings.audit_mirror)
+        state.audit = AuditService(audit_store)
 
     hosts = HostRule.build(
         open_mode=settings.open_mode,
@@ -136,10 +153,14 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             )
         exporter = _metrics_server(settings)
         await runtime.start()
+        if audit is not None:
+            audit.start()
         try:
             async with mcp_server.session_manager.run():
                 yield
         finally:
+            if audit is not None:
+                await audit.stop()
             await runtime.stop()
             if exporter is not None:
                 await asyncio.to_thread(_stop_metrics_server, exporter)
@@ -152,6 +173,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             *operational_routes(metrics=settings.metrics_port is None),
             *registry_routes(),
             *key_routes(),
+            *audit_routes(),
             *agent_routes("/agents/{agent_id}"),
             *mcp_routes,
         ],
@@ -161,6 +183,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             Middleware(BrowserGuardMiddleware, rule=hosts),
             *_cors(settings.cors_origins),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+            Middleware(AuditMiddleware, audit=audit),
             Middleware(AuthMiddleware, authenticator=authenticator, limiter=limiter),
             Middleware(RateLimitMiddleware, limiter=limiter),
         ],
@@ -169,4 +192,5 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     )
     app.state.gateway = state
     app.state.runtime = runtime
+    app.state.audit = audit
     return app

@@ -75,11 +75,19 @@ class Authenticator:
         return not self._by_digest and self._tokens is None and self._managed is None
 
     async def authenticate(self, headers: Headers) -> Principal:
-        principal = LOCAL_PRINCIPAL if self.open else await self._from_credential(headers)
+        principal = await self.identify(headers)
+        self.check_tenant(headers, principal)
+        return principal
+
+    async def identify(self, headers: Headers) -> Principal:
+        """Whom the credentials name (the tenant header not yet checked)."""
+        return LOCAL_PRINCIPAL if self.open else await self._from_credential(headers)
+
+    @staticmethod
+    def check_tenant(headers: Headers, principal: Principal) -> None:
         tenant = headers.get("tenant-name")
         if tenant is not None and tenant != principal.tenant:
             raise ForbiddenError("Tenant-Name does not match the credentials")
-        return principal
 
     async def _from_credential(self, headers: Headers) -> Principal:
         credential = _credential(headers)
@@ -125,16 +133,23 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
     async def _authenticate(self, scope: Scope, headers: Headers) -> Principal:
-        """The principal; failed attempts are throttled per client address."""
+        """The principal; failed attempts are throttled per client address. The caller
+        is noted (``state["caller"]``) before the tenant check, for the audit trail."""
+        principal = await self._identify(scope, headers)
+        scope.setdefault("state", {})["caller"] = principal
+        self.authenticator.check_tenant(headers, principal)
+        return principal
+
+    async def _identify(self, scope: Scope, headers: Headers) -> Principal:
         if self.limiter is None or self.authenticator.open:
-            return await self.authenticator.authenticate(headers)
+            return await self.authenticator.identify(headers)
         client = scope.get("client")
         address = client[0] if client else None
         blocked = self.limiter.blocked(address)
         if blocked is not None:
             raise blocked
         try:
-            return await self.authenticator.authenticate(headers)
+            return await self.authenticator.identify(headers)
         except UnauthenticatedError:
             refusal = await self.limiter.failed(address)
             if refusal is not None:

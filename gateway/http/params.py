@@ -8,6 +8,7 @@ script's digits).
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -107,3 +108,36 @@ def query_bool(request: Request, name: str, *, default: bool) -> bool:
     if raw.lower() not in ("true", "false", "1", "0"):
         raise _invalid(name, "must be true or false")
     return raw.lower() in ("true", "1")
+
+
+_CURSOR = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+
+
+def query_time_ms(request: Request, name: str) -> int | None:
+    """A time as milliseconds since the epoch, given as such or as ISO 8601."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if _DIGITS.fullmatch(raw):
+        return int(raw)
+    try:
+        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise _invalid(name, "must be ISO 8601 or milliseconds since the epoch") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)
+
+
+def query_cursor(request: Request, name: str) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is not None and not _CURSOR.fullmatch(raw):
+        raise _invalid(name, "must be a nextCursor of an earlier page")
+    return raw
+
+
+def query_text(request: Request, name: str, max_length: int = 256) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is not None and not 1 <= len(raw) <= max_length:
+        raise _invalid(name, f"must be 1 to {max_length} characters")
+    return raw

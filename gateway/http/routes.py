@@ -13,17 +13,28 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.errors import AgentNotFoundError, UnsupportedOperationError
+from gateway.http.audit import note_ids
 from gateway.http.cards import agent_card
-from gateway.http.params import json_body, query_bool, query_int, validated
+from gateway.http.params import (
+    json_body,
+    query_bool,
+    query_cursor,
+    query_int,
+    query_text,
+    query_time_ms,
+    validated,
+)
 from gateway.http.responses import JSONResponse
 from gateway.http.state import AppState
 from gateway.models import KeyCreateRequest, KeyRotateRequest, SearchRequest, SendMessageRequest
 from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
+from gateway.service.audit import AuditQuery
 from gateway.service.keys import KeyService, admin_tenant
 
 __all__ = [
     "agent_routes",
+    "audit_routes",
     "key_routes",
     "openapi_text",
     "operational_routes",
@@ -65,6 +76,7 @@ async def send_message(request: Request) -> Response:
     state, agent_id = await _served(request), _agent_id(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
     task = await state.messages.send(_principal(request), agent_id, body)
+    note_ids(request.scope, task=task["id"], context=task["contextId"])
     return JSONResponse({"task": task})
 
 
@@ -72,6 +84,7 @@ async def get_task(request: Request) -> Response:
     state = await _served(request)
     history = query_int(request, "historyLength", "history_length", default=None)
     task = await state.tasks.get(_principal(request), request.path_params["task_id"], history)
+    note_ids(request.scope, context=task["contextId"])
     return JSONResponse(task)
 
 
@@ -79,6 +92,7 @@ async def cancel_task(request: Request) -> Response:
     state = await _served(request)
     await json_body(request, optional=True)
     task = await state.tasks.cancel(_principal(request), request.path_params["task_id"])
+    note_ids(request.scope, context=task["contextId"])
     return JSONResponse(task)
 
 
@@ -253,6 +267,27 @@ def key_routes() -> list[BaseRoute]:
         Route("/keys/{key_id:id}", revoke_key, methods=["DELETE"]),
         Route("/keys/{key_id:id}:rotate", rotate_key, methods=["POST"]),
     ]
+
+
+async def read_audit(request: Request) -> Response:
+    state = _state(request)
+    tenant = admin_tenant(_principal(request))
+    if state.audit is None:
+        raise UnsupportedOperationError("The audit trail is off (GATEWAY_AUDIT=false)")
+    query = AuditQuery(
+        user=query_text(request, "user"),
+        context=query_text(request, "context"),
+        operation=query_text(request, "operation"),
+        since_ms=query_time_ms(request, "since"),
+        until_ms=query_time_ms(request, "until"),
+        cursor=query_cursor(request, "cursor"),
+        limit=query_int(request, "limit", default=100, minimum=1, maximum=MAX_PAGE) or 100,
+    )
+    return JSONResponse(await state.audit.read(tenant, query))
+
+
+def audit_routes() -> list[BaseRoute]:
+    return [Route("/audit", read_audit, methods=["GET"])]
 
 
 async def healthz(request: Request) -> Response:

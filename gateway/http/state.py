@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gateway.agents.registry import AgentRegistry
 from gateway.service.agents import AgentService
+from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
@@ -28,3 +29,4 @@ class AppState:
     search: SearchService
     registry: AgentService
     keys: KeyService | None = None
+    audit: AuditService | None = None

@@ -1,0 +1,1 @@
+"""The audit trail: who did what to which ids, when, with what outcome — never content."""

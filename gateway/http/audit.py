@@ -1,0 +1,85 @@
+"""The audit trail at the HTTP edge: one entry per authenticated request, and one per
+attempt refused for its credentials (401, or 403/429 at authentication).
+
+The operation is the matched route's name (``send_message``, ``delete_context``, ...); the
+ids are the route's path parameters plus those a route notes (``note_ids``: a send's new
+task and context). Entries go to ``AuditLog.record`` after the response, without waiting
+for Redis. Public paths and anonymous card reads are not recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.audit.entry import AuditEntry
+from gateway.audit.log import AuditLog
+from gateway.http.access_log import matched_route
+from gateway.store.records import now_ms
+
+__all__ = ["AuditMiddleware", "note_ids", "note_receipt"]
+
+_PATH_IDS = {"task_id": "task", "context_id": "context", "agent_id": "agent", "key_id": "key"}
+_DENIED = frozenset({401, 403, 429})
+
+
+def note_ids(scope: Scope, **ids: str) -> None:
+    """Ids a route learned (a send's task and context) for its audit entry."""
+    scope.setdefault("state", {}).setdefault("audit_ids", {}).update(ids)
+
+
+def note_receipt(scope: Scope, counts: dict[str, int]) -> None:
+    """What a scrub removed, for its audit entry."""
+    scope.setdefault("state", {})["audit_receipt"] = counts
+
+
+def _entry(scope: Scope, status: int) -> AuditEntry | None:
+    state: dict[str, Any] = scope.get("state", {})
+    principal = state.get("principal") or state.get("caller")
+    if principal is None and status not in _DENIED:
+        return None
+    route = matched_route(scope)
+    params = scope.get("path_params")
+    if params is None and route is not None:  # refused before routing: the ids it named
+        params = route.matches(scope)[1].get("path_params", {})
+    ids = {_PATH_IDS[k]: str(v) for k, v in (params or {}).items() if k in _PATH_IDS}
+    ids.update(state.get("audit_ids", {}))
+    client = scope.get("client")
+    return AuditEntry(
+        time_ms=now_ms(),
+        tenant=principal.tenant if principal else None,
+        user=principal.user if principal else "",
+        credential=principal.credential if principal else "",
+        operation=getattr(route, "name", None) or "unmatched",
+        method=scope["method"],
+        status=status,
+        request_id=state.get("request_id", ""),
+        client=client[0] if client else "",
+        ids=ids,
+        receipt=state.get("audit_receipt", {}),
+    )
+
+
+class AuditMiddleware:
+    def __init__(self, app: ASGIApp, audit: AuditLog | None) -> None:
+        self.app, self.audit = app, audit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.audit is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            entry = _entry(scope, status)
+            if entry is not None:
+                self.audit.record(entry)

@@ -1,0 +1,65 @@
+"""Reading the audit trail: a tenant's entries, newest first, filtered, in pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.audit.entry import view
+from gateway.store.audit_store import AuditStore
+
+__all__ = ["AuditQuery", "AuditService"]
+
+_BATCH = 500
+_SCAN_PER_PAGE = 20  # entries looked at per entry asked for, before a page is cut short
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    user: str | None = None
+    context: str | None = None
+    operation: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    cursor: str | None = None  # the id of the last entry of the previous page
+    limit: int = 100
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        return (
+            (self.user is None or entry["user"] == self.user)
+            and (self.context is None or entry.get("contextId") == self.context)
+            and (self.operation is None or entry["operation"] == self.operation)
+        )
+
+
+@dataclass
+class AuditService:
+    store: AuditStore
+
+    async def read(self, tenant: str | None, query: AuditQuery) -> dict[str, Any]:
+        """``items`` newest first; ``nextCursor`` continues where this page stopped (None:
+        nothing older). Filters are applied while scanning; a page that looked at many
+        entries without filling up stops early and gives its cursor."""
+        if query.cursor is not None:
+            newest = f"({query.cursor}"
+        else:
+            newest = "+" if query.until_ms is None else str(query.until_ms)
+        oldest = "-" if query.since_ms is None else str(query.since_ms)
+        items: list[dict[str, Any]] = []
+        budget = query.limit * _SCAN_PER_PAGE
+        last: str | None = None
+        while budget > 0:
+            count = min(_BATCH, budget)
+            page = await self.store.page(tenant, newest, oldest, count)
+            budget -= len(page)
+            for entry_id, fields in page:
+                last = entry_id
+                shown = view(entry_id, fields)
+                if query.matches(shown):
+                    items.append(shown)
+                    if len(items) == query.limit:
+                        return {"items": items, "nextCursor": last}
+            if len(page) < count:
+                return {"items": items, "nextCursor": None}
+            newest = f"({last}"
+        return {"items": items, "nextCursor": last}

@@ -1,0 +1,55 @@
+"""The audit trail in Redis: one stream per tenant (``gw:{au:<tenant digest>}:audit``) and
+one for attempts that never authenticated (``gw:{au:-}:audit``), each trimmed to a number
+of entries and an age as it is written."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.audit.entry import AuditEntry
+from gateway.store.records import now_ms
+from gateway.store.translate import translated
+
+__all__ = ["AuditStore", "audit_stream"]
+
+
+def audit_stream(tenant: str | None) -> str:
+    if tenant is None:
+        return "gw:{au:-}:audit"
+    digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
+    return f"gw:{{au:{digest}}}:audit"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class AuditStore:
+    def __init__(self, client: Any, max_entries: int, max_age_seconds: float) -> None:
+        self.client = client
+        self.max_entries, self.max_age_ms = max_entries, int(max_age_seconds * 1000)
+
+    @translated
+    async def append(self, entries: Sequence[AuditEntry]) -> None:
+        """Write a batch in one round trip (one pipeline), trimming each stream touched."""
+        oldest = f"{max(0, now_ms() - self.max_age_ms)}-0"
+        streams: set[str] = set()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for entry in entries:
+                stream = audit_stream(entry.tenant)
+                streams.add(stream)
+                pipe.xadd(stream, entry.fields(), maxlen=self.max_entries, approximate=True)
+            for stream in streams:
+                pipe.xtrim(stream, minid=oldest, approximate=True)
+            await pipe.execute()
+
+    @translated
+    async def page(
+        self, tenant: str | None, newest: str, oldest: str, count: int
+    ) -> list[tuple[str, dict[Any, Any]]]:
+        """Up to ``count`` entries from ``newest`` back to ``oldest`` (stream ids, ``(``
+        for exclusive), newest first."""
+        raw = await self.client.xrevrange(audit_stream(tenant), newest, oldest, count=count)
+        return [(_text(entry_id), fields) for entry_id, fields in raw]

@@ -1,0 +1,139 @@
+"""The audit trail: every authenticated operation and every denied attempt, per tenant,
+read by admins with GET /audit — and never a word of content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from redis.asyncio import Redis
+
+from tests.conftest import API_KEYS, AppFactory, auth, post_message, send_task
+from tests.test_openapi import conform
+from tests.waiting import until
+
+SENTINEL = "PHI-SENTINEL-93c1d"
+KEYS = orjson.dumps(API_KEYS).decode()
+
+
+async def _entries(gw: httpx.AsyncClient, n: int, **params: Any) -> list[dict[str, Any]]:
+    """The tenant's newest entries once at least ``n`` match (admin of t1)."""
+
+    async def enough() -> list[dict[str, Any]] | None:
+        r = await gw.get("/audit", params={"limit": 1000, **params}, headers=auth("admin"))
+        assert r.status_code == 200, r.text
+        items: list[dict[str, Any]] = r.json()["items"]
+        return items if len(items) >= n else None
+
+    found: list[dict[str, Any]] = await until(enough, what=f"{n} audit entries matching {params}")
+    return found
+
+
+async def _raw_streams(redis: Redis) -> bytes:
+    out = b""
+    async for name in redis.scan_iter(match="gw:{au:*"):
+        for _, fields in await redis.xrange(name):
+            out += b"".join(k + b"=" + v for k, v in fields.items())
+    return out
+
+
+async def test_each_operation_and_each_denied_attempt_is_recorded_without_content(
+    make_app: AppFactory, redis: Redis, tmp_path: Path
+) -> None:
+    mirror = tmp_path / "audit.jsonl"
+    async with make_app(api_keys=KEYS, api_key_secret="s" * 20, audit_mirror=str(mirror)) as gw:
+        alice = auth("alice")
+        task = await send_task(
+            gw, f"patient {SENTINEL}", headers=alice, metadata={"note": SENTINEL}
+        )
+        tid, cid = task["id"], task["contextId"]
+        assert (await gw.get(f"/v1/tasks/{tid}", headers=alice)).status_code == 200
+        assert (await gw.post(f"/v1/tasks/{tid}:cancel", headers=alice)).status_code == 409
+        assert (await gw.get("/v1/contexts", headers=alice)).status_code == 200
+        assert (await gw.get(f"/v1/contexts/{cid}", headers=alice)).status_code == 200
+        r = await gw.post(f"/v1/contexts/{cid}:search", json={"query": SENTINEL}, headers=alice)
+        assert r.status_code == 200
+        assert (await gw.delete(f"/v1/contexts/{cid}", headers=alice)).status_code == 204
+        spec = {"id": "notes", "name": f"Notes {SENTINEL}", "type": "echo"}
+        assert (await gw.post("/agents", json=spec, headers=auth("admin"))).status_code == 201
+        key = await gw.post("/keys", json={"user": "dave", "name": SENTINEL}, headers=auth("admin"))
+        assert key.status_code == 201
+        # Denied: a wrong key (no tenant known), another tenant named, a non-admin.
+        wrong = {"Authorization": f"Bearer {SENTINEL}"}
+        assert (await gw.get("/v1/contexts", headers=wrong)).status_code == 401
+        other = {**alice, "Tenant-Name": "t2"}
+        assert (await gw.get(f"/v1/contexts/{cid}", headers=other)).status_code == 403
+        assert (await gw.get("/audit", headers=alice)).status_code == 403
+
+        entries = await _entries(gw, 11)
+        ops = [(e["operation"], e["user"], e["status"], e["outcome"]) for e in reversed(entries)]
+        assert ops[:11] == [
+            ("send_message", "alice", 200, "ok"),
+            ("get_task", "alice", 200, "ok"),
+            ("cancel_task", "alice", 409, "failed"),
+            ("list_contexts", "alice", 200, "ok"),
+            ("read_context", "alice", 200, "ok"),
+            ("search_context", "alice", 200, "ok"),
+            ("delete_context", "alice", 204, "ok"),
+            ("register_agent", "root", 201, "ok"),
+            ("create_key", "root", 201, "ok"),
+            ("read_context", "alice", 403, "denied"),
+            ("read_audit", "alice", 403, "denied"),
+        ]
+        send = entries[-1]
+        assert send["taskId"] == tid and send["contextId"] == cid and send["tenant"] == "t1"
+        assert send["credential"].startswith("static:") and send["requestId"]
+        assert all(e["contextId"] == cid for e in reversed(entries) if e["operation"] in
+                   ("send_message", "get_task", "read_context", "search_context", "delete_context"))  # fmt: skip
+        (denied,) = [e for e in entries if e["operation"] == "read_context" and e["status"] == 403]
+        assert denied["contextId"] == cid and denied["user"] == "alice"
+        # The 401 has no tenant: it is in the stream of unauthenticated attempts.
+        anonymous = await redis.xrange("gw:{au:-}:audit")
+        assert [f[b"status"] for _, f in anonymous] == [b"401"]
+        page = await gw.get("/audit", headers=auth("admin"))
+        conform(page, "/audit")
+        assert SENTINEL not in page.text
+    raw = await _raw_streams(redis)
+    assert raw and SENTINEL.encode() not in raw
+    mirrored = mirror.read_text()
+    assert "send_message" in mirrored and "401" in mirrored and SENTINEL not in mirrored
+    lines = [orjson.loads(line) for line in mirrored.splitlines()]
+    assert {line["operation"] for line in lines} >= {"send_message", "delete_context"}
+
+
+async def test_filters_and_cursor_paging(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS) as gw:
+        first = await send_task(gw, "a", headers=auth("alice"))
+        cid = first["contextId"]
+        for _ in range(4):
+            await post_message(gw, "b", headers=auth("alice"), contextId=cid)
+        await send_task(gw, "c", headers=auth("bob"))
+        await _entries(gw, 6)
+        mine = await _entries(gw, 5, user="alice", context=cid, operation="send_message")
+        assert len(mine) == 5 and {e["contextId"] for e in mine} == {cid}
+        seen: list[str] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 2, "operation": "send_message"}
+            if cursor:
+                params["cursor"] = cursor
+            page = (await gw.get("/audit", params=params, headers=auth("admin"))).json()
+            seen += [e["id"] for e in page["items"]]
+            cursor = page["nextCursor"]
+            if cursor is None:
+                break
+        assert len(seen) == len(set(seen)) == 6 and seen == sorted(seen, reverse=True)
+        newest = mine[0]["time"]
+        later = await gw.get("/audit", params={"since": newest}, headers=auth("admin"))
+        assert all(e["time"] >= newest for e in later.json()["items"])
+        before = await gw.get(
+            "/audit", params={"until": "2000-01-01T00:00:00Z"}, headers=auth("admin")
+        )
+        assert before.json() == {"items": [], "nextCursor": None}
+        bad = await gw.get("/audit", params={"cursor": "x"}, headers=auth("admin"))
+        assert bad.status_code == 400
+        # Another tenant's admin sees none of it.
+        other = (await gw.get("/audit", headers=auth("carol"))).status_code
+        assert other == 403  # carol is no admin; t2 has none here
