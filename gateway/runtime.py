@@ -37,6 +37,7 @@ from gateway.outbound import Allowlist, guarded_client
 from gateway.service.search import SearchService
 from gateway.settings import Settings
 from gateway.store.agents_store import AgentStore
+from gateway.store.audit_store import AuditStore
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
@@ -181,6 +182,11 @@ class Runtime:
                 lease_seconds=settings.job_lease_seconds,
                 backoff_cap=settings.cortadel.backoff_max_seconds,
                 forget_scrubbed=settings.cortadel.scrub,
+                audit=(
+                    AuditStore(client, settings.audit_max_entries, settings.audit_max_age_seconds)
+                    if settings.audit
+                    else None
+                ),
             )
         maintenance = Maintenance(
             store,

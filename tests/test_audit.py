@@ -137,3 +137,29 @@ async def test_filters_and_cursor_paging(make_app: AppFactory) -> None:
         # Another tenant's admin sees none of it.
         other = (await gw.get("/audit", headers=auth("carol"))).status_code
         assert other == 403  # carol is no admin; t2 has none here
+
+
+async def test_a_scrub_records_the_runs_it_stopped(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS) as gw:
+        meta = {"echo": {"delayMs": 60000}}  # a run still under way when the scrub comes
+        r = await post_message(
+            gw, "x", headers=auth("alice"), metadata=meta, configuration={"blocking": False}
+        )
+        task = r.json()["task"]
+
+        async def working() -> bool:
+            got = await gw.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))
+            return bool(got.json()["status"]["state"] == "working")
+
+        await until(working, what="the run to be working")
+        cid = task["contextId"]
+        assert (await gw.delete(f"/v1/contexts/{cid}", headers=auth("alice"))).status_code == 204
+        (scrub,) = await _entries(gw, 1, operation="delete_context")
+    assert scrub["removed"] == {
+        "messages": 1,
+        "tasks": 1,
+        "vectors": scrub["removed"]["vectors"],  # 0 or 1: the embedding may not have run
+        "pendingJobs": 1,
+        "deadLetters": 0,
+        "memoriesQueued": 0,
+    }

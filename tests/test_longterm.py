@@ -442,6 +442,56 @@ def _deletes(cortadel: CortadelServer) -> list[list[str]]:
     ]
 
 
+async def test_the_scrub_receipt_and_its_cortadel_follow_up(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        first = await _stored(c, cortadel, "forget this visit")
+        cid = first["contextId"]
+        await _send(c, "and this one", contextId=cid)
+        keys = UserKeys.of("t1", "alice").context(cid)
+        runtime = c.app.state.runtime
+
+        async def embedded() -> bool:  # both user messages have their vector
+            return bool(await runtime.client.strlen(keys.vector_seqs) == 8)
+
+        await until(embedded, what="both user messages embedded")
+        await until(lambda: _outbox_idle(c), what="both turns stored in Cortadel")
+        ledger = await LongTermStore(runtime.store).ledger(UserKeys.of("t1", "alice"), cid)
+        r = await c.delete(f"/v1/contexts/{cid}", headers=auth("alice"))
+        assert r.status_code == 204
+        scrub_id = r.headers["x-request-id"]
+        await until(lambda: _deletes(cortadel), what="the scrub's delete")
+
+        async def follow_up() -> list[dict[str, Any]]:
+            page = await c.get("/audit", params={"context": cid}, headers=auth("admin"))
+            items: list[dict[str, Any]] = page.json()["items"]
+            return [e for e in items if e["operation"] == "forget_memories"]
+
+        (forgotten,) = await until(follow_up, what="the deletion's audit entry")
+
+        async def scrubs() -> list[dict[str, Any]]:
+            params = {"operation": "delete_context"}
+            page = await c.get("/audit", params=params, headers=auth("admin"))
+            items: list[dict[str, Any]] = page.json()["items"]
+            return items
+
+        (scrub,) = await until(scrubs, what="the scrub's audit entry")
+    assert scrub["requestId"] == scrub_id and scrub["contextId"] == cid
+    assert scrub["removed"] == {
+        "messages": 4,  # two user messages and two replies
+        "tasks": 2,
+        "vectors": 2,
+        "pendingJobs": 0,
+        "deadLetters": 0,
+        "memoriesQueued": len(ledger),
+    }
+    deleted = [i for call in _deletes(cortadel) for i in call]
+    assert forgotten["scrubOf"] == scrub_id and forgotten["user"] == "alice"
+    assert forgotten["removed"] == {"memories": len(deleted)} and sorted(deleted) == sorted(ledger)
+
+
 async def test_scrub_off_keeps_memories(gateway: Gateway, cortadel: CortadelServer) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)

@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.errors import AgentNotFoundError, UnsupportedOperationError
-from gateway.http.audit import note_ids
+from gateway.http.audit import note_ids, note_receipt
 from gateway.http.cards import agent_card
 from gateway.http.params import (
     json_body,
@@ -120,7 +120,11 @@ async def read_context(request: Request) -> Response:
 
 async def delete_context(request: Request) -> Response:
     state = await _served(request)
-    await state.contexts.delete(_principal(request), request.path_params["context_id"])
+    request_id = request.scope.get("state", {}).get("request_id", "")
+    receipt = await state.contexts.delete(
+        _principal(request), request.path_params["context_id"], request_id
+    )
+    note_receipt(request.scope, receipt)
     return Response(status_code=204)
 
 

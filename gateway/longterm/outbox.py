@@ -26,14 +26,17 @@ from typing import Any, TypeVar
 import orjson
 
 from gateway import metrics, tracing
+from gateway.audit.entry import AuditEntry
 from gateway.backoff import Backoff
 from gateway.engine.stream_worker import StreamWorker
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
+from gateway.store.audit_store import AuditStore
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
+from gateway.store.records import now_ms
 
 __all__ = ["Outbox"]
 
@@ -80,6 +83,7 @@ class Outbox(StreamWorker):
         lease_seconds: float,
         backoff_cap: float,
         forget_scrubbed: bool = True,
+        audit: AuditStore | None = None,
     ) -> None:
         super().__init__(
             jobs, consumer=consumer, batch=batch, block_ms=block_ms, lease_seconds=lease_seconds
@@ -89,6 +93,7 @@ class Outbox(StreamWorker):
         # Whether a scrub deletes a context's memories (GATEWAY_CORTADEL_SCRUB), and so
         # those of turns that land after it.
         self._forget_scrubbed = forget_scrubbed
+        self._audit = audit
 
     async def handle(self, entries: list[Entry]) -> None:
         await self.deliver(entries)
@@ -123,7 +128,7 @@ class Outbox(StreamWorker):
             one(functools.partial(self._store_turns, g, [turn_of[j.entry] for j in g]), g)
             for g in groups.values()
         ]
-        tasks += [one(functools.partial(self._forget, j, j.forget), [j]) for j in jobs if j.forget]
+        tasks += [one(functools.partial(self._forget_for_scrub, j), [j]) for j in jobs if j.forget]
         await asyncio.gather(*tasks)
 
     async def _store_turns(self, group: list[OutboxJob], turns: list[list[dict[str, Any]]]) -> None:
@@ -169,6 +174,31 @@ class Outbox(StreamWorker):
         if not recorded and self._forget_scrubbed:
             # The context was scrubbed while its turns were on their way: delete them too.
             await self._forget(first, tuple(added))
+
+    async def _forget_for_scrub(self, job: OutboxJob) -> None:
+        """Delete a scrub's memories, then record the deletion in the audit trail, linked
+        to the scrub (its request id): the second half of the scrub's receipt."""
+        await self._forget(job, job.forget)
+        if self._audit is None:
+            return
+        entry = AuditEntry(
+            time_ms=now_ms(),
+            tenant=job.tenant,
+            user=job.user,
+            credential="outbox",
+            operation="forget_memories",
+            method="OUTBOX",
+            status=200,
+            request_id="",
+            ids={"context": job.context_id, "scrub": job.scrub},
+            receipt={"memories": len(job.forget)},
+        )
+        try:
+            await self._audit.append([entry])
+        except Exception as exc:  # the deletion is done; its record is best effort
+            log.warning(
+                "deletion not recorded in the audit trail", extra={"error": type(exc).__name__}
+            )
 
     async def _forget(self, job: OutboxJob, ids: tuple[str, ...]) -> None:
         for start in range(0, len(ids), _DELETE_CHUNK):

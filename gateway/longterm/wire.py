@@ -33,8 +33,13 @@ def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOp
     return _traced({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
 
 
-def forget_job(tenant: str, user: str, context_id: str) -> bytes:
-    return _traced({"t": tenant, "u": user, "c": context_id})
+def forget_job(tenant: str, user: str, context_id: str, scrub: str = "") -> bytes:
+    """A scrub's deletion job; ``scrub`` is its request id, named in the audit entry of
+    the deletion."""
+    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id}
+    if scrub:
+        fields["r"] = scrub
+    return _traced(fields)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class OutboxJob:
     options: dict[str, Any]
     forget: tuple[str, ...]
     trace: str = ""  # the traceparent of the span that queued it
+    scrub: str = ""  # a deletion's scrub (its request id)
 
     @classmethod
     def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
@@ -65,4 +71,5 @@ class OutboxJob:
             raw.get("o") or {},
             forget,
             str(raw.get("tp") or ""),
+            str(raw.get("r") or ""),
         )

@@ -44,15 +44,28 @@ class ContextService:
             raise ContextNotFoundError()
         return page
 
-    async def delete(self, principal: Principal, context_id: str) -> None:
+    async def delete(
+        self, principal: Principal, context_id: str, request_id: str = ""
+    ) -> dict[str, int]:
         """Scrub the context: every key of it, its index entries; running tasks stop; the
-        long-term memories its turns added are queued for deletion. Then its dead letters
-        go (also when the context was already gone, so a retried scrub finishes the job)."""
+        long-term memories its turns added are queued for deletion (the job names the
+        scrub's ``request_id``, so their deletion is recorded against it). Then its dead
+        letters go (also when the context was already gone, so a retried scrub finishes
+        the job). Returns the receipt: how many of each kind were removed."""
         forget = b""
         if self.forget_memories:
-            forget = forget_job(principal.tenant, principal.user, context_id)
-        found = await self.store.scrub(principal.keys, context_id, forget)
+            forget = forget_job(principal.tenant, principal.user, context_id, request_id)
+        receipt = await self.store.scrub(principal.keys, context_id, forget)
+        dead = 0
         for stream in self.job_streams:
-            await stream.forget_context(principal.tenant, principal.user, context_id)
-        if not found:
+            dead += await stream.forget_context(principal.tenant, principal.user, context_id)
+        if receipt is None:
             raise ContextNotFoundError()
+        return {
+            "messages": receipt.messages,
+            "tasks": receipt.tasks,
+            "vectors": receipt.vectors,
+            "pendingJobs": receipt.pending_jobs,
+            "deadLetters": dead,
+            "memoriesQueued": receipt.memories_queued,
+        }

@@ -28,7 +28,15 @@ from gateway.store.records import text_of as _text
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated as _translated
 
-__all__ = ["RunInputs", "RunPolicy", "SendResult", "SendWrite", "Store", "UpdateResult"]
+__all__ = [
+    "RunInputs",
+    "RunPolicy",
+    "ScrubReceipt",
+    "SendResult",
+    "SendWrite",
+    "Store",
+    "UpdateResult",
+]
 
 _TASK_FIELDS = (":s", ":a", ":m", ":md", ":xmd")
 _POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
@@ -87,6 +95,19 @@ class SendResult:
     @property
     def claimed_own(self) -> bool:
         return self.claimed is not None and self.claimed[0] == self.entry
+
+
+@dataclass(frozen=True)
+class ScrubReceipt:
+    """What a scrub removed: messages, tasks, vectors (embedded messages), the runs and
+    waiting messages of unfinished tasks it dropped, and long-term memories it queued for
+    deletion in Cortadel."""
+
+    messages: int
+    tasks: int
+    vectors: int
+    pending_jobs: int
+    memories_queued: int
 
 
 @dataclass(frozen=True)
@@ -342,16 +363,22 @@ class Store:
         return _text(reply[0]), _text(reply[1]) if len(reply) > 1 else None
 
     @_translated
-    async def scrub(self, keys: UserKeys, context_id: str, forget_job: bytes = b"") -> bool:
+    async def scrub(
+        self, keys: UserKeys, context_id: str, forget_job: bytes = b""
+    ) -> ScrubReceipt | None:
         """Delete the context; with ``forget_job`` its ledger's memories are queued for
-        deletion in Cortadel in the same step (on a cluster, in a second one)."""
+        deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
+        was removed, or None when there was no such context."""
         reply = await self.scripts.scrub(
             keys=self._keys(keys, context_id), args=[context_id, forget_job]
         )
-        if len(reply) > 1:
-            ids = b",".join(r if isinstance(r, bytes) else str(r).encode() for r in reply[1:])
+        if not int(reply[0]):
+            return None
+        rest = reply[6:]
+        if rest:
+            ids = b",".join(r if isinstance(r, bytes) else str(r).encode() for r in rest)
             await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
-        return bool(reply[0])
+        return ScrubReceipt(*(int(n) for n in reply[1:6]))
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -402,7 +402,8 @@ return added
 # Deletes every key of the context and its entries in the user's indexes, drops its queued
 # jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
 # to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
-# Returns {0} (no such context) or {1, ids still to forget...}.
+# Returns {0} (no such context) or {1, messages, tasks, vectors, jobs dropped, memories to
+# forget, ids still to forget...}: the counts are the scrub's receipt (audit trail).
 _SCRUB = (
     _PRELUDE
     + """
@@ -410,6 +411,9 @@ local cid = ARGV[1]
 if redis.call('EXISTS', KEYS[4]) == 0 then return {0} end
 local forget = {}
 if ARGV[2] ~= '' then forget = redis.call('SMEMBERS', KEYS[13]) end
+-- The receipt: what is about to go (a vector is one uint32 seq in KEYS[10]).
+local receipt = {1, redis.call('HLEN', KEYS[7]), redis.call('LLEN', KEYS[5]),
+                 math.floor(redis.call('STRLEN', KEYS[10]) / 4), 0, #forget}
 if #forget > 0 and OUTBOX then
   redis.call('XADD', OUTBOX, '*', 'job', ARGV[2], 'forget', table.concat(forget, ','))
   forget = {}
@@ -427,11 +431,17 @@ for i = 1, #tids do
   end
   local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
   if job then ack(job) end
+  if state and not TERMINAL[state] then  -- its run (and any message waiting) is dropped
+    local waiting = redis.call('HGET', KEYS[6], tids[i] .. ':w')
+    local _, queued = string.gsub(waiting or '', '[^,]+', '')
+    receipt[5] = receipt[5] + (job and 1 or 0) + queued
+  end
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
            KEYS[12], KEYS[13])
 redis.call('ZREM', KEYS[1], cid)
-return {1, unpack(forget)}
+for i = 1, #forget do receipt[#receipt + 1] = forget[i] end
+return receipt
 """
 )
 
