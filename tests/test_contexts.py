@@ -16,9 +16,7 @@ async def _user_keys(redis: Redis) -> list[bytes]:
     """Every key of users and their contexts (the job queue's keys are global; the audit
     trail's streams are trimmed by age instead of expiring)."""
     return [
-        k
-        async for k in redis.scan_iter(count=1000)
-        if not k.startswith((b"gw:{jobs}", b"gw:{au:"))
+        k async for k in redis.scan_iter(count=1000) if not k.startswith((b"gw:{jobs}", b"gw:{au:"))
     ]
 
 
