@@ -25,6 +25,7 @@
      ├── RequestTimeoutError          (408, -32025)
      ├── HeadersTooLargeError         (431, -32026)
      ├── RateLimitedError             (429, -32027, Retry-After, RateLimit)
+     ├── QuotaExceededError           (429, -32029)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
           └── StoreUnavailableError   (Redis unreachable)
 
@@ -53,6 +54,7 @@ __all__ = [
     "MethodNotFoundError",
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
+    "QuotaExceededError",
     "RateLimitedError",
     "RequestTimeoutError",
     "StoreUnavailableError",
@@ -235,6 +237,20 @@ class RateLimitedError(GatewayError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after), **self.fields}
+
+
+class QuotaExceededError(GatewayError):
+    """A quota would be exceeded; ``quota`` names it (``messages_per_context``,
+    ``bytes_per_context``, ``contexts_per_user``). Nothing of the request was stored."""
+
+    status, code, name = 429, -32029, "QuotaExceededError"
+    default_message = "A quota is exhausted"
+
+    def __init__(self, quota: str, limit: int) -> None:
+        super().__init__(
+            f"Quota exceeded: {quota} (limit {limit}); nothing was stored",
+            data={"quota": quota, "limit": limit},
+        )
 
 
 class UnavailableError(GatewayError):

@@ -104,6 +104,11 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             settings.blocking_timeout_seconds,
             embedding=runtime.embedder is not None,
             run_policy=settings.run_policy,
+            quotas=(
+                settings.quota_messages_per_context,
+                settings.quota_bytes_per_context,
+                settings.quota_contexts_per_user,
+            ),
         ),
         tasks=TaskService(runtime.store),
         contexts=ContextService(

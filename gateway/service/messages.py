@@ -68,6 +68,7 @@ class MessageService:
     blocking_timeout: float
     embedding: bool = False
     run_policy: RunPolicy = "enqueue"
+    quotas: tuple[int, int, int] = (0, 0, 0)  # messages, bytes per context; contexts per user
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
@@ -215,6 +216,7 @@ class MessageService:
             claimant=claimant,
             embed=self.embedding and bool(embeddable_text(stored)),
             policy=policy,
+            quotas=self.quotas,
         )
         return write, template
 

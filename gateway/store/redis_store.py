@@ -16,6 +16,7 @@ from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
     InvalidParamsError,
+    QuotaExceededError,
     StoreUnavailableError,
     TaskBusyError,
     TaskNotContinuableError,
@@ -66,6 +67,9 @@ class SendWrite:
     claimant: str = ""  # a consumer of this process that takes the next job at once
     embed: bool = False  # queue the user message for embedding
     policy: RunPolicy = "enqueue"  # for a continued task whose run is under way
+    # Quotas checked by the send script: messages and bytes per context, contexts per user
+    # (0: none).
+    quotas: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,7 @@ class Store:
                 + ("l" if w.local_run else "")
                 + ("e" if w.embed else "")
                 + _POLICY_FLAGS[w.policy],
+                ",".join(str(q) for q in w.quotas),
                 *w.reference_ids,
             ],
         )
@@ -272,6 +277,8 @@ class Store:
             raise TaskNotContinuableError(data={"state": rest[0]})
         if kind == "busy":
             raise TaskBusyError()
+        if kind == "quota":
+            raise QuotaExceededError(rest[0], int(rest[1]))
         if kind == "badrefs":
             raise InvalidParamsError(
                 "referenceTaskIds name tasks that are not in this context",

@@ -71,7 +71,8 @@ end
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
-#       13 job fields json 14 consumer taking a job now, or '' 15 flags 16.. reference ids
+#       13 job fields json 14 consumer taking a job now, or '' 15 flags
+#       16 quotas 'messages,bytes,contexts' (0: none) 17.. reference ids
 # Flags: 'r' queue the run on the jobs stream (with the message: an accepted message always
 # has its run queued), 'l' the run is this process's (in-process queue), 'e' queue the
 # message for embedding; and the run policy for a task whose run is under way (its ':job'
@@ -112,12 +113,29 @@ else
   end
 end
 local unknown = {}
-for i = 16, #ARGV do
+for i = 17, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
 end
 if #unknown > 0 then return {'badrefs', unpack(unknown)} end
+-- Quotas: checked here, before the first write, so a refused message leaves nothing behind
+-- (a replayed messageId answered 'dup' above is never refused). Messages count the whole
+-- context (replies too); bytes are the context's 'bytes' field, which every stored message,
+-- reply and artifact adds to; contexts are the user's index (expired ones until pruned).
+local qm, qb, qc = string.match(ARGV[16], '^(%d+),(%d+),(%d+)$')
+qm, qb, qc = tonumber(qm), tonumber(qb), tonumber(qc)
+if qc > 0 and mode == 'new' and redis.call('ZCARD', KEYS[1]) >= qc then
+  return {'quota', 'contexts_per_user', qc}
+end
+if qm > 0 and mode ~= 'new' and redis.call('HLEN', KEYS[7]) >= qm then
+  return {'quota', 'messages_per_context', qm}
+end
+if qb > 0 then
+  local used = 0
+  if mode ~= 'new' then used = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0') end
+  if used + #ARGV[7] > qb then return {'quota', 'bytes_per_context', qb} end
+end
 if mode == 'new' then
   redis.call('HSET', KEYS[4], 'created', now, 'updated', now, 'seq', 0, 'tasks', 0,
              'origin', mid)
@@ -126,6 +144,7 @@ end
 local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
 local waits = busy and not flag('i')
 redis.call('HSET', KEYS[7], seq, ARGV[7])
+redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[7])  -- for the bytes quota
 if continuing then
   local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
   redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
@@ -161,7 +180,7 @@ if busy then
   if JOBS then ack(superseded); superseded = '' end
   redis.call('PUBLISH', EVENTS .. tid, 'interrupted|' .. (seq - 1))
 end
-local msg, referenced = run_inputs(seq, 16)
+local msg, referenced = run_inputs(seq, 17)
 if flag('l') then
   redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
   fence(tid, 'local/' .. seq)
@@ -226,6 +245,9 @@ if ARGV[10] ~= '' and redis.call('HGET', KEYS[6], tid .. ':att') ~= ARGV[10] the
   return {'fenced'}
 end
 if ARGV[9] ~= '' and state ~= ARGV[9] then return {'skipped'} end
+if #ARGV[5] + #ARGV[6] > 0 then  -- the bytes quota counts replies and artifacts too
+  redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[5] + #ARGV[6])
+end
 if ARGV[6] ~= '' then
   local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
   redis.call('HSET', KEYS[7], seq, ARGV[6])
