@@ -4,7 +4,8 @@ Prints throughput and latency of blocking echo sends at concurrency 1 and 32 nex
 to a bare Starlette + one-Redis-pipeline endpoint (the floor) and a bare Starlette
 endpoint answering a constant JSON (the ceiling), append and page latency at small vs
 large contexts, Redis bytes per stored message against its JSON size, the gateway's
-peak RSS under load, the queue variants, context memory and long-term memory.
+peak RSS under load, the queue variants, context memory, long-term memory, and the cost
+of authentication modes, the audit trail and rate limits (``auth``).
 
 Every section records its figures into ``bench.report.REPORT``; the end prints each
 target with its measured value and pass/miss, the total duration, and writes
@@ -40,7 +41,7 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
-SECTIONS = ("core", "queues", "memory", "longterm", "scale")
+SECTIONS = ("core", "queues", "memory", "longterm", "scale", "auth")
 OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
 TEXT = "Patient reports intermittent chest pain radiating to the left arm; " * 4
 
@@ -749,6 +750,12 @@ def longterm_section(tmp: Path) -> None:
     longterm_bench(tmp)
 
 
+def auth_section(tmp: Path) -> None:
+    from bench.auth import auth_bench
+
+    auth_bench(tmp)
+
+
 def selected() -> list[str]:
     """The sections BENCH_ONLY names (comma-separated), in their order; all when unset."""
     only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
@@ -788,6 +795,7 @@ def main() -> None:
         "memory": memory_section,
         "longterm": longterm_section,
         "scale": scale_bench,
+        "auth": auth_section,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"
