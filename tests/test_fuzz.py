@@ -154,7 +154,11 @@ ADMIN = {"Authorization": "Bearer key-admin"}
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A gateway with API keys and its own embedded Redis (other tests flush theirs)."""
     keys = orjson.dumps(API_KEYS).decode()
-    with serving(tmp_path_factory.mktemp("contract"), GATEWAY_API_KEYS=keys) as (_, base):
+    # The fuzzer sends invalid credentials on every operation, on purpose: the throttle of
+    # failed authentications (tests/test_rate_limits.py) would answer it 429 before long.
+    with serving(
+        tmp_path_factory.mktemp("contract"), GATEWAY_API_KEYS=keys, GATEWAY_AUTH_FAILURE_LIMIT="off"
+    ) as (_, base):
         yield base
 
 
