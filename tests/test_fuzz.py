@@ -156,8 +156,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     keys = orjson.dumps(API_KEYS).decode()
     # The fuzzer sends invalid credentials on every operation, on purpose: the throttle of
     # failed authentications (tests/test_rate_limits.py) would answer it 429 before long.
+    # Managed keys are on, so the /keys routes are fuzzed too.
     with serving(
-        tmp_path_factory.mktemp("contract"), GATEWAY_API_KEYS=keys, GATEWAY_AUTH_FAILURE_LIMIT="off"
+        tmp_path_factory.mktemp("contract"),
+        GATEWAY_API_KEYS=keys,
+        GATEWAY_AUTH_FAILURE_LIMIT="off",
+        GATEWAY_API_KEY_SECRET="fuzz-server-secret-0123",
     ) as (_, base):
         yield base
 

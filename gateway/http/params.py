@@ -110,7 +110,11 @@ def query_bool(request: Request, name: str, *, default: bool) -> bool:
     return raw.lower() in ("true", "1")
 
 
-_CURSOR = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+_CURSOR = re.compile(r"[0-9]{1,19}-[0-9]{1,19}")  # a stream id (each part below 2**64)
+_EPOCH_MS = re.compile(r"[0-9]{1,15}")
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
 
 
 def query_time_ms(request: Request, name: str) -> int | None:
@@ -118,12 +122,19 @@ def query_time_ms(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    if _DIGITS.fullmatch(raw):
+    if _EPOCH_MS.fullmatch(raw):
         return int(raw)
+    text = raw.replace("t", "T").replace("z", "Z")  # RFC 3339 allows either case
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
     try:
-        stamp = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        if not _RFC3339.fullmatch(raw):
+            raise ValueError(raw)
+        stamp = datetime.fromisoformat(text)
     except ValueError:
-        raise _invalid(name, "must be ISO 8601 or milliseconds since the epoch") from None
+        raise _invalid(
+            name, "must be an RFC 3339 date-time or milliseconds since the epoch"
+        ) from None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
     return int(stamp.timestamp() * 1000)

@@ -40,11 +40,18 @@ class AuditService:
         """``items`` newest first; ``nextCursor`` continues where this page stopped (None:
         nothing older). Filters are applied while scanning; a page that looked at many
         entries without filling up stops early and gives its cursor."""
+        empty: dict[str, Any] = {"items": [], "nextCursor": None}
         if query.cursor is not None:
+            if query.cursor.strip("0-") == "":  # nothing is older than 0-0
+                return empty
             newest = f"({query.cursor}"
+        elif query.until_ms is not None:
+            if query.until_ms < 0:  # before any entry
+                return empty
+            newest = str(query.until_ms)
         else:
-            newest = "+" if query.until_ms is None else str(query.until_ms)
-        oldest = "-" if query.since_ms is None else str(query.since_ms)
+            newest = "+"
+        oldest = "-" if query.since_ms is None else str(max(0, query.since_ms))
         items: list[dict[str, Any]] = []
         budget = query.limit * _SCAN_PER_PAGE
         last: str | None = None
