@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
-from gateway.memory.embedders import HashingEmbedder
+from gateway.memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from gateway.store.keys import EMBEDS_DEAD
 from tests.agents import TestAgent
 from tests.conftest import AppFactory, auth, send_task
@@ -59,6 +60,35 @@ def test_hashing_is_deterministic_and_normalised() -> None:
     assert np.array_equal(va, vb)
     assert va.dtype == np.float32 and va.shape == (1, 256)
     assert abs(float(np.linalg.norm(va[0])) - 1.0) < 1e-5
+
+
+def test_wordllama_loads_from_its_wheel_and_is_normalised() -> None:
+    a, b = WordLlamaEmbedder(), WordLlamaEmbedder()
+    va = asyncio.run(a.embed(["Blood pressure 120/80, patient calm", ""]))
+    assert np.array_equal(va, asyncio.run(b.embed(["Blood pressure 120/80, patient calm", ""])))
+    assert va.dtype == np.float32 and va.shape == (2, 256) and a.dimensions == 256
+    assert abs(float(np.linalg.norm(va[0])) - 1.0) < 1e-5 and not va[1].any()
+    many = asyncio.run(a.embed([f"note {i}" for i in range(20)]))  # off the event loop
+    assert many.shape == (20, 256)
+    # The package's own loader (which downloads what it lacks) is never imported.
+    assert "wordllama.wordllama" not in sys.modules
+
+
+async def test_wordllama_finds_meaning_without_shared_words(make_app: AppFactory) -> None:
+    texts = [
+        "Complains of shortness of breath when climbing stairs",
+        "Allergic to penicillin since childhood",
+        "Blood glucose was 6.1 mmol/L this morning",
+        "Chest pain radiating to the left arm",
+    ]
+    async with make_app(embedder="wordllama") as c:
+        cid = (await _send(c, texts[0]))["contextId"]
+        for text in texts[1:]:
+            await _send(c, text, contextId=cid)
+        await _indexed(c, cid)
+        for query, expected in [("sugar levels", 2), ("heart attack symptoms", 3)]:
+            hits = (await _search(c, cid, query)).json()["hits"]
+            assert hits[0]["text"] == texts[expected], (query, hits)
 
 
 async def test_the_message_sharing_words_ranks_first(client: httpx.AsyncClient) -> None:

@@ -1,6 +1,12 @@
 """Embedders behind one small protocol, chosen by ``GATEWAY_EMBEDDER``.
 
-``hashing`` (default): offline and deterministic — signed feature hashing (CRC-32) of
+``wordllama``: offline semantic embeddings — the static token embeddings of wordllama's
+``l2_supercat`` model (256 dimensions, distilled from large language models), whose weights
+and tokenizer ship inside the ``wordllama`` wheel (nothing is downloaded), mean-pooled over
+the text's tokens and L2-normalised. It finds "warfarin" for "blood thinners"; it reads no
+word order.
+
+``hashing``: offline and deterministic — signed feature hashing (CRC-32) of
 word unigrams, word bigrams and character trigrams into a fixed dimension (256 by
 default), L2-normalised.
 It finds messages that share words (and word fragments) with the query; it knows
@@ -12,19 +18,22 @@ Ollama) through the official SDK, with our own retry policy.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import importlib.util
 import itertools
 import re
 import zlib
 from collections.abc import Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from gateway import tracing
 
-__all__ = ["Embedder", "EmbedderError", "HashingEmbedder", "OpenAIEmbedder"]
+__all__ = ["Embedder", "EmbedderError", "HashingEmbedder", "OpenAIEmbedder", "WordLlamaEmbedder"]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -42,6 +51,11 @@ class EmbedderError(Exception):
 class Embedder(Protocol):
     dimensions: int
     max_batch: int
+
+    @property
+    def model_id(self) -> str:
+        """Names the vector space: vectors of two ids are never compared."""
+        ...
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
         """One L2-normalised float32 row per text."""
@@ -68,6 +82,10 @@ class HashingEmbedder:
     def __init__(self, dimensions: int = 256, max_batch: int = 256) -> None:
         self.dimensions, self.max_batch = dimensions, max_batch
 
+    @property
+    def model_id(self) -> str:
+        return f"hashing:{self.dimensions}"
+
     def _row(self, text: str) -> Matrix:
         words = _WORD.findall(text.lower())
         codes = np.fromiter(
@@ -89,6 +107,60 @@ class HashingEmbedder:
             else np.zeros((0, self.dimensions), np.float32)
         )
         return _normalise(matrix.astype(np.float32))
+
+
+# Batches of at least this many texts are embedded off the event loop.
+_THREAD_BATCH = 8
+
+
+@functools.cache
+def _wordllama_model() -> tuple[Any, Matrix]:
+    """The tokenizer and the float16 token table shipped in the wordllama wheel, loaded once
+    per process. The package is located, not imported: its inference module configures the
+    root logger and would fetch missing files from a hub."""
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the wordllama package is not installed")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
+    with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), framework="np") as f:
+        table: Matrix = f.get_tensor("embedding.weight")
+    return tokenizer, table
+
+
+class WordLlamaEmbedder:
+    """wordllama's ``l2_supercat`` at 256 dimensions: the mean of the text's token vectors,
+    as wordllama's own inference computes it (no special tokens, no truncation)."""
+
+    model_id = "wordllama:l2_supercat:256"
+
+    def __init__(self, max_batch: int = 256) -> None:
+        self._tokenizer, self._table = _wordllama_model()
+        self.dimensions = int(self._table.shape[1])
+        self.max_batch = max_batch
+
+    def embed_now(self, texts: Sequence[str]) -> Matrix:
+        """The embeddings, computed in the calling thread."""
+        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
+        matrix = np.zeros((len(encodings), self.dimensions), np.float32)
+        present = np.flatnonzero(lengths)
+        if present.size:
+            ids = np.fromiter(
+                itertools.chain.from_iterable(encodings[i].ids for i in present), np.int64
+            )
+            starts = np.concatenate(([0], np.cumsum(lengths[present])[:-1]))
+            sums = np.add.reduceat(self._table[ids], starts, axis=0, dtype=np.float32)
+            matrix[present] = sums / lengths[present, None]
+        return _normalise(matrix)
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        if len(texts) < _THREAD_BATCH:
+            return self.embed_now(texts)
+        return await asyncio.to_thread(self.embed_now, texts)
 
 
 class OpenAIEmbedder:
@@ -120,6 +192,10 @@ class OpenAIEmbedder:
         self._model, self._requested = model, dimensions
         self.dimensions = dimensions or 0  # learned from the first answer when not set
         self.max_batch = max_batch
+
+    @property
+    def model_id(self) -> str:
+        return f"openai:{self._model}:{self._requested or 'default'}"
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
         openai = self._openai

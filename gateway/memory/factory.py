@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from gateway.memory.embedders import Embedder, HashingEmbedder, OpenAIEmbedder
+from gateway.memory.embedders import (
+    Embedder,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    WordLlamaEmbedder,
+)
 from gateway.settings import Settings
 
 __all__ = ["build_embedder"]
@@ -11,6 +16,8 @@ __all__ = ["build_embedder"]
 def build_embedder(settings: Settings) -> Embedder | None:
     if settings.embedder == "none":
         return None
+    if settings.embedder == "wordllama":
+        return WordLlamaEmbedder()
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.embedder_dimensions or 256)
     key = settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else ""
