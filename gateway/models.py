@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.memory.ranking import Mode
 from gateway.validation import MAX_INT, JsonInt
 
 __all__ = [
@@ -129,6 +130,7 @@ class SearchRequest(_Model):
     query: str = Field(min_length=1, max_length=10_000)
     topK: JsonInt = Field(default=5, ge=1, le=50)
     minScore: float | None = Field(default=None, ge=-1.0, le=1.0)
+    mode: Mode = "hybrid"
 
 
 _ROLE = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]

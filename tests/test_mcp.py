@@ -53,6 +53,11 @@ async def test_search_memory_tool_with_the_sdk_client(tmp_path: Path, redis_url:
         assert foreign.is_error and "Context not found" in foreign.content[0].text
         _, bad = await _call(base, "alice", {"contextId": cid, "query": "fever", "topK": 99})
         assert bad.is_error
+        _, words = await _call(base, "alice", {"contextId": cid, "query": "fever", "mode": "text"})
+        text = words.content[0].text
+        assert not words.is_error and "(text ranking)" in text and "blood pressure" not in text
+        _, wrong = await _call(base, "alice", {"contextId": cid, "query": "x", "mode": "fuzzy"})
+        assert wrong.is_error and wrong.content[0].text == "Invalid arguments: mode"
         async with httpx.AsyncClient() as anonymous:
             r = await anonymous.post(
                 f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

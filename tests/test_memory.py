@@ -112,8 +112,8 @@ async def test_the_message_sharing_words_ranks_first(client: httpx.AsyncClient) 
         assert hits[0]["score"] >= hits[-1]["score"]
     top = (await _search(client, cid, "penicillin", topK=2)).json()["hits"]
     assert len(top) == 2 and set(top[0]) == {"messageId", "taskId", "score", "text"}
-    filtered = (await _search(client, cid, "penicillin", minScore=0.2)).json()["hits"]
-    assert [h["text"] for h in filtered] == [texts[0]]
+    filtered = (await _search(client, cid, "penicillin", minScore=0.2, mode="vector")).json()
+    assert [h["text"] for h in filtered["hits"]] == [texts[0]] and filtered["mode"] == "vector"
 
 
 async def test_skip_rules_and_agent_messages_are_never_indexed(make_app: AppFactory) -> None:
@@ -183,10 +183,48 @@ async def test_search_is_isolated_per_user(keyed: httpx.AsyncClient) -> None:
         assert r.status_code == 404 and r.json()["error"] == "ContextNotFoundError"
 
 
+async def test_search_modes_rank_by_meaning_by_words_or_both(make_app: AppFactory) -> None:
+    texts = [
+        "Blood glucose was 6.1 mmol/L this morning",
+        "Lot number AB-7731 recorded for the flu vaccine",
+        "Lot number QX-2290 recorded for the flu vaccine",
+        "Allergic to penicillin since childhood",
+    ]
+    async with make_app(embedder="wordllama") as c:
+        cid = (await _send(c, texts[0]))["contextId"]
+        for text in texts[1:]:
+            await _send(c, text, contextId=cid)
+        await _indexed(c, cid)
+
+        async def ranked(query: str, mode: str | None) -> tuple[list[str], list[float]]:
+            body = await _search(c, cid, query, **({"mode": mode} if mode else {}))
+            assert body.status_code == 200 and body.json()["mode"] == (mode or "hybrid")
+            hits = body.json()["hits"]
+            return [h["text"] for h in hits], [h["score"] for h in hits]
+
+        # No word in common: found by meaning, not by words; hybrid keeps the meaning.
+        found, scores = await ranked("sugar levels", "vector")
+        assert found[0] == texts[0] and -1 <= scores[-1] <= scores[0] <= 1
+        assert await ranked("sugar levels", "text") == ([], [])
+        found, scores = await ranked("sugar levels", None)
+        assert found[0] == texts[0] and scores[0] == 0.5  # first by meaning, absent by words
+        # An exact code: words decide between two messages that mean the same.
+        found, scores = await ranked("QX-2290", "text")
+        assert found == [texts[2]] and scores[0] > 0
+        found, scores = await ranked("QX-2290", "hybrid")
+        assert found[0] == texts[2] and scores[0] > scores[1]
+        # The lexical index grows with the context: a new message is found by its words.
+        await _send(c, "Lot number ZK-5120 recorded for the MMR vaccine", contextId=cid)
+        found, _ = await ranked("ZK-5120", "text")
+        assert found == ["Lot number ZK-5120 recorded for the MMR vaccine"]
+
+
 @pytest.mark.parametrize(
     "body",
     [
         {},
+        {"query": "x", "mode": "semantic"},
+        {"query": "x", "mode": None},
         {"query": ""},
         {"query": "x", "topK": 0},
         {"query": "x", "topK": 51},

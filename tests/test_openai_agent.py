@@ -136,7 +136,13 @@ async def test_history_is_cut_to_the_token_budget_oldest_first(
 async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> None:
     chat.script = [
         {"content": "Noted."},
-        {"tool_calls": [("search_memory", '{"query": "penicillin allergy", "topK": 2}')]},
+        {
+            "tool_calls": [
+                ("search_memory", '{"query": "penicillin allergy", "topK": 2}'),
+                ("search_memory", '{"query": "penicillin", "mode": "text"}'),
+                ("search_memory", '{"query": "penicillin", "mode": "fuzzy"}'),
+            ]
+        },
         {"content": "The patient is allergic to penicillin."},
     ]
     async with gateway() as c:
@@ -152,13 +158,20 @@ async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> No
     assert done["metadata"]["usage"]["calls"] == 2
     asked, answered = chat.requests[1], chat.requests[2]
     assert asked["tools"][0]["function"]["name"] == "search_memory"
-    call, result = answered["messages"][-2], answered["messages"][-1]
+    assert asked["tools"][0]["function"]["parameters"]["properties"]["mode"]["enum"] == [
+        "hybrid",
+        "vector",
+        "text",
+    ]
+    call, *results = answered["messages"][-4:]
     assert (
         call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "search_memory"
     )
-    assert result["role"] == "tool" and result["tool_call_id"] == call["tool_calls"][0]["id"]
-    hits = orjson.loads(result["content"])["hits"]
-    assert "penicillin allergy" in hits[0]["text"]
+    assert [r["tool_call_id"] for r in results] == [t["id"] for t in call["tool_calls"]]
+    hybrid, text, bad = (orjson.loads(r["content"]) for r in results)
+    assert "penicillin allergy" in hybrid["hits"][0]["text"]
+    assert [h["text"] for h in text["hits"]] == ["Patient reports a penicillin allergy with rash."]
+    assert "mode" in bad["error"] and "hits" not in bad
 
 
 async def test_tool_errors_are_tool_messages_and_the_loop_is_bounded(

@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gateway.memory.ranking import Mode
+
 __all__ = [
     "Agent",
     "AgentRequest",
@@ -36,9 +38,12 @@ class ContextHistory(Protocol):
 
 
 class ContextSearch(Protocol):
-    """Semantic search over the run's context: hits ``{messageId, taskId, score, text}``."""
+    """Search over the run's context: hits ``{messageId, taskId, score, text}``, ranked by
+    ``mode`` (``hybrid``, ``vector`` or ``text``, see ``gateway.memory.ranking``)."""
 
-    async def __call__(self, query: str, top_k: int) -> list[dict[str, Any]]: ...
+    async def __call__(
+        self, query: str, top_k: int, mode: Mode = "hybrid"
+    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)

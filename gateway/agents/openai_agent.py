@@ -29,6 +29,7 @@ from gateway.agents.base import (
 from gateway.agents.prompt import build_messages
 from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, OpenAIConfig
+from gateway.memory.ranking import MODES
 from gateway.outbound import Allowlist, OutboundRefused
 from gateway.service.output_modes import accepts_any
 
@@ -40,18 +41,26 @@ SEARCH_TOOL = {
     "type": "function",
     "function": {
         "name": "search_memory",
-        "description": "Search this conversation's earlier messages by meaning.",
+        "description": "Search this conversation's earlier messages by meaning and by words.",
         "parameters": {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What to look for."},
                 "topK": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+                "mode": {
+                    "type": "string",
+                    "enum": list(MODES),
+                    "default": "hybrid",
+                    "description": "hybrid: meaning and words fused; vector: meaning only; "
+                    "text: words only (names, codes, numbers).",
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
         },
     },
 }
+_MODES = " | ".join(f'"{m}"' for m in MODES)
 TIMEOUT_TEXT = "The model did not answer in time."
 UNREACHABLE_TEXT = "The model endpoint could not be reached."
 REFUSED_TEXT = "The model declined to answer."
@@ -201,10 +210,15 @@ async def _call_tool(call: Any, request: AgentRequest) -> str:
         args = orjson.loads(function.arguments or "{}")
         query = str(args["query"])
         top_k = max(1, min(20, int(args.get("topK", 5))))
+        mode = args.get("mode", "hybrid")
+        if mode not in MODES:
+            raise ValueError("mode")
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return orjson.dumps({"error": "arguments must be {query: string, topK?: integer}"}).decode()
+        return orjson.dumps(
+            {"error": "arguments must be {query: string, topK?: integer, mode?: " + _MODES + "}"}
+        ).decode()
     try:
-        hits = await request.search(query, top_k)
+        hits = await request.search(query, top_k, mode)
     except Exception as exc:  # a tool failure is the model's to handle
         return orjson.dumps({"error": f"search failed ({type(exc).__name__})"}).decode()
     return orjson.dumps({"hits": hits}).decode()

@@ -40,6 +40,7 @@ from gateway.engine.status import agent_message, artifact, settled, status_json
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed
 from gateway.longterm.wire import store_job
+from gateway.memory.ranking import Mode
 from gateway.principal import Principal
 from gateway.service.search import SearchService
 from gateway.store.keys import UserKeys
@@ -395,9 +396,12 @@ class RunExecutor:
             return None
         principal = Principal(job.tenant, job.user)
 
-        async def context_search(query: str, top_k: int) -> list[dict[str, Any]]:
+        async def context_search(
+            query: str, top_k: int, mode: Mode = "hybrid"
+        ) -> list[dict[str, Any]]:
             assert search is not None
-            return await search.search(principal, job.context_id, query, top_k)
+            found = await search.search(principal, job.context_id, query, top_k, mode=mode)
+            return found.hits
 
         return context_search
 

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import ContentTypeNotSupportedError, GatewayError
 from gateway.http.responses import JSONResponse, error_response
+from gateway.memory.ranking import Mode
 from gateway.principal import Principal
 from gateway.service.search import SearchService
 from gateway.validation import JsonInt
@@ -33,11 +34,12 @@ __all__ = ["mcp_endpoint", "render_hits"]
 MAX_TOP_K = 50
 
 
-def render_hits(hits: list[dict[str, Any]]) -> str:
+def render_hits(hits: list[dict[str, Any]], mode: str = "") -> str:
     """Hits as numbered, delimited lines of data (never instructions)."""
     if not hits:
         return "No matching messages in this context."
-    lines = [f"{len(hits)} matching message(s), best first:"]
+    ranked = f" ({mode} ranking)" if mode else ""
+    lines = [f"{len(hits)} matching message(s), best first{ranked}:"]
     for n, hit in enumerate(hits, 1):
         text = " ".join(str(hit["text"]).split())
         lines.append(f"{n}. [score {hit['score']:.3f}, messageId {hit['messageId']}] {text}")
@@ -115,8 +117,10 @@ def mcp_endpoint(
     @server.tool(
         name="search_memory",
         description=(
-            "Search the messages of a conversation context by meaning. Arguments: contextId "
-            "(the context to search), query (what to look for), topK (1-50, default 5)."
+            "Search the messages of a conversation context by meaning and by words. Arguments: "
+            "contextId (the context to search), query (what to look for), topK (1-50, "
+            "default 5), mode (hybrid: meaning and words fused, the default; vector: meaning "
+            "only; text: words only)."
         ),
     )
     async def search_memory(
@@ -124,6 +128,7 @@ def mcp_endpoint(
         query: str,
         ctx: Context,
         topK: JsonInt = 5,
+        mode: Mode = "hybrid",
     ) -> str:
         request = ctx.request_context.request
         assert request is not None, "served over HTTP only"
@@ -131,10 +136,10 @@ def mcp_endpoint(
         if not 1 <= topK <= MAX_TOP_K or not query.strip():
             raise ToolError("topK must be between 1 and 50, and query must not be empty")
         try:
-            hits = await search.search(principal, contextId, query, topK)
+            found = await search.search(principal, contextId, query, topK, mode=mode)
         except GatewayError as exc:
             raise ToolError(exc.message) from None
-        return render_hits(hits)
+        return render_hits(found.hits, found.mode)
 
     app = server.streamable_http_app(
         streamable_http_path="/mcp",

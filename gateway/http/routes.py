@@ -131,11 +131,11 @@ async def delete_context(request: Request) -> Response:
 async def search_context(request: Request) -> Response:
     state = await _served(request)
     body = validated(SearchRequest, await json_body(request))
-    hits = await state.search.search(
+    found = await state.search.search(
         _principal(request), request.path_params["context_id"], body.query, body.topK,
-        body.minScore,
+        body.minScore, body.mode,
     )  # fmt: skip
-    return JSONResponse({"hits": hits})
+    return JSONResponse({"hits": found.hits, "mode": found.mode})
 
 
 async def card(request: Request) -> Response:

@@ -17,7 +17,7 @@ from gateway.store.keys import CONTEXT_KEY_COUNT, UserKeys
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
 
-__all__ = ["MemoryStore", "VectorBatch"]
+__all__ = ["MemoryStore", "StoredVectors", "VectorBatch"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,17 @@ class VectorBatch:
     dimensions: int
     vectors: Sequence[tuple[int, bytes]]
     skipped: int
+
+
+@dataclass(frozen=True)
+class StoredVectors:
+    """A live context's vectors (float32 rows), the message seq of each row, their
+    dimensions, and the context's highest message seq."""
+
+    vectors: bytes
+    seqs: bytes
+    dimensions: int
+    last_seq: int
 
 
 class MemoryStore:
@@ -69,15 +80,28 @@ class MemoryStore:
         return [int(r) for r in replies]
 
     @_translated
-    async def vectors(self, keys: UserKeys, context_id: str) -> tuple[bytes, bytes, int] | None:
-        """(vectors, their seqs, dimensions) of a live context; None when it is gone."""
+    async def messages_after(
+        self, keys: UserKeys, context_id: str, after: int, last: int
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """The stored messages of seqs ``after + 1`` to ``last``, in order, with their seqs."""
+        seqs = range(after + 1, last + 1)
+        msgs = keys.context(context_id).msgs
+        async with self._store.client.pipeline(transaction=False) as pipe:
+            for start in range(0, len(seqs), 1000):
+                pipe.hmget(msgs, [str(s) for s in seqs[start : start + 1000]])
+            chunks = await pipe.execute()
+        raw = [m for chunk in chunks for m in chunk]
+        return [(s, orjson.loads(m)) for s, m in zip(seqs, raw, strict=True) if m is not None]
+
+    @_translated
+    async def vectors(self, keys: UserKeys, context_id: str) -> StoredVectors | None:
+        """The vectors of a live context; None when it is gone."""
         ck = keys.context(context_id)
         async with self._store.client.pipeline(transaction=False) as pipe:
-            pipe.hget(ck.meta, "created")
-            pipe.hget(ck.meta, "vdim")
+            pipe.hmget(ck.meta, ["created", "vdim", "seq"])
             pipe.get(ck.vectors)
             pipe.get(ck.vector_seqs)
-            created, dims, vectors, seqs = await pipe.execute()
+            (created, dims, last), vectors, seqs = await pipe.execute()
         if created is None:
             return None
-        return vectors or b"", seqs or b"", int(dims or 0)
+        return StoredVectors(vectors or b"", seqs or b"", int(dims or 0), int(last or 0))
