@@ -5,7 +5,7 @@ UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.8
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test bench eval lint clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -33,9 +33,13 @@ test: install
 bench: install
 	$(VENV)/bin/python -m bench
 
+# Retrieval quality of context memory: recall@1, recall@5, MRR per embedder and mode.
+eval: install
+	$(VENV)/bin/python -m eval
+
 lint: install
-	$(VENV)/bin/ruff check gateway tests bench
-	$(VENV)/bin/ruff format --check gateway tests bench
+	$(VENV)/bin/ruff check gateway tests bench eval
+	$(VENV)/bin/ruff format --check gateway tests bench eval
 	$(VENV)/bin/mypy gateway
 
 clean:

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     # (409 TaskBusyError) or interrupts that run. Agents and messages may choose their own.
     run_policy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
-    embedder: Literal["wordllama", "hashing", "openai", "none"] = "hashing"
+    embedder: Literal["wordllama", "hashing", "openai", "none"] = "wordllama"
     embedder_url: str | None = None
     embedder_model: str = "text-embedding-3-small"
     embedder_api_key: SecretStr | None = None
