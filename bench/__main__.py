@@ -573,7 +573,7 @@ async def _fill_vectors(store: Any, principal: Any, cid: str, size: int, embedde
             (seq, row.astype("<f4").tobytes()) for seq, row in zip(seqs[i:], matrix, strict=False)
         ]
         await MemoryStore(store).add_vectors(
-            [VectorBatch(principal.keys, cid, embedder.dimensions, vectors, 0)]
+            [VectorBatch(principal.keys, cid, embedder.model_id, embedder.dimensions, vectors, 0)]
         )
 
 

@@ -329,3 +329,71 @@ async def test_poison_input_is_skipped_and_long_input_truncated(
         texts = {h["text"][:9] for h in (await _search(c, cid, "ok long", topK=50)).json()["hits"]}
     assert texts == {"ok before", "ok after", "long long"}
     assert all(len(t) <= 1000 for call in embeddings.calls for t in call["input"])
+
+
+async def test_switching_the_embedder_never_scores_across_models(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    """hashing and wordllama both make 256 floats: only the model id tells their spaces
+    apart. After the switch a context is searched by words until it is re-embedded."""
+    texts = [
+        "Blood glucose was 6.1 mmol/L this morning",
+        "Chest pain radiating to the left arm",
+        "Allergic to penicillin since childhood",
+    ]
+    async with make_app(embedder="hashing") as c:
+        cid = (await _send(c, texts[0]))["contextId"]
+        other = (await _send(c, "Knee swollen after the fall"))["contextId"]
+        for text in texts[1:]:
+            await _send(c, text, contextId=cid)
+        await _indexed(c, cid)
+        await _indexed(c, other)
+        hashed = await redis.get(f"gw:{{{_tag()}}}:c:{cid}:vec")
+    meta = f"gw:{{{_tag()}}}:c:{cid}"
+    assert await redis.hget(meta, "vmodel") == b"hashing:256"
+
+    async with make_app(embedder="wordllama") as c:
+        # The first search finds the foreign vectors: by words, and re-embedding starts.
+        first = (await _search(c, cid, "penicillin allergy", mode="vector")).json()
+        assert first["mode"] == "text" and first["hits"][0]["text"] == texts[2]
+        assert first["hits"][0]["score"] > 1  # a BM25 score, not a cosine
+        assert await _indexed(c, cid) == {"indexed": 3, "pending": 0}
+        assert await redis.hget(meta, "vmodel") == b"wordllama:l2_supercat:256"
+        assert await redis.hget(meta, "vre") is None
+        vectors = await redis.get(f"{meta}:vec")
+        assert len(vectors) == 3 * 256 * 4 and vectors != hashed
+        # Re-embedded: by meaning again, with words in common or none.
+        after = (await _search(c, cid, "sugar levels", mode="vector")).json()
+        assert after["mode"] == "vector" and after["hits"][0]["text"] == texts[0]
+        assert -1 <= after["hits"][-1]["score"] <= after["hits"][0]["score"] <= 1
+        # The indexer meets a foreign context too: a new message re-embeds the whole of it.
+        await _send(c, "Ibuprofen helps a little", contextId=other)
+        assert await _indexed(c, other) == {"indexed": 2, "pending": 0}
+        assert await redis.hget(f"gw:{{{_tag()}}}:c:{other}", "vmodel") == (
+            b"wordllama:l2_supercat:256"
+        )
+        hits = (await _search(c, other, "painkiller", mode="vector")).json()
+        assert hits["mode"] == "vector" and len(hits["hits"]) == 2
+
+
+def _tag() -> str:
+    from gateway.store.keys import user_tag
+
+    return user_tag("default", "local")
+
+
+async def test_vectors_that_name_no_model_are_embedded_again(
+    client: httpx.AsyncClient, redis: Redis
+) -> None:
+    """Vectors written before they carried their model id are of an unknown space."""
+    cid = (await _send(client, "Chest pain radiating to the left arm"))["contextId"]
+    await _send(client, "Allergic to penicillin since childhood", contextId=cid)
+    await _indexed(client, cid)
+    meta = f"gw:{{{_tag()}}}:c:{cid}"
+    await redis.hdel(meta, "vmodel")  # as an older gateway left them
+    first = (await _search(client, cid, "penicillin")).json()
+    assert first["mode"] == "text" and len(first["hits"]) == 1
+    assert await _indexed(client, cid) == {"indexed": 2, "pending": 0}
+    assert await redis.hget(meta, "vmodel") == b"wordllama:l2_supercat:256"
+    again = (await _search(client, cid, "antibiotic allergy")).json()
+    assert again["mode"] == "hybrid" and again["hits"][0]["text"].startswith("Allergic")

@@ -5,7 +5,8 @@ one call; failures that may pass (timeouts, 429, 5xx) are retried with
 exponential backoff and jitter until they do, so nothing is lost and the queue
 simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
 still refused, skipped with a logged reason. Vectors are written per context by
-one script that writes nothing if the context is gone.
+one script that writes nothing if the context is gone, nor into a context whose vectors are
+of another model: that context is queued for re-embedding instead (``reembed.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gateway.backoff import Backoff
 from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
 from gateway.memory.embedders import Embedder, EmbedderError, Matrix
+from gateway.memory.reembed import reembed
 from gateway.memory.text import embeddable_text
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
@@ -39,6 +41,7 @@ class _Item:
     context_id: str
     seq: int
     trace: str = ""  # the traceparent of the send that queued it
+    job: bytes = b""  # the job's ids, to queue the context again
 
 
 class Indexer(StreamWorker):
@@ -81,7 +84,8 @@ class Indexer(StreamWorker):
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
         job = orjson.loads(fields[b"job"])
         keys = UserKeys.of(job["t"], job["u"])
-        return _Item(entry, keys, job["c"], int(fields[b"seq"]), str(job.get("tp") or ""))
+        trace = str(job.get("tp") or "")
+        return _Item(entry, keys, job["c"], int(fields[b"seq"]), trace, fields[b"job"])
 
     async def index(self, items: list[_Item]) -> None:
         """Embed and store one batch, then acknowledge its jobs."""
@@ -121,25 +125,29 @@ class Indexer(StreamWorker):
         skipped: dict[tuple[str, str], int],
     ) -> None:
         per_context: dict[tuple[str, str], list[tuple[int, bytes]]] = defaultdict(list)
-        keys_of = {(i.keys.prefix, i.context_id): i.keys for i in items}
+        item_of = {(i.keys.prefix, i.context_id): i for i in items}
         for item, vector in zip(todo, vectors, strict=True):
             where = (item.keys.prefix, item.context_id)
             if vector is None:
                 skipped[where] += 1
             else:
                 per_context[where].append((item.seq, vector.astype("<f4").tobytes()))
+        model = self._embedder.model_id
         batches = [
             VectorBatch(
-                keys_of[where],
+                item_of[where].keys,
                 where[1],
+                model,
                 self._embedder.dimensions,
                 per_context[where],
                 skipped[where],
             )
             for where in set(per_context) | set(skipped)
         ]
-        if any(added < 0 for added in await self._store.add_vectors(batches)):
-            log.error("embedding dimensions changed; vectors not stored")
+        for batch, added in zip(batches, await self._store.add_vectors(batches), strict=True):
+            if added < 0:  # embedded by another model: embed the whole context again
+                item = item_of[(batch.keys.prefix, batch.context_id)]
+                await reembed(self._store, batch.keys, batch.context_id, model, item.job)
         embedded = sum(len(v) for v in per_context.values())
         metrics.EMBEDDED.inc(embedded)
         tracing.annotate({"gateway.index.embedded": embedded})

@@ -1,6 +1,9 @@
 """Search within a context: by meaning (cosine over its stored vectors), by words (BM25
 over its user messages' embedded text), or both fused (see ``gateway.memory.ranking``).
 
+A context whose vectors are of another model than the embedder's is searched by words, and
+queued for re-embedding (``gateway.memory.reembed``); so is one being re-embedded.
+
 The lexical index of a context is built in this process from the messages themselves, the
 first time the context is searched, and extended with the messages added since at each
 later search; a bounded number of contexts are kept, least recently searched first out.
@@ -18,6 +21,7 @@ from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOp
 from gateway.memory.embedders import Embedder, EmbedderError
 from gateway.memory.lexical import LexicalIndex
 from gateway.memory.ranking import Mode, rank
+from gateway.memory.reembed import job_json, reembed
 from gateway.memory.text import embeddable_text
 from gateway.principal import Principal
 from gateway.store.keys import UserKeys
@@ -82,6 +86,13 @@ class SearchService:
         stored = await self.store.vectors(principal.keys, context_id)
         if stored is None:
             raise ContextNotFoundError()
+        model = self.embedder.model_id
+        if stored.dimensions and stored.model != model:  # never scored across spaces
+            job = job_json(principal.tenant, principal.user, context_id)
+            await reembed(self.store, principal.keys, context_id, model, job)
+            mode = "text"
+        elif stored.reembedding:
+            mode = "text"  # by words until every message is embedded by this model
         index = await self._index(principal.keys, context_id, stored.last_seq)
         ids = np.asarray(index.ids, np.int64)
         text = index.scores(query) if mode != "vector" else np.zeros(ids.shape[0], np.float32)

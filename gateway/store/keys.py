@@ -11,7 +11,9 @@ key                                    type    holds
 ``gw:{u}:tix``                         hash    task id -> context id
 ``gw:{u}:orig``                        hash    messageId -> context id, for sends that opened
                                                a context (idempotent retries without contextId)
-``gw:{u}:c:<cid>``                     hash    context meta: created, updated, seq, tasks, origin
+``gw:{u}:c:<cid>``                     hash    context meta: created, updated, seq, tasks, origin;
+                                               embq/embd (embedding queued/done), vdim and
+                                               vmodel (the vectors' space), vre (re-embedding)
 ``gw:{u}:c:<cid>:items``               list    task ids, oldest first
 ``gw:{u}:c:<cid>:tasks``               hash    ``<tid>:st`` state, ``<tid>:s`` status json,
                                                ``<tid>:a`` artifacts json array, ``<tid>:m``

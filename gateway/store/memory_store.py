@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from gateway.store.keys import CONTEXT_KEY_COUNT, UserKeys
+from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
 
@@ -27,6 +27,7 @@ class VectorBatch:
 
     keys: UserKeys
     context_id: str
+    model: str
     dimensions: int
     vectors: Sequence[tuple[int, bytes]]
     skipped: int
@@ -35,11 +36,14 @@ class VectorBatch:
 @dataclass(frozen=True)
 class StoredVectors:
     """A live context's vectors (float32 rows), the message seq of each row, their
-    dimensions, and the context's highest message seq."""
+    dimensions and model ('' if written before vectors named theirs), whether they are
+    being re-embedded, and the context's highest message seq."""
 
     vectors: bytes
     seqs: bytes
     dimensions: int
+    model: str
+    reembedding: bool
     last_seq: int
 
 
@@ -61,10 +65,11 @@ class MemoryStore:
     @_translated
     async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
         """Append vectors to live contexts, one script per context, in one round trip;
-        see ``_ADD_VECTORS``. Returns what each added (-1: dimensions changed)."""
+        see ``_ADD_VECTORS``. Returns what each added (-1: the context's vectors are of
+        another model)."""
         calls = []
         for b in batches:
-            args: list[Any] = [self._store.ttl_ms, b.dimensions, b.skipped]
+            args: list[Any] = [self._store.ttl_ms, b.model, b.dimensions, b.skipped]
             for seq, blob in b.vectors:
                 args += [seq.to_bytes(4, "little"), seq, blob]
             calls.append((b.keys.context(b.context_id).all()[:CONTEXT_KEY_COUNT], args))
@@ -98,10 +103,50 @@ class MemoryStore:
         """The vectors of a live context; None when it is gone."""
         ck = keys.context(context_id)
         async with self._store.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(ck.meta, ["created", "vdim", "seq"])
+            pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vre", "seq"])
             pipe.get(ck.vectors)
             pipe.get(ck.vector_seqs)
-            (created, dims, last), vectors, seqs = await pipe.execute()
+            (created, dims, model, again, last), vectors, seqs = await pipe.execute()
         if created is None:
             return None
-        return StoredVectors(vectors or b"", seqs or b"", int(dims or 0), int(last or 0))
+        return StoredVectors(
+            vectors or b"",
+            seqs or b"",
+            int(dims or 0),
+            model.decode() if model else "",
+            again is not None,
+            int(last or 0),
+        )
+
+    @_translated
+    async def embedding_state(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
+        """(highest message seq, messages ever queued for embedding); None when gone."""
+        meta = keys.context(context_id).meta
+        created, last, queued = await self._store.client.hmget(meta, ["created", "seq", "embq"])
+        return None if created is None else (int(last or 0), int(queued or 0))
+
+    @_translated
+    async def reset_vectors(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        model: str,
+        seqs: Sequence[int],
+        queued: int,
+        job_json: bytes,
+    ) -> bool:
+        """Start re-embedding a context by ``model`` (see ``_RESET_VECTORS``) and queue its
+        messages ``seqs`` again; ``queued`` is its 'embq' when they were listed. False when
+        its vectors are already of that model, or it is gone."""
+        ck = keys.context(context_id)
+        started = await self._store.scripts.reset_vectors(
+            keys=ck.all()[:CONTEXT_KEY_COUNT],
+            args=[self._store.ttl_ms, model, len(seqs), queued],
+        )
+        if int(started) != 1:
+            return False
+        async with self._store.client.pipeline(transaction=False) as pipe:
+            for seq in seqs:
+                pipe.xadd(EMBEDS, {b"job": job_json, b"seq": seq})
+            await pipe.execute()
+        return True

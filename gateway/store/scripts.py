@@ -395,28 +395,58 @@ return {'ok', msg, referenced, redis.call('HGET', KEYS[4], 'seq'),
 """
 )
 
-# ARGV: 1 ttl ms 2 dimensions 3 skipped count, then per vector: seq (uint32 LE bytes), seq
-# (number), float32 bytes. Adds the vectors of embedded user messages to the context;
-# writes nothing when the context is gone (scrubbed or expired) and skips seqs already
-# embedded. Returns how many vectors were added, or -1 on a dimension mismatch.
+# ARGV: 1 ttl ms 2 model id 3 dimensions 4 skipped count, then per vector: seq (uint32 LE
+# bytes), seq (number), float32 bytes. Adds the vectors of embedded user messages to the
+# context; writes nothing when the context is gone (scrubbed or expired) and skips seqs
+# already embedded. Returns how many vectors were added, or -1 when the context's vectors
+# are of another model (or of an unnamed one, written before vectors carried their model):
+# vectors of two spaces never share a context. Ends a re-embedding ('vre') once every queued
+# message is accounted for.
 _ADD_VECTORS = (
     _PRELUDE
     + """
 if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
-local dims = redis.call('HGET', KEYS[4], 'vdim')
-if dims and dims ~= ARGV[2] then return -1 end
-redis.call('HSET', KEYS[4], 'vdim', ARGV[2])
+local model, dims = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim'))
+if (model and model ~= ARGV[2]) or (dims and (not model or dims ~= ARGV[3])) then
+  return -1
+end
+redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vdim', ARGV[3])
 local added = 0
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   if redis.call('SETBIT', KEYS[11], tonumber(ARGV[i + 1]), 1) == 0 then
     redis.call('APPEND', KEYS[10], ARGV[i])
     redis.call('APPEND', KEYS[9], ARGV[i + 2])
     added = added + 1
   end
 end
-redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[3]))
+local done = redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[4]))
+if done >= tonumber(redis.call('HGET', KEYS[4], 'embq') or '0') then
+  redis.call('HDEL', KEYS[4], 'vre')
+end
 touch(tonumber(ARGV[1]))
 return added
+"""
+)
+
+# ARGV: 1 ttl ms 2 model id 3 how many messages the caller queues again 4 the context's 'embq'
+# when the caller listed them. Starts re-embedding a context whose vectors are of another
+# model: drops them, names the new model, marks the context 'vre' (searched by words until
+# done) and counts the messages queued again plus any queued since the listing. Returns 1
+# when it started, 0 when the vectors are already of that model (or none was ever written), -1
+# when the context is gone.
+_RESET_VECTORS = (
+    _PRELUDE
+    + """
+if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
+local model, dims, queued = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'embq'))
+if model == ARGV[2] or not (model or dims) then return 0 end
+redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
+redis.call('HDEL', KEYS[4], 'vdim')
+local since = tonumber(queued or '0') - tonumber(ARGV[4])
+redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vre', 1, 'embd', 0,
+           'embq', tonumber(ARGV[3]) + since)
+touch(tonumber(ARGV[1]))
+return 1
 """
 )
 
@@ -560,6 +590,7 @@ class Scripts:
     cancel: AsyncScript
     scrub: AsyncScript
     add_vectors: AsyncScript
+    reset_vectors: AsyncScript
     remember: AsyncScript
     ledger: AsyncScript
     record_job: AsyncScript
@@ -575,6 +606,7 @@ class Scripts:
             cancel=client.register_script(_CANCEL),
             scrub=client.register_script(_SCRUB),
             add_vectors=client.register_script(_ADD_VECTORS),
+            reset_vectors=client.register_script(_RESET_VECTORS),
             remember=client.register_script(_REMEMBER),
             ledger=client.register_script(_LEDGER),
             record_job=client.register_script(_RECORD_JOB),
