@@ -472,121 +472,17 @@ def queues_bench(tmp: Path) -> None:
             server.stop()
 
 
-async def memory_bench(tmp: Path) -> None:
-    """Indexing throughput of the hashing embedder, and search latency by context size."""
-    from gateway.memory.embedders import HashingEmbedder
-    from gateway.principal import Principal
-    from gateway.service.search import SearchService
-    from gateway.store.memory_store import MemoryStore
-    from gateway.store.redis_store import Store
-
-    server = EmbeddedRedis(tmp / "redis-memory")
-    url = server.start()
-    client = Redis.from_url(url)
-    try:
-        embedder = HashingEmbedder()
-        texts = [f"{TEXT} observation {i} dose {i % 17} mg" for i in range(2_000)]
-        started = time.perf_counter()
-        for i in range(0, len(texts), 64):
-            await embedder.embed(texts[i : i + 64])
-        rate = len(texts) / (time.perf_counter() - started)
-        print(f"indexing (hashing embedder, one core, batches of 64): {rate:,.0f} messages/s")
-        REPORT.target("indexing, hashing embedder", rate, 500, ">=", "msg/s")
-        from redis.asyncio import Redis as AsyncRedis
-
-        aclient = AsyncRedis.from_url(url)
-        store = Store(aclient, 3600)
-        search = SearchService(MemoryStore(store), embedder)
-        principal = Principal("bench", "user")
-        for size in (100, 1_000, 10_000):
-            cid = f"ctx-{size}"
-            await _fill_vectors(store, principal, cid, size, embedder)
-            latencies = []
-            for n in range(200):
-                t0 = time.perf_counter()
-                await search.search(principal, cid, f"dose {n % 17} observation", 5)
-                latencies.append(time.perf_counter() - t0)
-            latencies.sort()
-            if size == 10_000:
-                vec_keys = [k async for k in aclient.scan_iter(match=f"*:c:{cid}:v*")]
-                vec_bytes = sum([int(await aclient.memory_usage(k) or 0) for k in vec_keys])
-                print(
-                    f"  vectors in Redis: {vec_bytes / size:,.0f} B per embedded message "
-                    f"({embedder.dimensions} float32 + seq + bitmap)"
-                )
-                REPORT.figure("vector bytes per embedded message", vec_bytes / size)
-            print(
-                f"  search, {size:>6,} messages: p50 {latencies[100] * 1000:6.2f} ms   "
-                f"p99 {latencies[197] * 1000:6.2f} ms"
-            )
-            REPORT.figure(f"search p99 at {size:,} messages (ms)", latencies[197] * 1000)
-            if size == 10_000:
-                REPORT.target("search p50, 10,000 messages", latencies[100] * 1000, 20, "<", "ms")
-            else:
-                REPORT.figure(f"search p50 at {size:,} messages (ms)", latencies[100] * 1000)
-        await aclient.aclose()
-    finally:
-        client.close()
-        server.stop()
-
-
-async def _fill_vectors(store: Any, principal: Any, cid: str, size: int, embedder: Any) -> None:
-    """A context of ``size`` user messages with their vectors, through the store's API."""
-    import uuid as _uuid
-
-    from gateway.store.memory_store import MemoryStore, VectorBatch
-    from gateway.store.redis_store import SendWrite
-
-    seqs: list[int] = []
-    texts: list[str] = []
-    for i in range(size):
-        tid = str(_uuid.uuid4())
-        text = f"{TEXT} observation {i} dose {i % 17} mg"
-        msg = {
-            "kind": "message",
-            "role": "user",
-            "messageId": f"{cid}-{i}",
-            "contextId": cid,
-            "taskId": tid,
-            "parts": [{"kind": "text", "text": text}],
-        }
-        result = await store.send(
-            principal.keys,
-            SendWrite(
-                context_id=cid,
-                task_id=tid,
-                continuing=False,
-                new_context=i == 0,
-                message_id=f"{cid}-{i}",
-                digest="d",
-                message_json=orjson.dumps(msg),
-                metadata_json=b"",
-                status_json=b'{"state":"completed"}',
-                reference_ids=(),
-            ),
-        )
-        seqs.append(result.seq)
-        texts.append(text)
-    for i in range(0, size, 256):
-        matrix = await embedder.embed(texts[i : i + 256])
-        vectors = [
-            (seq, row.astype("<f4").tobytes()) for seq, row in zip(seqs[i:], matrix, strict=False)
-        ]
-        await MemoryStore(store).add_vectors(
-            [VectorBatch(principal.keys, cid, embedder.model_id, embedder.dimensions, vectors, 0)]
-        )
-
-
 def embedding_on_off(tmp: Path) -> None:
     """Blocking send latency with background embedding on vs off, same run, interleaved."""
     servers = [EmbeddedRedis(tmp / f"redis-emb{i}") for i in range(2)]
     urls = [s.start() for s in servers]
-    ports = {"embedding on (hashing)": free_port(), "embedding off": free_port()}
+    ports = {"embedding on (wordllama)": free_port(), "embedding off": free_port()}
     base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
     serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
     try:
         with contextlib.ExitStack() as stack:
-            for port, url, embedder in zip(ports.values(), urls, ("hashing", "none"), strict=True):
+            embedders = ("wordllama", "none")
+            for port, url, embedder in zip(ports.values(), urls, embedders, strict=True):
                 env = {**base_env, "REDIS_URL": url, "GATEWAY_EMBEDDER": embedder}
                 stack.enter_context(process([*serve, str(port)], env, port))
             asyncio.run(_on_off(ports))
@@ -609,7 +505,7 @@ async def _on_off(ports: dict[str, int]) -> None:
     print("blocking send latency, concurrency 1, embedding on vs off (interleaved)")
     for name, r in merged.items():
         print(line(name, r))
-    on, off = merged["embedding on (hashing)"], merged["embedding off"]
+    on, off = merged["embedding on (wordllama)"], merged["embedding off"]
     on_off = ratio(on.pct(0.5), off.pct(0.5))
     print(f"  p50 ratio on/off: {on_off:.2f}")
     for name, r in merged.items():
@@ -626,7 +522,8 @@ async def _on_off(ports: dict[str, int]) -> None:
     print("blocking send throughput, concurrency 32, embedding on vs off (interleaved)")
     for name, r in busy.items():
         print(line(name, r))
-    busy_ratio = ratio(busy["embedding on (hashing)"].throughput, busy["embedding off"].throughput)
+    on_busy, off_busy = busy["embedding on (wordllama)"], busy["embedding off"]
+    busy_ratio = ratio(on_busy.throughput, off_busy.throughput)
     print(f"  throughput ratio on/off: {busy_ratio:.2f} (embedding shares the process's CPU)")
     for name, r in busy.items():
         REPORT.run("message:send, c=32", f"memory: {name}", "gateway", r)
@@ -740,7 +637,9 @@ async def _scale(ports: dict[str, int]) -> None:
 
 
 def memory_section(tmp: Path) -> None:
-    asyncio.run(memory_bench(tmp))
+    from bench.memory import memory_bench
+
+    memory_bench(tmp)
     embedding_on_off(tmp)
 
 

@@ -215,7 +215,7 @@ def write_chart(report: Report, path: Path) -> None:
         ncols=len(handles),
         title="ceiling: Starlette answering a constant JSON, no Redis · floor: Starlette + one "
         "Redis pipeline of the same writes · each section interleaves its own configurations; "
-        "the queue variants run with the default embedder (hashing) on",
+        "the queue variants run with the default embedder (wordllama) on",
         title_fontsize=8,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

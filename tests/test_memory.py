@@ -217,6 +217,10 @@ async def test_search_modes_rank_by_meaning_by_words_or_both(make_app: AppFactor
         await _send(c, "Lot number ZK-5120 recorded for the MMR vaccine", contextId=cid)
         found, _ = await ranked("ZK-5120", "text")
         assert found == ["Lot number ZK-5120 recorded for the MMR vaccine"]
+        # and, once embedded, by meaning: the rows held by this process grow with it too.
+        await _indexed(c, cid)
+        found, _ = await ranked("measles mumps rubella vaccine lot", "vector")
+        assert found[0] == "Lot number ZK-5120 recorded for the MMR vaccine" and len(found) == 5
 
 
 @pytest.mark.parametrize(

@@ -4,18 +4,21 @@ over its user messages' embedded text), or both fused (see ``gateway.memory.rank
 A context whose vectors are of another model than the embedder's is searched by words, and
 queued for re-embedding (``gateway.memory.reembed``); so is one being re-embedded.
 
-The lexical index of a context is built in this process from the messages themselves, the
-first time the context is searched, and extended with the messages added since at each
-later search; a bounded number of contexts are kept, least recently searched first out.
+Each process holds what it read of the contexts it searched: their vector rows and their
+lexical index, both append-only, so a later search reads only the rows and messages written
+since (a re-embedding starts a new generation, which is read whole). A bounded amount is
+held, least recently searched first out.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOperationError
 from gateway.memory.embedders import Embedder, EmbedderError
@@ -29,9 +32,10 @@ from gateway.store.memory_store import MemoryStore, StoredVectors
 
 __all__ = ["Found", "SearchService"]
 
-# Lexical indexes kept per process: at most this many contexts, and this many messages.
-CACHED_CONTEXTS = 256
-CACHED_MESSAGES = 500_000
+# What one process holds: at most this many contexts and about this many bytes.
+HELD_CONTEXTS = 256
+HELD_BYTES = 64 * 1024 * 1024
+_BYTES_PER_INDEXED_MESSAGE = 200  # a rough weight of a message in the lexical index
 
 
 @dataclass(frozen=True)
@@ -43,22 +47,72 @@ class Found:
 
 
 @dataclass
-class _Lexical:
+class _Held:
+    """What this process holds of one context."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     index: LexicalIndex = field(default_factory=LexicalIndex)
     last_seq: int = 0  # messages up to this seq are in the index
+    generation: int = 0
+    dimensions: int = 0
+    model: str = ""
+    vectors: bytearray = field(default_factory=bytearray)  # float32 rows
+    seqs: bytearray = field(default_factory=bytearray)  # uint32 message seq of each row
+
+    @property
+    def rows(self) -> int:
+        return len(self.seqs) // 4
+
+    @property
+    def weight(self) -> int:
+        return len(self.vectors) + len(self.seqs) + _BYTES_PER_INDEXED_MESSAGE * len(self.index)
+
+    def same_space(self, stored: StoredVectors) -> bool:
+        return (stored.generation, stored.dimensions, stored.model) == (
+            self.generation,
+            self.dimensions,
+            self.model,
+        )
+
+    def take(self, stored: StoredVectors) -> None:
+        """Keep the rows read; a new generation, model or width replaces what was held."""
+        if not self.same_space(stored):
+            self.generation, self.dimensions = stored.generation, stored.dimensions
+            self.model = stored.model
+            self.vectors, self.seqs = bytearray(), bytearray()
+        if stored.first_row == self.rows:
+            count = stored.rows
+            self.seqs += stored.seqs[: 4 * count]
+            self.vectors += stored.vectors[: 4 * self.dimensions * count]
+
+    def cosines(self, query: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]) -> Any:
+        """The cosine of each candidate (``ids``, ascending seqs) with the query; -inf for
+        candidates without a row."""
+        out = np.full(ids.shape[0], -np.inf, np.float32)
+        if not self.rows or not ids.shape[0] or query.shape[0] != self.dimensions:
+            return out
+        matrix = np.frombuffer(self.vectors, dtype="<f4").reshape(-1, self.dimensions)
+        seqs = np.frombuffer(self.seqs, dtype="<u4").astype(np.int64)
+        at = np.minimum(np.searchsorted(ids, seqs), ids.shape[0] - 1)
+        known = ids[at] == seqs
+        # einsum's own loop, not BLAS: a matrix-vector product this size is faster on one
+        # thread than on BLAS's pool, which contends with the server for the CPUs.
+        out[at[known]] = np.einsum("ij,j->i", matrix, query)[known]
+        del matrix  # the buffer may grow only once no view of it is left
+        return out
 
 
-class _LexicalCache:
-    def __init__(self, contexts: int, messages: int) -> None:
-        self._entries: OrderedDict[str, _Lexical] = OrderedDict()
-        self._contexts, self._messages = contexts, messages
+class _HeldContexts:
+    def __init__(self, contexts: int, budget: int) -> None:
+        self._entries: OrderedDict[str, _Held] = OrderedDict()
+        self._contexts, self._budget = contexts, budget
 
-    def get(self, key: str) -> _Lexical:
-        entry = self._entries.pop(key, None) or _Lexical()
+    def get(self, key: str) -> _Held:
+        entry = self._entries.pop(key, None) or _Held()
         self._entries[key] = entry
         while len(self._entries) > 1 and (
             len(self._entries) > self._contexts
-            or sum(len(e.index) for e in self._entries.values()) > self._messages
+            or sum(e.weight for e in self._entries.values()) > self._budget
         ):
             self._entries.popitem(last=False)
         return entry
@@ -68,9 +122,7 @@ class _LexicalCache:
 class SearchService:
     store: MemoryStore
     embedder: Embedder | None
-    _lexical: _LexicalCache = field(
-        default_factory=lambda: _LexicalCache(CACHED_CONTEXTS, CACHED_MESSAGES)
-    )
+    _held: _HeldContexts = field(default_factory=lambda: _HeldContexts(HELD_CONTEXTS, HELD_BYTES))
 
     async def search(
         self,
@@ -83,9 +135,9 @@ class SearchService:
     ) -> Found:
         if self.embedder is None:
             raise UnsupportedOperationError("Context memory is off (GATEWAY_EMBEDDER=none)")
-        stored = await self.store.vectors(principal.keys, context_id)
-        if stored is None:
-            raise ContextNotFoundError()
+        held = self._held.get(f"{principal.keys.prefix}|{context_id}")
+        async with held.lock:
+            stored = await self._refresh(held, principal.keys, context_id)
         model = self.embedder.model_id
         if stored.dimensions and stored.model != model:  # never scored across spaces
             job = job_json(principal.tenant, principal.user, context_id)
@@ -93,12 +145,15 @@ class SearchService:
             mode = "text"
         elif stored.reembedding:
             mode = "text"  # by words until every message is embedded by this model
-        index = await self._index(principal.keys, context_id, stored.last_seq)
-        ids = np.asarray(index.ids, np.int64)
-        text = index.scores(query) if mode != "vector" else np.zeros(ids.shape[0], np.float32)
+        ids = np.asarray(held.index.ids, np.int64)
+        text = held.index.scores(query) if mode != "vector" else np.zeros(ids.shape[0], np.float32)
         vector = np.full(ids.shape[0], -np.inf, np.float32)
-        if mode != "text" and stored.vectors and stored.dimensions:
-            await self._score_vectors(stored, query, ids, vector)
+        if mode != "text" and held.rows:
+            try:
+                query_vector = (await self.embedder.embed([query]))[0]
+            except EmbedderError as exc:
+                raise UnavailableError("The embedder is unavailable; retry later") from exc
+            vector = held.cosines(query_vector, ids)
         ranked = rank(mode, top_k, vector, text, min_score)
         wanted = [(principal.keys, context_id, int(ids[r.index])) for r in ranked]
         messages = await self.store.messages_by_seq(wanted)
@@ -114,38 +169,23 @@ class SearchService:
         ]
         return Found(hits, mode)
 
-    async def _score_vectors(
-        self,
-        stored: StoredVectors,
-        query: str,
-        ids: np.ndarray[Any, Any],
-        out: np.ndarray[Any, Any],
-    ) -> None:
-        """Write the cosine of each embedded candidate into ``out`` (aligned with ``ids``)."""
-        assert self.embedder is not None
-        try:
-            query_vector = (await self.embedder.embed([query]))[0]
-        except EmbedderError as exc:
-            raise UnavailableError("The embedder is unavailable; retry later") from exc
-        if query_vector.shape[0] != stored.dimensions:
-            return
-        matrix = np.frombuffer(stored.vectors, dtype="<f4").reshape(-1, stored.dimensions)
-        seqs = np.frombuffer(stored.seqs, dtype="<u4").astype(np.int64)
-        at = np.minimum(np.searchsorted(ids, seqs), max(ids.shape[0] - 1, 0))
-        known = ids[at] == seqs if ids.shape[0] else np.zeros(seqs.shape[0], np.bool_)
-        out[at[known]] = (matrix @ query_vector)[known]
-
-    async def _index(self, keys: UserKeys, context_id: str, last_seq: int) -> LexicalIndex:
-        """The context's lexical index, brought up to ``last_seq``."""
-        entry = self._lexical.get(f"{keys.prefix}|{context_id}")
-        if entry.last_seq < last_seq:
-            start = entry.last_seq
-            messages = await self.store.messages_after(keys, context_id, start, last_seq)
-            if entry.last_seq == start:  # no concurrent search extended it meanwhile
-                entry.index.add(
-                    (seq, text)
-                    for seq, message in messages
-                    if message.get("role") == "user" and (text := embeddable_text(message))
-                )
-                entry.last_seq = last_seq
-        return entry.index
+    async def _refresh(self, held: _Held, keys: UserKeys, context_id: str) -> StoredVectors:
+        """Bring what is held of the context up to date: the vector rows written since the
+        last read (all of them after a re-embedding), and the messages for the index."""
+        stored = await self.store.vectors(keys, context_id, held.rows, held.dimensions)
+        if stored is not None and held.rows and not held.same_space(stored):
+            stored = await self.store.vectors(keys, context_id)
+        if stored is None:
+            raise ContextNotFoundError()
+        held.take(stored)
+        if held.last_seq < stored.last_seq:
+            messages = await self.store.messages_after(
+                keys, context_id, held.last_seq, stored.last_seq
+            )
+            held.index.add(
+                (seq, text)
+                for seq, message in messages
+                if message.get("role") == "user" and (text := embeddable_text(message))
+            )
+            held.last_seq = stored.last_seq
+        return stored

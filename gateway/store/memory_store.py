@@ -35,16 +35,25 @@ class VectorBatch:
 
 @dataclass(frozen=True)
 class StoredVectors:
-    """A live context's vectors (float32 rows), the message seq of each row, their
-    dimensions and model ('' if written before vectors named theirs), whether they are
+    """What a search reads of a live context: vector rows (float32) and the message seq of
+    each row from the row it asked for on, their dimensions, model ('' if written before
+    vectors named theirs) and generation (a re-embedding starts a new one), whether they are
     being re-embedded, and the context's highest message seq."""
 
     vectors: bytes
     seqs: bytes
     dimensions: int
     model: str
+    generation: int
     reembedding: bool
     last_seq: int
+    first_row: int
+
+    @property
+    def rows(self) -> int:
+        """Complete rows read (a write landing between the two reads adds to one only)."""
+        width = 4 * self.dimensions
+        return min(len(self.vectors) // width, len(self.seqs) // 4) if width else 0
 
 
 class MemoryStore:
@@ -99,14 +108,18 @@ class MemoryStore:
         return [(s, orjson.loads(m)) for s, m in zip(seqs, raw, strict=True) if m is not None]
 
     @_translated
-    async def vectors(self, keys: UserKeys, context_id: str) -> StoredVectors | None:
-        """The vectors of a live context; None when it is gone."""
+    async def vectors(
+        self, keys: UserKeys, context_id: str, first_row: int = 0, width: int = 0
+    ) -> StoredVectors | None:
+        """The vectors of a live context from row ``first_row`` on (rows of ``width``
+        dimensions: a caller holding the earlier rows reads only the new ones); None when the
+        context is gone."""
         ck = keys.context(context_id)
         async with self._store.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vre", "seq"])
-            pipe.get(ck.vectors)
-            pipe.get(ck.vector_seqs)
-            (created, dims, model, again, last), vectors, seqs = await pipe.execute()
+            pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vgen", "vre", "seq"])
+            pipe.getrange(ck.vector_seqs, 4 * first_row, -1)
+            pipe.getrange(ck.vectors, 4 * width * first_row, -1)
+            (created, dims, model, gen, again, last), seqs, vectors = await pipe.execute()
         if created is None:
             return None
         return StoredVectors(
@@ -114,8 +127,10 @@ class MemoryStore:
             seqs or b"",
             int(dims or 0),
             model.decode() if model else "",
+            int(gen or 0),
             again is not None,
             int(last or 0),
+            first_row,
         )
 
     @_translated

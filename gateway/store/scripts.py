@@ -430,8 +430,9 @@ return added
 
 # ARGV: 1 ttl ms 2 model id 3 how many messages the caller queues again 4 the context's 'embq'
 # when the caller listed them. Starts re-embedding a context whose vectors are of another
-# model: drops them, names the new model, marks the context 'vre' (searched by words until
-# done) and counts the messages queued again plus any queued since the listing. Returns 1
+# model: drops them, names the new model, starts a new generation ('vgen', so searching
+# processes drop what they hold of the old one), marks the context 'vre' (searched by words
+# until done) and counts the messages queued again plus any queued since the listing. Returns 1
 # when it started, 0 when the vectors are already of that model (or none was ever written), -1
 # when the context is gone.
 _RESET_VECTORS = (
@@ -445,6 +446,7 @@ redis.call('HDEL', KEYS[4], 'vdim')
 local since = tonumber(queued or '0') - tonumber(ARGV[4])
 redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vre', 1, 'embd', 0,
            'embq', tonumber(ARGV[3]) + since)
+redis.call('HINCRBY', KEYS[4], 'vgen', 1)
 touch(tonumber(ARGV[1]))
 return 1
 """
