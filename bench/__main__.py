@@ -61,12 +61,16 @@ def send_body(n: int, context_id: str | None = None) -> bytes:
 def process(args: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
     try:
+        # A gateway loading its embedding model on a busy machine may take a while to answer.
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while True:
             try:
                 asyncio.run(loadgen.one(port, loadgen.get("/healthz")))
                 break
             except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    failed = f"{' '.join(args[:4])}: not answering on port {port}"
+                    raise SystemExit(failed) from None
                 time.sleep(0.05)
         yield proc
     finally:

@@ -41,6 +41,9 @@ class LexicalIndex:
         self.ids: list[int] = []
         self._lengths: list[int] = []
         self._postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        # numpy copies, made when a query needs them and kept until documents are added
+        self._length_array = np.zeros(0, np.float64)
+        self._posting_arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -53,6 +56,17 @@ class LexicalIndex:
             self._lengths.append(sum(counts.values()))
             for term, count in counts.items():
                 self._postings[term].append((row, count))
+                self._posting_arrays.pop(term, None)
+
+    def _posting(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+        arrays = self._posting_arrays.get(term)
+        if arrays is None:
+            postings = self._postings.get(term)
+            if not postings:
+                return None
+            rows, tf = np.asarray(postings, np.int64).T
+            arrays = self._posting_arrays[term] = (rows, tf)
+        return arrays
 
     def scores(self, query: str) -> npt.NDArray[np.float32]:
         """One BM25 score per document, in the order they were added."""
@@ -60,13 +74,16 @@ class LexicalIndex:
         out = np.zeros(n, np.float64)
         if not n:
             return out.astype(np.float32)
-        lengths = np.asarray(self._lengths, np.float64)
-        norm = K1 * (1 - B + B * lengths / max(lengths.mean(), 1e-9))
+        if self._length_array.shape[0] != n:
+            self._length_array = np.asarray(self._lengths, np.float64)
+        lengths = self._length_array
+        average = max(float(lengths.mean()), 1e-9)
         for term in set(terms(query)):
-            postings = self._postings.get(term)
-            if not postings:
+            posting = self._posting(term)
+            if posting is None:
                 continue
-            rows, tf = np.asarray(postings, np.int64).T
-            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            out[rows] += idf * tf * (K1 + 1) / (tf + norm[rows])
+            rows, tf = posting
+            idf = math.log(1 + (n - rows.shape[0] + 0.5) / (rows.shape[0] + 0.5))
+            norm = K1 * (1 - B + B * lengths[rows] / average)
+            out[rows] += idf * tf * (K1 + 1) / (tf + norm)
         return out.astype(np.float32)

@@ -5,8 +5,8 @@ embedded (yet, or by the current model) are not ranked.
 ``text``: the message's BM25 score for the query (``gateway.memory.lexical``, 0 and up);
 messages sharing no term with it are not ranked.
 ``hybrid``: reciprocal-rank fusion of those two rankings — each message scores
-``1 / (k + rank)`` in each ranking it is in (``k`` = 60, ranks from 1) — scaled so that a
-message ranked first by both scores 1 (first by one ranking only: 0.5).
+``1 / (k + rank)`` in each ranking it is among the first 100 of (``k`` = 60, ranks from 1) —
+scaled so that a message ranked first by both scores 1 (first by one ranking only: 0.5).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from typing import Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MODES", "RRF_K", "Mode", "Ranked", "rank"]
+__all__ = ["FUSED", "MODES", "RRF_K", "Mode", "Ranked", "rank"]
 
 Mode = Literal["hybrid", "vector", "text"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 RRF_K = 60
+FUSED = 100  # each ranking contributes its first 100 messages
 
 Scores = npt.NDArray[np.float32]
 
@@ -32,17 +33,21 @@ class Ranked:
     score: float
 
 
-def _ranking(scores: Scores, ranked: npt.NDArray[np.bool_]) -> npt.NDArray[np.intp]:
-    """The ranked candidates, best first (stable: ties keep the older message first)."""
-    order: npt.NDArray[np.intp] = np.argsort(-scores, kind="stable")
-    return order[ranked[order]]
+def _best(scores: Scores, ranked: npt.NDArray[np.bool_], count: int) -> npt.NDArray[np.intp]:
+    """The first ``count`` ranked candidates, best first (ties: the older message first)."""
+    candidates = np.flatnonzero(ranked)
+    if candidates.shape[0] > count:
+        top = np.argpartition(-scores[candidates], count - 1)[:count]
+        candidates = np.sort(candidates[top])
+    order: npt.NDArray[np.intp] = candidates[np.argsort(-scores[candidates], kind="stable")]
+    return order
 
 
 def _fused(vector: Scores, text: Scores) -> Scores:
     fused = np.zeros(vector.shape[0], np.float64)
-    ranks = 1.0 / (RRF_K + np.arange(1, vector.shape[0] + 1, dtype=np.float64))
+    ranks = 1.0 / (RRF_K + np.arange(1, FUSED + 1, dtype=np.float64))
     for scores, ranked in ((vector, np.isfinite(vector)), (text, text > 0)):
-        order = _ranking(scores, ranked)
+        order = _best(scores, ranked, FUSED)
         fused[order] += ranks[: order.shape[0]]
     result: Scores = (fused * (RRF_K + 1) / 2).astype(np.float32)
     return result
@@ -64,7 +69,7 @@ def rank(
     else:
         scores = _fused(vector, text)
         ranked = scores > 0
-    order = _ranking(scores, ranked)[:top_k]
+    order = _best(scores, ranked, top_k) if top_k > 0 else np.zeros(0, np.intp)
     if min_score is not None:
         order = order[scores[order] >= min_score]
     return [Ranked(int(i), float(scores[i])) for i in order]
