@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LexicalIndex", "terms"]
+__all__ = ["LexicalIndex", "counted", "terms"]
 
 K1, B = 1.2, 0.75
 
@@ -34,6 +34,11 @@ def terms(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
+def counted(documents: Iterable[tuple[int, str]]) -> list[tuple[int, Counter[str]]]:
+    """Documents as term counts: the costly part of adding them, safe in any thread."""
+    return [(doc_id, Counter(terms(text))) for doc_id, text in documents]
+
+
 class LexicalIndex:
     """Documents keyed by an id (the message seq), in the order they were added."""
 
@@ -49,9 +54,12 @@ class LexicalIndex:
         return len(self.ids)
 
     def add(self, documents: Iterable[tuple[int, str]]) -> None:
-        for doc_id, text in documents:
+        self.add_counted(counted(documents))
+
+    def add_counted(self, documents: Iterable[tuple[int, Counter[str]]]) -> None:
+        """Add documents already split into term counts (see ``counted``)."""
+        for doc_id, counts in documents:
             row = len(self.ids)
-            counts = Counter(terms(text))
             self.ids.append(doc_id)
             self._lengths.append(sum(counts.values()))
             for term, count in counts.items():

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOperationError
 from gateway.memory.embedders import Embedder, EmbedderError
-from gateway.memory.lexical import LexicalIndex
+from gateway.memory.lexical import LexicalIndex, counted
 from gateway.memory.ranking import Mode, rank
 from gateway.memory.reembed import job_json, reembed
 from gateway.memory.text import embeddable_text
@@ -36,6 +36,7 @@ __all__ = ["Found", "SearchService"]
 HELD_CONTEXTS = 256
 HELD_BYTES = 64 * 1024 * 1024
 _BYTES_PER_INDEXED_MESSAGE = 200  # a rough weight of a message in the lexical index
+_COUNT_IN_THREAD = 500  # messages read at once from which their terms are counted in a thread
 
 
 @dataclass(frozen=True)
@@ -182,10 +183,14 @@ class SearchService:
             messages = await self.store.messages_after(
                 keys, context_id, held.last_seq, stored.last_seq
             )
-            held.index.add(
+            documents = [
                 (seq, text)
                 for seq, message in messages
                 if message.get("role") == "user" and (text := embeddable_text(message))
-            )
+            ]
+            if len(documents) >= _COUNT_IN_THREAD:  # a first read: keep the loop answering
+                held.index.add_counted(await asyncio.to_thread(counted, documents))
+            else:
+                held.index.add(documents)
             held.last_seq = stored.last_seq
         return stored
