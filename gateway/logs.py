@@ -34,5 +34,7 @@ def configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("uvicorn.access").disabled = True
-    # two lines per scheduled run (maintenance reclaims every 2 s or less): warnings only
+    # two lines per scheduled run (maintenance reclaims every 2 s or less): warnings only;
+    # and a run skipped because the last one still runs (a busy host) is by design, not news
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)

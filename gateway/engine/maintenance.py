@@ -15,6 +15,7 @@ each replica's /metrics reports them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Sequence
@@ -65,10 +66,18 @@ class Maintenance:
         self._scheduler = AsyncIOScheduler()
 
     def start(self) -> None:
-        every = self._scheduler.add_job
-        every(self._tick, "interval", seconds=self._reclaim_every, max_instances=1, coalesce=True)
-        every(self.prune, "interval", seconds=self._prune_every, max_instances=1, coalesce=True)
-        every(self.publish_figures, "interval", seconds=5, max_instances=1, coalesce=True)
+        # One run of each at a time; runs due while the loop was busy coalesce into one that
+        # runs late (never dropped as missed).
+        every = functools.partial(
+            self._scheduler.add_job,
+            trigger="interval",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+        every(self._tick, seconds=self._reclaim_every)
+        every(self.prune, seconds=self._prune_every)
+        every(self.publish_figures, seconds=5)
         self._scheduler.start()
 
     async def stop(self) -> None:
