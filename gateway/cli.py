@@ -19,7 +19,7 @@ import orjson
 
 import gateway
 from gateway import embedded_redis, gc_pauses
-from gateway.configuration import ConfigurationError, load_settings, summary
+from gateway.configuration import ConfigurationError, load_settings, shown_url, summary
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.logs import configure_logging
 from gateway.settings import Settings
@@ -35,8 +35,8 @@ log = logging.getLogger("gateway")
 _CONFIGURATION = """\
 Configuration comes from the environment: GATEWAY_* variables, and REDIS_URL for the
 Redis to use (see README.md, Configuration). Without REDIS_URL, `gateway serve` runs an
-embedded redis-server under GATEWAY_DATA_DIR (default .data), or uses the one another
-gateway process runs there."""
+embedded redis-server under GATEWAY_DATA_DIR (default .data), private to your user and
+password-protected; a second `gateway serve` on the same data directory refuses to start."""
 
 _SERVE = """\
 Serve the A2A HTTP API and, unless --no-workers is given, run agents in the same process.
@@ -138,21 +138,21 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
+class _AlreadyServed(Exception):
+    """Another `gateway serve` runs the embedded Redis of the data directory."""
+
+
 def _with_redis(settings: Settings) -> tuple[Settings, EmbeddedRedis | None]:
-    """Without a Redis URL, the embedded redis-server of the data directory: the one
-    another gateway process runs there, else a new one (stopped by the caller)."""
+    """Without a Redis URL, a new embedded redis-server in the data directory (stopped by
+    the caller); refused (``_AlreadyServed``) while another gateway process runs one there."""
     if settings.redis_url is not None:
         return settings, None
+    embedded_redis.private_directory(Path(settings.data_dir))
     data = Path(settings.data_dir) / "redis"
     url, embedded = embedded_redis.shared(data, appendfsync=settings.redis_appendfsync)
-    if embedded is not None:
-        log.info("embedded redis-server started", extra={"port": embedded.port})
-    else:
-        log.warning(
-            "using the embedded redis-server another gateway process runs for this data "
-            "directory; it stops when that process does",
-            extra={"url": url, "data_dir": str(data)},
-        )
+    if embedded is None:
+        raise _AlreadyServed(str(data))
+    log.info("embedded redis-server started", extra={"port": embedded.port})
     return settings.model_copy(update={"redis_url": url}), embedded
 
 
@@ -200,7 +200,10 @@ def work(settings: Settings) -> int:
                 extra={"data_dir": str(data)},
             )
             return 2
-        log.info("using the embedded redis-server of the data directory", extra={"url": url})
+        log.info(
+            "using the embedded redis-server of the data directory",
+            extra={"url": shown_url(url)},
+        )
         settings = settings.model_copy(update={"redis_url": url})
     _log_configuration("worker", settings)
     asyncio.run(_work(settings))
@@ -307,7 +310,16 @@ def serve(settings: Settings) -> int:
     import gateway.http.app
     import gateway.http.server  # noqa: F401
 
-    settings, embedded = _with_redis(settings)
+    try:
+        settings, embedded = _with_redis(settings)
+    except _AlreadyServed as exc:
+        log.error(
+            "another `gateway serve` runs the embedded redis-server of this data directory: "
+            "stop it first, or use another GATEWAY_DATA_DIR; to add workers to it run "
+            "`gateway worker`, and to serve from several processes set REDIS_URL",
+            extra={"data_dir": str(exc)},
+        )
+        return 2
     try:
         _log_configuration("serve", settings)
         if settings.processes > 1:

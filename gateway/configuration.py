@@ -22,7 +22,7 @@ from pydantic_settings import BaseSettings, SettingsError
 from gateway.ratelimit import Rate
 from gateway.settings import ApiKeyEntry, Settings
 
-__all__ = ["ConfigurationError", "load_settings", "summary"]
+__all__ = ["ConfigurationError", "load_settings", "shown_url", "summary"]
 
 # A setting whose name holds one of these words is a secret: its value is never shown.
 _SECRET_WORDS = frozenset(
@@ -174,7 +174,7 @@ def load_settings() -> Settings:
     raise ConfigurationError([_scrubbed(p) for p in problems])
 
 
-def _url(value: str) -> str:
+def shown_url(value: str) -> str:
     """A URL without its password or secret-looking query values."""
     try:
         parts = urlsplit(value)
@@ -209,11 +209,11 @@ def _shown(name: str, value: Any) -> Any:
         secret = value.get_secret_value() if isinstance(value, SecretStr) else value
         return "set" if secret else "empty"
     if isinstance(value, str) and "://" in value:
-        return _url(value)
+        return shown_url(value)
     if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
         return [_shown(name, v) for v in value]
     if isinstance(value, list) and any(isinstance(v, str) and "://" in v for v in value):
-        return [_url(v) if isinstance(v, str) else v for v in value]
+        return [shown_url(v) if isinstance(v, str) else v for v in value]
     return value
 
 

@@ -5,9 +5,14 @@ keeps its data under the given directory with the append-only file on, and is
 stopped with the process that started it.
 
 One data directory has one embedded Redis (``shared``): the first gateway process to need
-it starts it and writes its address into the directory; later ones (a ``gateway worker``,
-a second ``gateway serve``) find it there, check it answers and serves that directory,
-and use it. Its starter stops it when it leaves.
+it starts it and writes its address into the directory; later ones (a ``gateway worker``)
+find it there, check it answers and serves that directory, and use it. Its starter stops it
+when it leaves.
+
+It is private to the local user who runs it: the directory is 0700 and every file in it 0600
+(the server runs with umask 077), and it requires a password, generated once per data
+directory into ``redis.password`` (0600) and handed to the server on its standard input, so
+it shows in no process listing. Its URL carries that password; the address file does not.
 """
 
 from __future__ import annotations
@@ -17,16 +22,19 @@ import ctypes
 import fcntl
 import os
 import random
+import secrets
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 __all__ = [
     "ADDRESS_FILE",
+    "PASSWORD_FILE",
     "EmbeddedRedis",
     "free_cluster_port",
     "free_port",
@@ -39,6 +47,41 @@ __all__ = [
 # the next one takes the same port when it can and workers reconnect to it).
 ADDRESS_FILE = "embedded-redis.url"
 _LOCK_FILE = "embedded-redis.lock"
+# In the data directory, 0600: the password the embedded Redis requires.
+PASSWORD_FILE = "redis.password"
+
+
+def private_directory(path: Path) -> Path:
+    """Create ``path`` (0700) or make it private: 0700 for it and the directories in it,
+    0600 for its files (those an earlier version left readable included)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for root, dirs, files in os.walk(path):
+        here = Path(root)
+        with contextlib.suppress(OSError):
+            os.chmod(here, 0o700)
+        for name in files:
+            with contextlib.suppress(OSError):
+                if not stat.S_ISLNK(os.lstat(here / name).st_mode):
+                    os.chmod(here / name, 0o600)
+        dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+    return path
+
+
+def password_of(data_dir: Path) -> str:
+    """The data directory's Redis password, generated (256 random bits, 0600) on first use."""
+    path = data_dir / PASSWORD_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return path.read_text().strip()
+
+
+def _url(port: int, password: str | None) -> str:
+    auth = f":{quote(password, safe='')}@" if password else ""
+    return f"redis://{auth}127.0.0.1:{port}/0"
 
 
 def redis_server_path() -> str:
@@ -48,7 +91,9 @@ def redis_server_path() -> str:
 
 
 def _die_with_parent() -> None:
-    """Linux: the redis-server child gets SIGTERM if the gateway dies, even by SIGKILL."""
+    """Linux: the redis-server child gets SIGTERM if the gateway dies, even by SIGKILL. Its
+    files are created for its user only."""
+    os.umask(0o077)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -83,13 +128,19 @@ def free_cluster_port() -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
-def _answers_ping(port: int) -> bool:
+def _answers_ping(port: int, password: str | None) -> bool:
+    import redis
+
+    client = redis.Redis(
+        host="127.0.0.1", port=port, password=password, socket_timeout=0.5,
+        socket_connect_timeout=0.5,
+    )  # fmt: skip
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
-            conn.sendall(b"PING\r\n")
-            return conn.recv(16).startswith(b"+PONG")
-    except OSError:
+        return bool(client.ping())
+    except redis.RedisError:
         return False
+    finally:
+        client.close()
 
 
 class EmbeddedRedis:
@@ -100,21 +151,26 @@ class EmbeddedRedis:
         port: int | None = None,
         appendfsync: str = "everysec",
         extra_args: tuple[str, ...] = (),
+        password: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.appendfsync = appendfsync
         self.extra_args = extra_args
+        self.with_password = password
+        self.password: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return _url(self.port, self.password)
 
     def start(self, timeout: float = 10.0) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(self.data_dir)
+        self.password = password_of(self.data_dir) if self.with_password else None
         args = [
             redis_server_path(),
+            "-",  # the rest of the configuration (the password) from standard input
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir.resolve()),
@@ -127,15 +183,20 @@ class EmbeddedRedis:
         ]  # fmt: skip
         self.process = subprocess.Popen(
             args,
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )
+        assert self.process.stdin is not None
+        if self.password:
+            self.process.stdin.write(f"requirepass {self.password}\n".encode())
+        self.process.stdin.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with code {self.process.returncode}")
-            if _answers_ping(self.port):
+            if _answers_ping(self.port, self.password):
                 return self.url
             time.sleep(0.02)
         self.stop()
@@ -161,13 +222,19 @@ def _recorded_port(data_dir: Path) -> int | None:
 
 
 def _serves(port: int, data_dir: Path) -> bool:
-    """Whether a Redis answers on ``port`` and keeps its data in ``data_dir``."""
+    """Whether a Redis answers on ``port`` to the data directory's password and keeps its
+    data in ``data_dir``."""
     import redis  # not needed by those who only start a server
 
+    try:
+        password = (data_dir / PASSWORD_FILE).read_text().strip()
+    except OSError:
+        return False
     try:
         client = redis.Redis(
             host="127.0.0.1",
             port=port,
+            password=password,
             socket_timeout=2,
             socket_connect_timeout=2,
             decode_responses=True,
@@ -187,14 +254,14 @@ def running(data_dir: Path) -> str | None:
     port = _recorded_port(data_dir)
     if port is None or not _serves(port, data_dir):
         return None
-    return f"redis://127.0.0.1:{port}/0"
+    return _url(port, password_of(data_dir))
 
 
 @contextlib.contextmanager
 def _locked(data_dir: Path) -> Iterator[None]:
     """Processes starting at once agree on one Redis per data directory."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / _LOCK_FILE, "a") as lock:
+    private_directory(data_dir)
+    with open(os.open(data_dir / _LOCK_FILE, os.O_WRONLY | os.O_CREAT, 0o600), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -231,7 +298,9 @@ def shared(data_dir: Path, *, appendfsync: str = "everysec") -> tuple[str, Embed
                     raise
                 continue  # the old port was taken meanwhile: any free one will do
             written = data_dir / f"{ADDRESS_FILE}.{os.getpid()}"
-            written.write_text(url + "\n")
+            fd = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(_url(server.port, None) + "\n")
             os.replace(written, data_dir / ADDRESS_FILE)
             return url, server
     raise AssertionError("unreachable")  # pragma: no cover

@@ -22,6 +22,7 @@ class LocalCluster:
             EmbeddedRedis(
                 root / f"node{i}",
                 port=free_cluster_port(),
+                password=False,  # redis-cli --cluster create and the bus need none here
                 extra_args=(
                     "--cluster-enabled", "yes",
                     "--cluster-config-file", str((root / f"node{i}" / "nodes.conf").resolve()),

@@ -1,10 +1,11 @@
 """What an operator meets: the command line's help and version, configuration errors, the
-start-up summary, quiet logs while idle, and `gateway worker` next to `gateway serve`
-without REDIS_URL."""
+start-up summary, quiet logs while idle, `gateway worker` next to `gateway serve`
+without REDIS_URL, and the embedded Redis kept private to its user."""
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,10 +19,11 @@ from redis.asyncio import Redis
 
 from gateway import embedded_redis
 from gateway.configuration import ConfigurationError, load_settings, summary
+from gateway.embedded_redis import free_port
 from gateway.store.keys import MAINTENANCE_LEADER
 from tests.conftest import message
 from tests.processes import ROOT, serving, slow_process_test, working
-from tests.waiting import log_tail, stays, until
+from tests.waiting import log_tail, stays, until, until_sync
 
 SECRETS = {
     "GATEWAY_API_KEYS": '{"sk-live-4f9a2c": {"tenant": "t1", "user": "alice", "roles": '
@@ -220,7 +222,10 @@ async def test_an_idle_gateway_logs_its_configuration_once_and_no_scheduler_runs
         for value in SECRET_VALUES:
             assert value not in logged, log_tail(log)
 
-        redis = Redis.from_url(config["redis_url"])
+        assert config["redis_url"].startswith("redis://:***@127.0.0.1:"), config
+        url = embedded_redis.running(tmp_path / ".data" / "redis")
+        assert url is not None
+        redis = Redis.from_url(url)
         try:
 
             async def leading() -> bool:
@@ -301,3 +306,84 @@ def test_one_embedded_redis_per_data_directory(
     assert second is not None
     owned.append(second)
     assert again == url  # the same port when it is free: attached workers reconnect
+
+
+def _modes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode) for p in root.rglob("*")}
+
+
+def test_the_embedded_redis_is_private_to_its_user(
+    tmp_path: Path, owned: list[embedded_redis.EmbeddedRedis]
+) -> None:
+    import redis as sync_redis
+
+    data = tmp_path / "redis"
+    data.mkdir(mode=0o755)
+    (data / "left-by-an-older-version.aof").write_text("x")
+    os.chmod(data / "left-by-an-older-version.aof", 0o644)
+    url, server = embedded_redis.shared(data)
+    assert server is not None and server.process is not None
+    owned.append(server)
+    password = (data / embedded_redis.PASSWORD_FILE).read_text().strip()
+    assert len(password) == 64 and f":{password}@127.0.0.1:" in url
+    # without the password: refused; with it: answered, bound to loopback only
+    anonymous = sync_redis.Redis(port=server.port)
+    with pytest.raises(sync_redis.AuthenticationError):
+        anonymous.set("k", "v")
+    anonymous.close()
+    client = sync_redis.Redis.from_url(url)
+    client.set("k", "v" * 100)
+    client.bgrewriteaof()
+    assert client.config_get("bind") == {"bind": "127.0.0.1"}
+    assert client.config_get("protected-mode") == {"protected-mode": "yes"}
+    until_sync(
+        lambda: client.info("persistence")["aof_rewrite_in_progress"] == 0,
+        what="the AOF rewrite",
+    )
+    client.close()
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    modes = _modes(data)
+    assert modes and all(m == 0o600 for name, m in modes.items() if not (data / name).is_dir()), (
+        modes
+    )
+    assert all(m == 0o700 for name, m in modes.items() if (data / name).is_dir()), modes
+    # the password is in no process listing and not in the address file
+    cmdline = Path(f"/proc/{server.process.pid}/cmdline").read_bytes()
+    assert password.encode() not in cmdline
+    assert password not in (data / embedded_redis.ADDRESS_FILE).read_text()
+    # the same password for the next server of the directory: attached processes reconnect
+    server.stop()
+    again, second = embedded_redis.shared(data)
+    assert second is not None
+    owned.append(second)
+    assert f":{password}@" in again
+
+
+def _redis_servers_of(data: Path) -> int:
+    """redis-server processes working in ``data`` (a server changes to its --dir)."""
+    found = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            exe, cwd = os.readlink(proc / "exe"), os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        found += exe.endswith("redis-server") and cwd == str(data.resolve())
+    return found
+
+
+@slow_process_test
+def test_a_second_serve_on_the_data_directory_refuses_clearly(tmp_path: Path) -> None:
+    with serving(tmp_path) as (_, base):
+        done = _cli(
+            "serve",
+            "--port",
+            str(free_port()),
+            GATEWAY_DATA_DIR=str(tmp_path / ".data"),
+        )
+        assert done.returncode == 2, done.stderr
+        assert "another `gateway serve` runs the embedded redis-server" in done.stderr
+        assert "GATEWAY_DATA_DIR" in done.stderr
+        assert "embedded redis-server started" not in done.stderr
+        assert _redis_servers_of(tmp_path / ".data" / "redis") == 1
+        assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+    assert stat.S_IMODE((tmp_path / ".data").stat().st_mode) == 0o700
