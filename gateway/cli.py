@@ -153,7 +153,12 @@ def _with_redis(settings: Settings) -> tuple[Settings, EmbeddedRedis | None]:
     if embedded is None:
         raise _AlreadyServed(str(data))
     log.info("embedded redis-server started", extra={"port": embedded.port})
-    return settings.model_copy(update={"redis_url": url}), embedded
+    return settings.model_copy(update={"redis_url": url, **_embedded(settings)}), embedded
+
+
+def _embedded(settings: Settings) -> dict[str, object]:
+    """What the embedded Redis turns on by default: rewriting its files after a scrub."""
+    return {"scrub_rewrite": "on"} if settings.scrub_rewrite == "auto" else {}
 
 
 def _log_configuration(command: str, settings: Settings) -> None:
@@ -204,7 +209,7 @@ def work(settings: Settings) -> int:
             "using the embedded redis-server of the data directory",
             extra={"url": shown_url(url)},
         )
-        settings = settings.model_copy(update={"redis_url": url})
+        settings = settings.model_copy(update={"redis_url": url, **_embedded(settings)})
     _log_configuration("worker", settings)
     asyncio.run(_work(settings))
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -39,6 +40,7 @@ from gateway.settings import Settings
 from gateway.store.agents_store import AgentStore
 from gateway.store.audit_store import AuditStore
 from gateway.store.connection import RedisClient, RedisTarget
+from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
     EMBEDS,
@@ -53,6 +55,8 @@ from gateway.store.memory_store import MemoryStore
 from gateway.store.redis_store import Store
 
 __all__ = ["Runtime"]
+
+log = logging.getLogger("gateway")
 
 
 # Blocking stream reads are kept short: a cancellation that lands while redis-py is still
@@ -91,6 +95,10 @@ class Runtime:
         target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)
         store = Store(client, settings.context_ttl_seconds, cluster=target.cluster)
+        if settings.scrub_rewrite == "on" and target.cluster:
+            log.warning("GATEWAY_SCRUB_REWRITE=on is ignored on a Redis Cluster (see README)")
+        elif settings.scrub_rewrite == "on":
+            store.disk_rewrite = DiskRewrite(client, settings.scrub_rewrite_seconds)
         tracing.instrument_redis(client, store.scripts)
 
         def job_store(*names: str) -> JobStore:
@@ -198,6 +206,7 @@ class Runtime:
             lease_seconds=settings.job_lease_seconds,
             max_attempts=settings.job_max_attempts,
             prune_interval_seconds=settings.prune_interval_seconds,
+            disk_rewrite=store.disk_rewrite,
         )
         return cls(
             settings,

@@ -104,6 +104,11 @@ class Settings(BaseSettings):
     dead_letter_max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
     dead_letter_max_age_seconds: float = Field(default=7 * 24 * 3600, gt=0)
     redis_appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    # After a scrub, Redis rewrites its files (AOF, and RDB if on) within this many seconds
+    # so the scrubbed content leaves the disk (store/disk_rewrite.py). auto: with the
+    # embedded Redis only; on: with any standalone Redis that allows BGREWRITEAOF.
+    scrub_rewrite: Literal["auto", "on", "off"] = "auto"
+    scrub_rewrite_seconds: float = Field(default=300.0, gt=0, le=3600)
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)
     # A message that continues a task whose run is under way: waits its turn, is refused

@@ -26,6 +26,7 @@ from gateway import metrics
 from gateway.engine.executor import RunExecutor
 from gateway.engine.jobs import RunJob
 from gateway.errors import GatewayError
+from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.jobs import RECLAIMER, JobStore
 from gateway.store.redis_store import Store
 
@@ -49,7 +50,9 @@ class Maintenance:
         lease_seconds: float,
         max_attempts: int,
         prune_interval_seconds: float,
+        disk_rewrite: DiskRewrite | None = None,
     ) -> None:
+        self._disk_rewrite = disk_rewrite
         self._store, self._executor = store, executor
         self._jobs, self._embeds, self._outbox = jobs, embeds, outbox
         self._streams = [s for s in (jobs, embeds, outbox) if s is not None]
@@ -94,7 +97,12 @@ class Maintenance:
             return False
 
     async def _tick(self) -> None:
-        await self._leading()  # keeps the lead for the sweeps while this process lives
+        # keeps the lead for the sweeps while this process lives
+        if await self._leading() and self._disk_rewrite is not None:
+            try:
+                await self._disk_rewrite.run_if_due()
+            except GatewayError:
+                log.warning("disk rewrite check interrupted: store unavailable")
         await self.reclaim()
 
     async def reclaim(self) -> int:

@@ -66,6 +66,7 @@ __all__ = [
     "OUTBOX",
     "OUTBOX_DEAD",
     "OUTBOX_GROUP",
+    "REWRITE_DUE",
     "ContextKeys",
     "TenantAgentKeys",
     "UserKeys",
@@ -86,6 +87,8 @@ OUTBOX_DEAD = "gw:{jobs}:ltm:dead"
 OUTBOX_GROUP = "memorizers"
 DEAD_LETTERS = "gw:{jobs}:dead"
 MAINTENANCE_LEADER = "gw:{jobs}:leader"
+# When the Redis files are next rewritten (ms), set by the first scrub since the last rewrite.
+REWRITE_DUE = "gw:{jobs}:rewrite"
 
 
 # How many of ``ContextKeys.all()`` belong to the context (the rest are global streams).

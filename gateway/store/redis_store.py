@@ -23,6 +23,7 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.states import INTERRUPTED, TERMINAL
+from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.records import text_of as _text
@@ -143,6 +144,8 @@ class Store:
         self.ttl_ms = ttl_seconds * 1000
         self.cluster = cluster
         self.scripts = Scripts.register(client)
+        # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
+        self.disk_rewrite: DiskRewrite | None = None
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
         """A context script's keys; on a cluster without the streams (another slot)."""
@@ -385,6 +388,8 @@ class Store:
         if rest:
             ids = b",".join(r if isinstance(r, bytes) else str(r).encode() for r in rest)
             await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
+        if self.disk_rewrite is not None:
+            await self.disk_rewrite.schedule()
         return ScrubReceipt(*(int(n) for n in reply[1:6]))
 
     # -- reads ----------------------------------------------------------------------------
