@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 from redis import Redis
 
+from gateway import embedded_redis
 from gateway.store.keys import JOBS, JOBS_GROUP
 from tests.conftest import AppFactory, message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test
@@ -50,7 +51,8 @@ def test_several_processes_share_one_port_and_one_redis(tmp_path: Path) -> None:
                     f"{base}/v1/message:send", json={"message": message(f"m{i}")}, timeout=30
                 )
             assert r.json()["task"]["status"]["state"] == "completed"
-        url = (tmp_path / ".data" / "redis" / "embedded-redis.url").read_text().strip()
+        url = embedded_redis.running(tmp_path / ".data" / "redis")  # with its password
+        assert url is not None
         with Redis.from_url(url) as redis:
             consumers = redis.xinfo_consumers(JOBS, JOBS_GROUP)
         pids = {int(c["name"].decode().split(":")[1]) for c in consumers}
