@@ -4,6 +4,7 @@
 
     GatewayError                      (500, -32603 InternalError)
      ├── JSONParseError               (400, -32700)
+     ├── InvalidRequestError          (400, -32600)
      ├── InvalidParamsError           (400, -32602)
      ├── MethodNotFoundError          (404, -32601)
      ├── TaskNotFoundError            (404, -32001)
@@ -18,6 +19,8 @@
      ├── UnsupportedOperationError    (501, -32004)
      ├── ContentTypeNotSupportedError (415, -32005)
      ├── InvalidAgentResponseError    (502, -32006)
+     ├── ExtendedCardNotConfiguredError (400, -32007)
+     ├── VersionNotSupportedError     (400, -32009)
      ├── UnauthenticatedError         (401, -32020)
      ├── ForbiddenError               (403, -32021)
      ├── PayloadTooLargeError         (413, -32022)
@@ -43,6 +46,7 @@ __all__ = [
     "ApiKeyNotFoundError",
     "ContentTypeNotSupportedError",
     "ContextNotFoundError",
+    "ExtendedCardNotConfiguredError",
     "ForbiddenError",
     "GatewayError",
     "HeadersTooLargeError",
@@ -50,6 +54,7 @@ __all__ = [
     "IdempotencyConflictError",
     "InvalidAgentResponseError",
     "InvalidParamsError",
+    "InvalidRequestError",
     "JSONParseError",
     "MethodNotFoundError",
     "PayloadTooLargeError",
@@ -65,6 +70,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "UnsupportedOperationError",
+    "VersionNotSupportedError",
 ]
 
 
@@ -92,6 +98,13 @@ class GatewayError(Exception):
 class JSONParseError(GatewayError):
     status, code, name = 400, -32700, "JSONParseError"
     default_message = "Request body is not valid JSON"
+
+
+class InvalidRequestError(GatewayError):
+    """A JSON-RPC envelope that is not a valid request object."""
+
+    status, code, name = 400, -32600, "InvalidRequestError"
+    default_message = "The JSON sent is not a valid JSON-RPC request"
 
 
 class InvalidParamsError(GatewayError):
@@ -174,6 +187,16 @@ class ContentTypeNotSupportedError(GatewayError):
 class InvalidAgentResponseError(GatewayError):
     status, code, name = 502, -32006, "InvalidAgentResponseError"
     default_message = "The agent backend returned an invalid response"
+
+
+class ExtendedCardNotConfiguredError(GatewayError):
+    status, code, name = 400, -32007, "ExtendedAgentCardNotConfiguredError"
+    default_message = "This agent has no authenticated extended card"
+
+
+class VersionNotSupportedError(GatewayError):
+    status, code, name = 400, -32009, "VersionNotSupportedError"
+    default_message = "This A2A protocol version is not supported; use 0.3 or 1.0"
 
 
 class UnauthenticatedError(GatewayError):

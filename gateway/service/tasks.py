@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway import metrics
@@ -11,7 +13,35 @@ from gateway.errors import TaskNotCancelableError, TaskNotFoundError
 from gateway.principal import Principal
 from gateway.store.redis_store import Store
 
-__all__ = ["TaskService"]
+__all__ = ["TaskFilter", "TaskPage", "TaskService"]
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    """Which of a principal's tasks a listing shows, and one page of them: newest status
+    first (ties by id), starting after the ``after`` cursor (a status timestamp and id)."""
+
+    context_id: str | None = None
+    state: str | None = None
+    updated_after: datetime | None = None
+    page_size: int = 50
+    after: tuple[str, str] | None = None
+    history_length: int = 0
+    artifacts: bool = False
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    tasks: list[dict[str, Any]]
+    total: int
+    last: tuple[str, str] | None  # the cursor of the last task, when more follow
+
+
+def _instant(stamp: str) -> datetime:
+    try:
+        return datetime.fromisoformat(stamp)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass
@@ -43,3 +73,36 @@ class TaskService:
             raise TaskNotCancelableError(data={"state": state})
         metrics.TASK_TRANSITIONS.labels("canceled").inc()
         return await self.get(principal, task_id, None)
+
+    async def list(self, principal: Principal, f: TaskFilter) -> TaskPage:
+        """The principal's tasks matching ``f`` (only theirs: the user's own task index)."""
+        index = await self.store.task_contexts(principal.keys)
+        pairs = [(t, c) for t, c in index.items() if f.context_id in (None, c)]
+        found = await asyncio.gather(
+            *(self.store.read_task(principal.keys, c, t, 0) for t, c in pairs)
+        )
+        matching: list[tuple[tuple[str, str], str, str]] = []
+        for (tid, cid), task in zip(pairs, found, strict=True):
+            if task is None:
+                continue
+            status = task.get("status") or {}
+            stamp = str(status.get("timestamp", ""))
+            if f.state is not None and status.get("state") != f.state:
+                continue
+            if f.updated_after is not None and _instant(stamp) <= f.updated_after:
+                continue
+            matching.append(((stamp, tid), tid, cid))
+        matching.sort(reverse=True)
+        start = 0
+        if f.after is not None:  # a cursor: the tasks after it in this order
+            start = next((i for i, m in enumerate(matching) if m[0] < f.after), len(matching))
+        page = matching[start : start + f.page_size]
+        tasks = await asyncio.gather(
+            *(self.store.read_task(principal.keys, c, t, f.history_length) for _, t, c in page)
+        )
+        shown = [t for t in tasks if t is not None]
+        if not f.artifacts:
+            for task in shown:
+                task.pop("artifacts", None)
+        more = start + f.page_size < len(matching)
+        return TaskPage(shown, len(matching), page[-1][0] if more and page else None)

@@ -400,6 +400,13 @@ class Store:
         return _text(raw) if raw is not None else None
 
     @_translated
+    async def task_contexts(self, keys: UserKeys) -> dict[str, str]:
+        """Every task id of the user with its context id (entries of expired contexts may
+        linger until the next prune: their tasks read as None)."""
+        raw = await self.client.hgetall(keys.task_index)
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    @_translated
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
         raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")
         return _text(raw) if raw is not None else None
