@@ -27,7 +27,19 @@ async def test_cards_are_valid_and_authenticated(
     assert_a2a("AgentCard", card)
     assert card["url"] == url
     assert card["protocolVersion"] == "0.3.0"
-    assert card["preferredTransport"] == "HTTP+JSON"
+    # JSON-RPC at the base, proto-JSON REST at {base}/a2a, for 0.3 and 1.0 clients alike.
+    assert card["preferredTransport"] == "JSONRPC"
+    assert card["additionalInterfaces"] == [
+        {"url": url, "transport": "JSONRPC"},
+        {"url": f"{url}/a2a", "transport": "HTTP+JSON"},
+    ]
+    assert {
+        (i["url"], i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+    } == {
+        (u, b, v)
+        for u, b in ((url, "JSONRPC"), (f"{url}/a2a", "HTTP+JSON"))
+        for v in ("0.3", "1.0")
+    }
     assert card["capabilities"] == {
         "streaming": False,
         "pushNotifications": False,

@@ -319,3 +319,45 @@ async def test_boundary_answers_conform(make_app: AppFactory, client: httpx.Asyn
     async with make_app(allowed_hosts=[]) as local:
         for path in ("/healthz", "/v1/contexts", "/agents", "/.well-known/agent-card.json"):
             conform(await local.get(path, headers={"Host": "attacker.example"}), path)
+
+
+async def test_binding_answers_conform(keyed: httpx.AsyncClient) -> None:
+    h = auth("alice")
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "message/send"}
+    sent = await keyed.post(
+        "/", json={**rpc, "params": {"message": {"role": "user", "messageId": "m1",
+                   "parts": [{"kind": "text", "text": "t"}]}}}, headers=h,
+    )  # fmt: skip
+    conform(sent, "/")
+    tid = sent.json()["result"]["id"]
+    conform(
+        await keyed.post("/agents/echo", json=[rpc, {**rpc, "id": 2}], headers=h),
+        "/agents/{agent_id}",
+    )
+    conform(await keyed.post("/", json={**rpc, "method": "x"}, headers=h), "/")
+    conform(await keyed.post("/", json={"jsonrpc": "2.0", "method": "x"}, headers=h), "/")
+    conform(await keyed.post("/", json=rpc), "/")
+    proto = {"request": {"role": "ROLE_USER", "messageId": "m2", "content": [{"text": "t"}]}}
+    conform(await keyed.post("/a2a/v1/message:send", json=proto, headers=h), "/a2a/v1/message:send")
+    conform(await keyed.get(f"/a2a/v1/tasks/{tid}", headers=h), "/a2a/v1/tasks/{task_id}")
+    conform(await keyed.get("/a2a/v1/tasks/nope", headers=h), "/a2a/v1/tasks/{task_id}")
+    conform(
+        await keyed.post(f"/a2a/v1/tasks/{tid}:cancel", headers=h), "/a2a/v1/tasks/{task_id}:cancel"
+    )
+    conform(await keyed.get("/a2a/v1/card", headers=h), "/a2a/v1/card")
+    v1 = {"message": {"role": "ROLE_USER", "messageId": "m3", "parts": [{"text": "t"}]}}
+    conform(await keyed.post("/a2a/message:send", json=v1, headers=h), "/a2a/message:send")
+    conform(await keyed.post("/message:send", json={}, headers=h), "/message:send")
+    conform(await keyed.get(f"/a2a/t1/tasks/{tid}", headers=h), "/a2a/{tenant}/tasks/{task_id}")
+    conform(await keyed.get(f"/a2a/t9/tasks/{tid}", headers=h), "/a2a/{tenant}/tasks/{task_id}")
+    conform(
+        await keyed.get("/agents/echo/a2a/tasks?pageSize=1", headers=h),
+        "/agents/{agent_id}/a2a/tasks",
+    )
+    conform(await keyed.get("/tasks?pageSize=0", headers=h), "/tasks")
+    conform(await keyed.post(f"/tasks/{tid}:cancel", headers=h), "/tasks/{task_id}:cancel")
+    conform(await keyed.post("/message:stream", headers=h), "/message:stream")
+    conform(await keyed.get("/extendedAgentCard", headers=h), "/extendedAgentCard")
+    conform(
+        await keyed.get(f"/v1/tasks/{tid}:subscribe", headers=h), "/v1/tasks/{task_id}:subscribe"
+    )

@@ -16,11 +16,13 @@ from starlette.middleware.cors import CORSMiddleware
 from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.audit.log import AuditLog
+from gateway.http.a2a_rest import proto_rest_routes
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.audit import AuditMiddleware
 from gateway.http.auth import Authenticator, AuthMiddleware
 from gateway.http.browser import BrowserGuardMiddleware, HostRule
 from gateway.http.errors import EXCEPTION_HANDLERS
+from gateway.http.jsonrpc import jsonrpc_routes
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
 from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
@@ -180,6 +182,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             *key_routes(),
             *audit_routes(),
             *agent_routes("/agents/{agent_id}"),
+            *jsonrpc_routes(),
+            *proto_rest_routes(),
             *mcp_routes,
         ],
         middleware=[

@@ -1,4 +1,14 @@
-"""A2A v0.3.0 AgentCards generated from the agents and the auth mode."""
+"""AgentCards generated from the agents and the auth mode: one card for A2A 0.3 and 1.0.
+
+Both versions' clients read the same document. 0.3 clients take ``url`` with
+``preferredTransport`` and ``additionalInterfaces``; 1.0 clients take ``supportedInterfaces``
+(the 1.0 SDK maps the 0.3 ``securitySchemes`` and ``security`` itself). Every binding is
+named at one URL for both versions, so a client that lets a 0.3 URL win lands on the same
+endpoint: JSON-RPC at the agent base (the method name tells the version) and the
+proto-JSON REST binding at ``{base}/a2a`` (0.3 under ``/v1/...``, 1.0 without). The
+Corti-style REST at ``{base}/v1/...`` is documented, not advertised: its JSON is the
+canonical 0.3 spelling, which the SDKs' REST clients do not parse.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +17,10 @@ from typing import Any
 from gateway import __version__
 from gateway.agents.base import Agent
 
-__all__ = ["agent_card"]
+__all__ = ["REST_SUFFIX", "agent_card"]
+
+# Where an agent's proto-JSON REST binding lives, relative to its base URL.
+REST_SUFFIX = "/a2a"
 
 _SECURITY_SCHEMES = {
     "bearer": {
@@ -25,13 +38,23 @@ _SECURITY_SCHEMES = {
 
 
 def agent_card(agent: Agent, url: str, *, authenticated: bool) -> dict[str, Any]:
+    rest = url + REST_SUFFIX
     card: dict[str, Any] = {
         "protocolVersion": "0.3.0",
         "name": agent.name,
         "description": agent.description,
         "url": url,
-        "preferredTransport": "HTTP+JSON",
-        "additionalInterfaces": [{"url": url, "transport": "HTTP+JSON"}],
+        "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [
+            {"url": url, "transport": "JSONRPC"},
+            {"url": rest, "transport": "HTTP+JSON"},
+        ],
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+        ],
         "version": agent.version,
         "provider": {"organization": f"gateway {__version__}", "url": url},
         "capabilities": {

@@ -12,7 +12,11 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
-from gateway.errors import AgentNotFoundError, UnsupportedOperationError
+from gateway.errors import (
+    AgentNotFoundError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
 from gateway.http.audit import note_ids, note_receipt
 from gateway.http.cards import agent_card
 from gateway.http.params import (
@@ -152,6 +156,14 @@ async def card(request: Request) -> Response:
     return JSONResponse(agent_card(agent, url, authenticated=not state.settings.open_mode))
 
 
+async def _unsupported(request: Request) -> Response:
+    raise UnsupportedOperationError()
+
+
+async def _no_push(request: Request) -> Response:
+    raise PushNotificationNotSupportedError()
+
+
 class _IdConvertor(Convertor[str]):
     """A task or context id: one path segment without a colon, so ``/v1/tasks/x:cancel``
     is the cancel route's alone (the plain task route would take ``x:cancel`` as an id)."""
@@ -173,6 +185,11 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
     table: list[tuple[str, Endpoint, list[str]]] = [
         ("/v1/message:send", send_message, ["POST"]),
         ("/v1/tasks/{task_id:id}:cancel", cancel_task, ["POST"]),
+        # Not served until streaming and push notifications exist: A2A's own errors.
+        ("/v1/message:stream", _unsupported, ["POST"]),
+        ("/v1/tasks/{task_id:id}:subscribe", _unsupported, ["GET", "POST"]),
+        ("/v1/tasks/{task_id:id}/pushNotificationConfigs", _no_push, ["GET", "POST"]),
+        ("/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _no_push, ["GET", "DELETE"]),
         ("/v1/tasks/{task_id:id}", get_task, ["GET"]),
         ("/v1/contexts", list_contexts, ["GET"]),
         ("/v1/contexts/{context_id:id}:search", search_context, ["POST"]),

@@ -1,0 +1,169 @@
+"""What every A2A binding does with a call, in the canonical spelling: the one adapter from
+a request's parameters to the services (send, get, cancel, list), shared by the JSON-RPC
+binding and the proto-JSON REST bindings. Wire dialects are the callers' business
+(``gateway.http.dialects``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import Field
+from starlette.requests import Request
+
+from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
+from gateway.http.dialects import STATE_FROM_V1, V1, task_out
+from gateway.http.state import AppState
+from gateway.models import SendMessageRequest, _Id, _Model
+from gateway.principal import Principal
+from gateway.service.tasks import TaskFilter
+from gateway.validation import MAX_INT, JsonInt, validated
+
+__all__ = [
+    "Call",
+    "cancel_task",
+    "get_task",
+    "list_tasks",
+    "negotiated_version",
+    "send",
+]
+
+VERSION_HEADER = "a2a-version"
+_VERSION = re.compile(r"\s*(\d+)\.(\d+)(?:\.\d+)?\s*")
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z")
+
+
+def negotiated_version(request: Request) -> str | None:
+    """The A2A version the ``A2A-Version`` header asks for (``"0.3"`` or ``"1.0"``), None
+    when absent; any other version is ``VersionNotSupportedError``."""
+    raw = request.headers.get(VERSION_HEADER)
+    if raw is None or not raw.strip():
+        return None
+    match = _VERSION.fullmatch(raw)
+    version = f"{match.group(1)}.{match.group(2)}" if match else ""
+    if version not in ("0.3", "1.0"):
+        raise VersionNotSupportedError(data={"supportedVersions": "0.3, 1.0"})
+    return version
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call's context: the services, the caller, the agent the URL names."""
+
+    state: AppState
+    principal: Principal
+    agent_id: str
+
+    @classmethod
+    def of(cls, request: Request) -> Call:
+        state: AppState = request.app.state.gateway
+        agent_id = request.path_params.get("agent_id")
+        if not isinstance(agent_id, str):
+            agent_id = state.settings.default_agent
+        return cls(state, request.scope["state"]["principal"], agent_id)
+
+    def check_tenant(self, tenant: Any) -> None:
+        """A 1.0 ``tenant`` (path prefix or field) must be the caller's own: any other is
+        answered as a route that does not exist."""
+        if tenant not in (None, "", self.principal.tenant):
+            raise MethodNotFoundError("No such route")
+
+
+class _TaskQuery(_Model):
+    id: _Id
+    historyLength: JsonInt | None = Field(default=None, ge=0, le=MAX_INT)
+
+
+class _ListQuery(_Model):
+    contextId: _Id | None = None
+    status: str | None = None
+    pageSize: JsonInt | None = Field(default=None, ge=1, le=100)
+    pageToken: str | None = Field(default=None, max_length=1024)
+    historyLength: JsonInt | None = Field(default=None, ge=0, le=MAX_INT)
+    statusTimestampAfter: str | None = Field(default=None, max_length=64)
+    includeArtifacts: bool = False
+
+
+async def send(call: Call, body: Any) -> dict[str, Any]:
+    """message/send with a canonical body: the task."""
+    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    request = validated(SendMessageRequest, body)
+    return await call.state.messages.send(call.principal, call.agent_id, request)
+
+
+async def get_task(call: Call, task_id: Any, history_length: Any) -> dict[str, Any]:
+    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    query = validated(_TaskQuery, {"id": task_id, "historyLength": history_length})
+    return await call.state.tasks.get(call.principal, query.id, query.historyLength)
+
+
+async def cancel_task(call: Call, task_id: Any) -> dict[str, Any]:
+    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    query = validated(_TaskQuery, {"id": task_id})
+    return await call.state.tasks.cancel(call.principal, query.id)
+
+
+def _cursor(token: str | None) -> tuple[str, str] | None:
+    if not token:
+        return None
+    try:
+        stamp, task_id = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+        if isinstance(stamp, str) and isinstance(task_id, str):
+            return stamp, task_id
+    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
+        pass
+    raise InvalidParamsError(
+        "pageToken is not a token this server gave",
+        data={"errors": [{"field": "pageToken", "reason": "unknown token"}]},
+    )
+
+
+def _token(last: tuple[str, str] | None) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(list(last))).decode() if last else ""
+
+
+def _invalid(field: str, reason: str) -> InvalidParamsError:
+    return InvalidParamsError(
+        f"{field} {reason}", data={"errors": [{"field": field, "reason": reason}]}
+    )
+
+
+async def list_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    """ListTasks (A2A 1.0): the caller's tasks, newest status first, a page at a time; the
+    answer in the 1.0 dialect."""
+    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    query = validated(_ListQuery, params)
+    state = None
+    if query.status not in (None, "", "TASK_STATE_UNSPECIFIED"):
+        state = STATE_FROM_V1.get(str(query.status))
+        if state is None:
+            raise _invalid("status", "must be a TaskState (TASK_STATE_...)")
+    after = None
+    if query.statusTimestampAfter is not None:
+        if not _TIMESTAMP.fullmatch(query.statusTimestampAfter):
+            raise _invalid("statusTimestampAfter", "must be an RFC 3339 UTC timestamp")
+        after = datetime.fromisoformat(query.statusTimestampAfter[:26].rstrip("Z") + "+00:00")
+    page_size = query.pageSize or 50
+    page = await call.state.tasks.list(
+        call.principal,
+        TaskFilter(
+            context_id=query.contextId,
+            state=state,
+            updated_after=after,
+            page_size=page_size,
+            after=_cursor(query.pageToken),
+            history_length=query.historyLength or 0,
+            artifacts=query.includeArtifacts,
+        ),
+    )
+    return {
+        "tasks": [task_out(t, V1) for t in page.tasks],
+        "nextPageToken": _token(page.last),
+        "pageSize": page_size,
+        "totalSize": page.total,
+    }

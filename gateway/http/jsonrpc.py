@@ -1,0 +1,216 @@
+"""The JSON-RPC 2.0 binding: A2A 0.3 (``message/send``...) and 1.0 (``SendMessage``...) at
+one URL per agent base (``POST /`` for the default agent, ``POST /agents/{id}``).
+
+A thin adapter: each method reads its params into the core's typed request, calls the same
+service as the REST routes, and writes the result in its version's dialect. Errors are the
+one error table's (``gateway.errors``), rendered as JSON-RPC error objects: 0.3 puts the
+gateway's error body in ``error.data``, 1.0 a list of ``google.rpc`` details.
+
+The version is told by the method name (``SendMessage`` is 1.0, ``message/send`` 0.3), as
+clients may leave the ``A2A-Version`` header out; a header naming a version the gateway does
+not speak is refused with ``VersionNotSupportedError``.
+
+JSON-RPC 2.0 details: an id is echoed as given (string, number or null); a request without
+an ``id`` member is a notification and gets no answer (a request of notifications only gets
+204); a batch (an array) of at most ``MAX_BATCH`` requests is answered with an array in the
+same order, its calls run concurrently; an empty or larger batch is one
+``InvalidRequestError``. Transport-level failures (no credentials, a foreign host, a body
+too large) stay HTTP errors with the REST body, as they happen before JSON-RPC is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.errors import (
+    ExtendedCardNotConfiguredError,
+    GatewayError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
+from gateway.http.a2a_calls import (
+    Call,
+    cancel_task,
+    get_task,
+    list_tasks,
+    negotiated_version,
+    send,
+)
+from gateway.http.dialects import V1, jsonrpc_error_v1, read_v1_send, task_out
+from gateway.http.params import json_body
+from gateway.protojson import normalise_send_request
+
+__all__ = ["MAX_BATCH", "METHODS", "jsonrpc_endpoint", "jsonrpc_routes"]
+
+MAX_BATCH = 100
+_NO_ANSWER = object()
+Params = dict[str, Any]
+Handler = Callable[[Call, Params], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Method:
+    handler: Handler
+    v1: bool
+
+
+def _refuse(error: type[GatewayError]) -> Handler:
+    async def handler(call: Call, params: Params) -> Any:
+        raise error()
+
+    return handler
+
+
+# --- A2A 0.3 ------------------------------------------------------------------------
+
+
+async def _send_v03(call: Call, params: Params) -> Any:
+    return await send(call, normalise_send_request(params))
+
+
+async def _get_v03(call: Call, params: Params) -> Any:
+    return await get_task(call, params.get("id"), params.get("historyLength"))
+
+
+async def _cancel_v03(call: Call, params: Params) -> Any:
+    return await cancel_task(call, params.get("id"))
+
+
+# --- A2A 1.0 ------------------------------------------------------------------------
+
+
+async def _send_v1(call: Call, params: Params) -> Any:
+    call.check_tenant(params.get("tenant"))
+    return {"task": task_out(await send(call, read_v1_send(params)), V1)}
+
+
+async def _get_v1(call: Call, params: Params) -> Any:
+    call.check_tenant(params.get("tenant"))
+    return task_out(await get_task(call, params.get("id"), params.get("historyLength")), V1)
+
+
+async def _cancel_v1(call: Call, params: Params) -> Any:
+    call.check_tenant(params.get("tenant"))
+    return task_out(await cancel_task(call, params.get("id")), V1)
+
+
+async def _list_v1(call: Call, params: Params) -> Any:
+    call.check_tenant(params.get("tenant"))
+    return await list_tasks(call, params)
+
+
+_PUSH_V03 = ("set", "get", "list", "delete")
+_PUSH_V1 = ("Create", "Get", "List", "Delete")
+METHODS: dict[str, Method] = {
+    "message/send": Method(_send_v03, v1=False),
+    "tasks/get": Method(_get_v03, v1=False),
+    "tasks/cancel": Method(_cancel_v03, v1=False),
+    "message/stream": Method(_refuse(UnsupportedOperationError), v1=False),
+    "tasks/resubscribe": Method(_refuse(UnsupportedOperationError), v1=False),
+    "agent/getAuthenticatedExtendedCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=False),
+    **{
+        f"tasks/pushNotificationConfig/{op}": Method(
+            _refuse(PushNotificationNotSupportedError), v1=False
+        )
+        for op in _PUSH_V03
+    },
+    "SendMessage": Method(_send_v1, v1=True),
+    "GetTask": Method(_get_v1, v1=True),
+    "ListTasks": Method(_list_v1, v1=True),
+    "CancelTask": Method(_cancel_v1, v1=True),
+    "SendStreamingMessage": Method(_refuse(UnsupportedOperationError), v1=True),
+    "SubscribeToTask": Method(_refuse(UnsupportedOperationError), v1=True),
+    "GetExtendedAgentCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=True),
+    **{
+        f"{op}TaskPushNotificationConfig{'s' if op == 'List' else ''}": Method(
+            _refuse(PushNotificationNotSupportedError), v1=True
+        )
+        for op in _PUSH_V1
+    },
+}
+
+
+def _error(exc: GatewayError, v1: bool) -> dict[str, Any]:
+    if v1:
+        return jsonrpc_error_v1(exc)
+    return {"code": exc.code, "message": exc.message, "data": exc.body()}
+
+
+def _answer(request_id: Any, *, result: Any = None, error: dict[str, Any] | None = None) -> Any:
+    if error is not None:
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+
+async def _one(request: Request, version: str | None, entry: Any) -> Any:
+    """The answer to one request object (``_NO_ANSWER`` for a notification)."""
+    if not isinstance(entry, dict):
+        return _answer(None, error=_error(InvalidRequestError(), False))
+    request_id = entry.get("id")
+    notification = "id" not in entry
+    method = METHODS.get(entry["method"]) if isinstance(entry.get("method"), str) else None
+    v1 = method.v1 if method is not None else version == "1.0"
+    try:
+        if (
+            entry.get("jsonrpc") != "2.0"
+            or not isinstance(entry.get("method"), str)
+            or not _valid_id(request_id)
+        ):
+            notification = False
+            request_id = request_id if _valid_id(request_id) else None
+            raise InvalidRequestError()
+        if method is None:
+            raise MethodNotFoundError()
+        params = entry.get("params", {})
+        if not isinstance(params, dict):
+            raise InvalidParamsError("params must be an object")
+        result = await method.handler(Call.of(request), params)
+    except GatewayError as exc:
+        if notification:
+            return _NO_ANSWER
+        return _answer(request_id, error=_error(exc, v1))
+    return _NO_ANSWER if notification else _answer(request_id, result=result)
+
+
+def _render(payload: Any) -> Response:
+    return Response(orjson.dumps(payload), media_type="application/json")
+
+
+async def jsonrpc_endpoint(request: Request) -> Response:
+    try:
+        version = negotiated_version(request)
+        body = await json_body(request)
+    except GatewayError as exc:
+        return _render(_answer(None, error=_error(exc, False)))
+    if not isinstance(body, list):
+        answer = await _one(request, version, body)
+        return Response(status_code=204) if answer is _NO_ANSWER else _render(answer)
+    if not body or len(body) > MAX_BATCH:
+        message = f"A batch holds 1 to {MAX_BATCH} requests"
+        return _render(_answer(None, error=_error(InvalidRequestError(message), False)))
+    answers = await asyncio.gather(*(_one(request, version, entry) for entry in body))
+    kept = [a for a in answers if a is not _NO_ANSWER]
+    return _render(kept) if kept else Response(status_code=204)
+
+
+def jsonrpc_routes() -> list[BaseRoute]:
+    """JSON-RPC at each agent base: the default agent's (``/``) and ``/agents/{id}``."""
+    return [
+        Route("/", jsonrpc_endpoint, methods=["POST"]),
+        Route("/agents/{agent_id}", jsonrpc_endpoint, methods=["POST"]),
+    ]

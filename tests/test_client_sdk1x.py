@@ -1,0 +1,121 @@
+"""The official a2a-sdk 1.x client, as a user runs it, against a served gateway: native 1.0
+over JSON-RPC and REST (picked from the card's ``supportedInterfaces``) and its v0.3
+compatibility transports (picked for a 0.3-only card).
+
+a2a-sdk 1.x cannot live beside the gateway's 0.3 SDK: it gets an environment of its own
+under ``.venv/clients`` (made once with uv from the package index, reused after), and the
+client runs there in a subprocess (``tests/clients/a2a_1x_scenario.py``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import API_KEYS
+from tests.processes import ROOT, serving, slow_process_test
+
+SDK = "a2a-sdk==1.3.0"
+ENV = ROOT / ".venv" / "clients" / "a2a-1x"
+SCENARIO = Path(__file__).parent / "clients" / "a2a_1x_scenario.py"
+pytestmark = slow_process_test
+
+
+@pytest.fixture(scope="session")
+def sdk1x_python() -> Path:
+    """The Python of an environment with a2a-sdk 1.x (made on first use)."""
+    python = ENV / "bin" / "python"
+    marker = ENV / ".installed"
+    if not (marker.is_file() and marker.read_text() == SDK and python.is_file()):
+        uv = Path(sys.executable).parent / "uv"
+        subprocess.run([uv, "venv", "-q", "--allow-existing", str(ENV)], check=True)
+        subprocess.run(
+            [uv, "pip", "install", "-q", "--python", str(python), SDK], check=True, timeout=600
+        )
+        marker.write_text(SDK)
+    return python
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    keys = orjson.dumps(API_KEYS).decode()
+    with serving(tmp_path_factory.mktemp("sdk1x"), GATEWAY_API_KEYS=keys) as (_, base):
+        yield base
+
+
+def run(python: Path, base: str, mode: str, key: str = "key-alice") -> dict[str, Any]:
+    done = subprocess.run(
+        [python, SCENARIO, base, key, mode], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _echo(task: dict[str, Any]) -> dict[str, Any]:
+    for artifact in task.get("artifacts", []):
+        for part in artifact["parts"]:
+            if "echo" in part.get("data", {}):
+                report: dict[str, Any] = part["data"]["echo"]
+                return report
+    raise AssertionError(f"no echo report in {task}")
+
+
+def _data(task: dict[str, Any]) -> list[Any]:
+    return [
+        p["data"]
+        for a in task.get("artifacts", [])
+        for p in a["parts"]
+        if "data" in p and "echo" not in p["data"]
+    ]
+
+
+VITALS = {
+    "patient": {"name": "Zoë Ångström 患者", "age": 72, "weight": 71.5},
+    "readings": [{"hr": 88, "spo2": 0.97}, {"hr": 91, "flags": [True, False, None]}],
+    "emoji": "🩺",
+}
+TRANSPORTS = {
+    "jsonrpc": "JsonRpcTransport",
+    "rest": "RestTransport",
+    "compat-jsonrpc": "CompatJsonRpcTransport",
+    "compat-rest": "CompatRestTransport",
+}
+
+
+@pytest.mark.parametrize("mode", list(TRANSPORTS))
+def test_a_session_with_the_1x_client(sdk1x_python: Path, served: str, mode: str) -> None:
+    r = run(sdk1x_python, served, mode)
+    assert r["transport"] == TRANSPORTS[mode]
+    first, second = r["first"], r["second"]
+    assert first["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert _data(first) == [VITALS]  # protobuf Value: 72 compares equal to 72.0
+    # Continuation in the same context, with the first task referenced.
+    assert second["contextId"] == first["contextId"] and second["id"] != first["id"]
+    assert _echo(second)["historyMessages"] >= 1
+    if mode != "compat-rest":  # the 0.3 proto Message has no referenceTaskIds
+        assert _echo(second)["referenceTaskIds"] == [first["id"]]
+    # historyLength: 0 none, N the last N, unset the server default (all).
+    assert "history" not in r["history_none"]
+    assert len(r["history_one"]["history"]) == 1
+    history = r["history_all"]["history"]
+    assert [m["role"] for m in history] == ["ROLE_USER", "ROLE_AGENT"]
+    assert history[0]["parts"] == [{"data": VITALS}]
+    # Non-blocking send, polled to completion; cancel.
+    assert r["polled_first_state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    assert r["polled_final_state"] == "TASK_STATE_COMPLETED"
+    assert r["canceled_state"] == "TASK_STATE_CANCELED"
+    # The SDK's own typed errors.
+    assert r["not_found"] == "TaskNotFoundError"
+    assert r["invalid"] == "InvalidParamsError"
+    if not mode.startswith("compat"):
+        # ListTasks: the context's two tasks one per page, newest first; only alice's.
+        assert r["pages"] == [[second["id"]], [first["id"]]]
+        assert r["total_size"] == 2
+        assert first["id"] in r["all_ids"]
