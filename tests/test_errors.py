@@ -93,7 +93,7 @@ async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
         ("PUT", "/v1/contexts/c", "DELETE, GET, HEAD"),
         ("POST", "/agents/echo/v1/contexts/c", "DELETE, GET, HEAD"),
         ("PUT", "/agents", "GET, HEAD, POST"),
-        ("POST", "/agents/x", "DELETE, GET, HEAD, PATCH"),
+        ("PUT", "/agents/x", "DELETE, GET, HEAD, PATCH, POST"),  # POST: JSON-RPC
         ("DELETE", "/healthz", "GET, HEAD"),
         ("TRACE", "/openapi.yaml", "GET, HEAD"),
         ("GET", "/v1/tasks/t:cancel", "POST"),  # not the task "t:cancel"

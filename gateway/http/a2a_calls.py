@@ -1,7 +1,7 @@
 """What every A2A binding does with a call, in the canonical spelling: the one adapter from
 a request's parameters to the services (send, get, cancel, list), shared by the JSON-RPC
 binding and the proto-JSON REST bindings. Wire dialects are the callers' business
-(``gateway.http.dialects``)."""
+(``gateway.dialects``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import orjson
 from pydantic import Field
 from starlette.requests import Request
 
+from gateway.dialects import STATE_FROM_V1, V1, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
-from gateway.http.dialects import STATE_FROM_V1, V1, task_out
 from gateway.http.state import AppState
 from gateway.models import SendMessageRequest, _Id, _Model
 from gateway.principal import Principal
@@ -137,7 +137,8 @@ async def list_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     """ListTasks (A2A 1.0): the caller's tasks, newest status first, a page at a time; the
     answer in the 1.0 dialect."""
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
-    query = validated(_ListQuery, params)
+    # proto3: an empty string is an unset field.
+    query = validated(_ListQuery, {k: v for k, v in params.items() if v != ""})
     state = None
     if query.status not in (None, "", "TASK_STATE_UNSPECIFIED"):
         state = STATE_FROM_V1.get(str(query.status))
