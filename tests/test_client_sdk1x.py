@@ -2,15 +2,13 @@
 over JSON-RPC and REST (picked from the card's ``supportedInterfaces``) and its v0.3
 compatibility transports (picked for a 0.3-only card).
 
-a2a-sdk 1.x cannot live beside the gateway's 0.3 SDK: it gets an environment of its own
-under ``.venv/clients`` (made once with uv from the package index, reused after), and the
-client runs there in a subprocess (``tests/clients/a2a_1x_scenario.py``)."""
+a2a-sdk 1.x cannot live beside the gateway's 0.3 SDK: the client runs in the environment of
+``tests/clients/sdk1x.py``, in a subprocess (``tests/clients/a2a_1x_scenario.py``)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,28 +16,17 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.clients import sdk1x
 from tests.conftest import API_KEYS
-from tests.processes import ROOT, serving, slow_process_test
+from tests.processes import serving, slow_process_test
 
-SDK = "a2a-sdk==1.3.0"
-ENV = ROOT / ".venv" / "clients" / "a2a-1x"
 SCENARIO = Path(__file__).parent / "clients" / "a2a_1x_scenario.py"
 pytestmark = slow_process_test
 
 
 @pytest.fixture(scope="session")
 def sdk1x_python() -> Path:
-    """The Python of an environment with a2a-sdk 1.x (made on first use)."""
-    python = ENV / "bin" / "python"
-    marker = ENV / ".installed"
-    if not (marker.is_file() and marker.read_text() == SDK and python.is_file()):
-        uv = Path(sys.executable).parent / "uv"
-        subprocess.run([uv, "venv", "-q", "--allow-existing", str(ENV)], check=True)
-        subprocess.run(
-            [uv, "pip", "install", "-q", "--python", str(python), SDK], check=True, timeout=600
-        )
-        marker.write_text(SDK)
-    return python
+    return sdk1x.python()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""The `a2a-remote` agent against a real A2A agent built with the official a2a-sdk: send,
-multi-turn continuation, a non-blocking remote task polled to the end, cancel, failure."""
+"""The `a2a-remote` agent against a real A2A agent built with the official a2a-sdk (a 0.3
+agent, and a 1.0 agent that serves one binding only): send, multi-turn continuation, a
+non-blocking remote task polled to the end, cancel, failure."""
 
 from __future__ import annotations
 
@@ -12,13 +13,18 @@ import orjson
 import pytest
 
 from tests.a2a_remote_server import RemoteAgentServer
+from tests.clients.sdk1x import Remote1x
 from tests.conftest import API_KEYS, AppFactory, auth, send_task
 from tests.waiting import until
 
 
-@pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
+@pytest.fixture(params=["JSONRPC", "HTTP+JSON", "1.0 JSONRPC", "1.0 HTTP+JSON"])
 def remote(request: pytest.FixtureRequest) -> Iterator[RemoteAgentServer]:
-    server = RemoteAgentServer(request.param).start()
+    """A remote agent of the official a2a-sdk: 0.3 in process, or 1.0 (a card with 1.0
+    interfaces only, one binding each) served from the a2a-sdk 1.x environment."""
+    version, _, binding = str(request.param).rpartition(" ")
+    server: Any = Remote1x(binding) if version else RemoteAgentServer(binding)
+    server.start()
     yield server
     server.stop()
 

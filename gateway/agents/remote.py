@@ -1,5 +1,7 @@
-"""An agent that forwards to a remote A2A agent, found by its card URL, through the
-official ``a2a-sdk`` client (JSON-RPC or HTTP+JSON, as the card prefers).
+"""An agent that forwards to a remote A2A agent, found by its card URL. The card decides
+the protocol: an agent offering A2A 1.0 interfaces (``supportedInterfaces``) is spoken to
+in 1.0 (``gateway.agents.remote_v1``, JSON-RPC first), any other through the official
+``a2a-sdk`` 0.3 client (JSON-RPC or HTTP+JSON, as the card prefers).
 
 Ids: the remote context and task ids are recorded on each agent message and in the
 task's metadata (``remote``); a later turn of the same gateway context continues the
@@ -18,7 +20,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -31,6 +32,7 @@ from gateway.agents.base import (
     StatusUpdate,
 )
 from gateway.agents.registered import RegisteredAgent
+from gateway.agents.remote_v1 import RemoteCallError, RemoteV1, v1_interface
 from gateway.agents.specs import AgentEntry, RemoteConfig
 from gateway.outbound import Allowlist, OutboundRefused
 
@@ -48,8 +50,8 @@ _MAX_ERROR_CHARS = 500
 # for) may take before the run gives up on it.
 CANCEL_SECONDS = 5.0
 
-# Resolved cards, per card URL: (fetched at, card).
-_CARDS: dict[str, tuple[float, Any]] = {}
+# Fetched cards (their JSON), per card URL: (fetched at, card).
+_CARDS: dict[str, tuple[float, dict[str, Any]]] = {}
 
 
 def _text_of(message: Mapping[str, Any] | None) -> str:
@@ -80,37 +82,41 @@ class RemoteAgent(RegisteredAgent):
         key = self._config.key()
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    async def _card(self) -> Any:
-        from a2a.client import A2ACardResolver
-
+    async def _card(self) -> dict[str, Any]:
         url = self._config.cardUrl
         cached = _CARDS.get(url)
         if cached is not None and time.monotonic() - cached[0] < self._config.cardTtlSeconds:
             return cached[1]
-        parts = urlsplit(url)
-        resolver = A2ACardResolver(self._http, f"{parts.scheme}://{parts.netloc}", parts.path)
-        card = await resolver.get_agent_card(http_kwargs={"headers": self._headers()})
+        r = await self._http.get(url, headers=self._headers())
+        r.raise_for_status()
+        card = r.json()
+        if not isinstance(card, dict):
+            raise ValueError("the agent card is not a JSON object")
         _CARDS[url] = (time.monotonic(), card)
         return card
 
-    async def _client(self) -> Any:
+    async def _client(self) -> RemoteV1 | _Sdk03:
         from a2a.client import ClientConfig, ClientFactory
-        from a2a.types import TransportProtocol
+        from a2a.types import AgentCard, TransportProtocol
 
-        card = await self._card()
-        for interface in [card, *(card.additional_interfaces or ())]:
-            await self._allowlist.check(interface.url)  # the card names where to send
+        raw = await self._card()
+        interface = v1_interface(raw)
+        if interface is not None:
+            await self._allowlist.check(interface["url"])  # the card names where to send
+            return RemoteV1(self._http, interface, self._headers())
+        card = AgentCard.model_validate(raw)
+        for named in [card, *(card.additional_interfaces or ())]:
+            await self._allowlist.check(named.url)  # the card names where to send
         config = ClientConfig(
             streaming=False,
             polling=not self._config.blocking,
             httpx_client=self._http,
             supported_transports=[TransportProtocol.jsonrpc, TransportProtocol.http_json],
         )
-        return ClientFactory(config).create(card)
+        return _Sdk03(ClientFactory(config).create(card), self._headers())
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
         from a2a.client import A2AClientError
-        from a2a.types import Message
 
         try:
             await self._allowlist.check(self._config.cardUrl)
@@ -125,50 +131,83 @@ class RemoteAgent(RegisteredAgent):
             yield StatusUpdate("failed", UNREACHABLE_TEXT)
             return
         remote_context, remote_task = await _remote_ids(request)
-        outgoing = Message.model_validate(
-            {
-                "kind": "message",
-                "role": "user",
-                "messageId": str(uuid.uuid4()),
-                "parts": list(request.message.get("parts") or ()),
-                "contextId": remote_context,
-                "taskId": remote_task,
-            }
-        )
+        outgoing: dict[str, Any] = {
+            "kind": "message",
+            "role": "user",
+            "messageId": str(uuid.uuid4()),
+            "parts": list(request.message.get("parts") or ()),
+        }
+        if remote_context:
+            outgoing["contextId"] = remote_context
+        if remote_task:
+            outgoing["taskId"] = remote_task
         async for update in self._exchange(client, outgoing):
             yield update
 
-    async def _exchange(self, client: Any, outgoing: Any) -> AsyncIterator[AgentUpdate]:
+    async def _exchange(
+        self, client: RemoteV1 | _Sdk03, outgoing: dict[str, Any]
+    ) -> AsyncIterator[AgentUpdate]:
         """Send, poll until the remote task settles, mirror it; forward a cancel."""
-        from a2a.client import A2AClientError, ClientCallContext
-        from a2a.types import TaskIdParams
+        from a2a.client import A2AClientError
 
-        call = ClientCallContext(state={"http_kwargs": {"headers": self._headers()}})
-        sent: list[Any] = []  # the remote task, once known (for a cancel)
+        sent: list[str] = []  # the remote task while it runs (for a cancel)
         try:
             async with asyncio.timeout(self._config.timeoutSeconds):
-                async for update in _settled(client, outgoing, call, self._config, sent):
+                async for update in _settled(client, outgoing, self._config, sent):
                     yield update
         except (asyncio.CancelledError, TimeoutError, GeneratorExit) as exc:
             # Stopped before the remote task settled: canceled, out of time, or closed by a
             # run that ended while an update was being written. The remote task stops too.
             if sent:
-                await _forward_cancel(client, TaskIdParams(id=sent[-1]), call)
+                await _forward_cancel(client, sent[-1])
             if not isinstance(exc, TimeoutError):
                 raise
             yield StatusUpdate("failed", TIMEOUT_TEXT)
-        except (A2AClientError, httpx.HTTPError) as exc:
+        except (A2AClientError, httpx.HTTPError, RemoteCallError, ValueError) as exc:
             log.warning("remote call failed", extra={"agent": self.id, "error": type(exc).__name__})
             yield StatusUpdate("failed", UNREACHABLE_TEXT)
 
 
+class _Sdk03:
+    """A 0.3 remote through the official a2a-sdk client, with the canonical JSON in and out."""
+
+    def __init__(self, client: Any, headers: dict[str, str]) -> None:
+        from a2a.client import ClientCallContext
+
+        self._client = client
+        self._call = ClientCallContext(state={"http_kwargs": {"headers": headers}})
+
+    async def send(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
+        from a2a.types import Message
+
+        answer: Any = None
+        outgoing = Message.model_validate(message)
+        async for event in self._client.send_message(outgoing, context=self._call):
+            answer = event[0] if isinstance(event, tuple) else event
+        if answer is None:
+            raise RemoteCallError("message/send")
+        return _dump(answer)
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        from a2a.types import TaskQueryParams
+
+        return _dump(await self._client.get_task(TaskQueryParams(id=task_id), context=self._call))
+
+    async def cancel(self, task_id: str) -> None:
+        from a2a.types import TaskIdParams
+
+        await self._client.cancel_task(TaskIdParams(id=task_id), context=self._call)
+
+
+def _state(task: dict[str, Any]) -> str:
+    return str((task.get("status") or {}).get("state", "unknown"))
+
+
 async def _settled(
-    client: Any, outgoing: Any, call: Any, config: RemoteConfig, sent: list[Any]
+    client: RemoteV1 | _Sdk03, outgoing: dict[str, Any], config: RemoteConfig, sent: list[str]
 ) -> AsyncIterator[AgentUpdate]:
     """Send the message, poll the remote task until it settles, and mirror the outcome."""
-    from a2a.types import Message, TaskQueryParams
-
-    sending = asyncio.ensure_future(_send(client, outgoing, call))
+    sending = asyncio.ensure_future(client.send(outgoing, config.blocking))
     try:
         task = await asyncio.shield(sending)
     except asyncio.CancelledError:
@@ -176,30 +215,22 @@ async def _settled(
         # Learn its id (within the cancel's bound) so that the cancel is forwarded to it.
         with contextlib.suppress(Exception):
             late = await asyncio.wait_for(sending, CANCEL_SECONDS)
-            if late is not None and not isinstance(late, Message):
-                sent.append(late.id)
+            if late.get("kind") != "message":
+                sent.append(late["id"])
         raise
-    if isinstance(task, Message):
-        for update in _answered(_dump(task)):
+    if task.get("kind") == "message":
+        for update in _answered(task):
             yield update
         return
-    sent.append(task.id)
-    if task.status.state.value not in _SETTLED:
+    sent.append(task["id"])
+    if _state(task) not in _SETTLED:
         yield StatusUpdate("working", "The remote agent is working.")
-    while task.status.state.value not in _SETTLED:
+    while _state(task) not in _SETTLED:
         await asyncio.sleep(config.pollIntervalSeconds)
-        task = await client.get_task(TaskQueryParams(id=task.id), context=call)
-    sent.clear()  # settled: nothing left to cancel
-    for update in _settle(_dump(task)):
+        task = await client.get(task["id"])
+    sent.clear()  # settled: nothing left to cancel when the mirroring is cut short
+    for update in _settle(task):
         yield update
-
-
-async def _send(client: Any, outgoing: Any, call: Any) -> Any:
-    """The remote's answer to a send: its task (or a message), the last event it gave."""
-    task: Any = None
-    async for event in client.send_message(outgoing, context=call):
-        task = event[0] if isinstance(event, tuple) else event
-    return task
 
 
 def _answered(reply: dict[str, Any]) -> list[AgentUpdate]:
@@ -212,8 +243,8 @@ def _answered(reply: dict[str, Any]) -> list[AgentUpdate]:
     ]
 
 
-async def _forward_cancel(client: Any, params: Any, call: Any) -> None:
-    cancel = asyncio.wait_for(client.cancel_task(params, context=call), CANCEL_SECONDS)
+async def _forward_cancel(client: RemoteV1 | _Sdk03, task_id: str) -> None:
+    cancel = asyncio.wait_for(client.cancel(task_id), CANCEL_SECONDS)
     with contextlib.suppress(Exception):
         await asyncio.shield(cancel)
 

@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.dialects import V03_PROTO, V1, read_v1_send, rpc_status, task_out
 from gateway.errors import (
     ExtendedCardNotConfiguredError,
     GatewayError,
@@ -44,7 +45,6 @@ from gateway.http.a2a_calls import (
     send,
 )
 from gateway.http.cards import REST_SUFFIX
-from gateway.http.dialects import V03_PROTO, V1, read_v1_send, rpc_status, task_out
 from gateway.http.params import json_body, query_bool, query_int
 from gateway.http.responses import JSONResponse
 from gateway.protojson import normalise_send_request

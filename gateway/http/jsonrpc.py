@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.dialects import V1, jsonrpc_error_v1, read_v1_send, task_out
 from gateway.errors import (
     ExtendedCardNotConfiguredError,
     GatewayError,
@@ -47,7 +48,6 @@ from gateway.http.a2a_calls import (
     negotiated_version,
     send,
 )
-from gateway.http.dialects import V1, jsonrpc_error_v1, read_v1_send, task_out
 from gateway.http.params import json_body
 from gateway.protojson import normalise_send_request
 
