@@ -41,7 +41,7 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
-SECTIONS = ("core", "queues", "memory", "longterm", "scale", "auth")
+SECTIONS = ("core", "bindings", "queues", "memory", "longterm", "scale", "auth")
 OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
 TEXT = "Patient reports intermittent chest pain radiating to the left arm; " * 4
 
@@ -640,6 +640,88 @@ async def _scale(ports: dict[str, int]) -> None:
     REPORT.figure(f"c=64 throughput, 2 processes / 1 ({cores} cores)", two_one)
 
 
+def binding_requests() -> dict[str, Callable[[int], bytes]]:
+    """One blocking echo send per binding, the same message in each one's spelling."""
+
+    def parts_v1(n: int) -> list[dict[str, object]]:
+        return [{"text": TEXT}, {"data": {"hr": 72, "n": n}}]
+
+    def rest(n: int) -> bytes:
+        return loadgen.post("/v1/message:send", send_body(n))
+
+    def rpc03(n: int) -> bytes:
+        params = orjson.loads(send_body(n))
+        body = {"jsonrpc": "2.0", "id": n, "method": "message/send", "params": params}
+        return loadgen.post("/", orjson.dumps(body))
+
+    def rest10(n: int) -> bytes:
+        message = {"role": "ROLE_USER", "messageId": f"bench-{n}", "parts": parts_v1(n)}
+        return loadgen.post("/a2a/message:send", orjson.dumps({"message": message}))
+
+    def rpc10(n: int) -> bytes:
+        message = {"role": "ROLE_USER", "messageId": f"bench-{n}", "parts": parts_v1(n)}
+        body = {"jsonrpc": "2.0", "id": n, "method": "SendMessage", "params": {"message": message}}
+        return loadgen.post("/", orjson.dumps(body))
+
+    def proto03(n: int) -> bytes:
+        message = {
+            "role": "ROLE_USER",
+            "messageId": f"bench-{n}",
+            "content": [{"text": TEXT}, {"data": {"data": {"hr": 72, "n": n}}}],
+        }
+        body = {"request": message, "configuration": {"blocking": True}}
+        return loadgen.post("/a2a/v1/message:send", orjson.dumps(body))
+
+    return {
+        "REST 0.3 (canonical)": rest,
+        "JSON-RPC 0.3": rpc03,
+        "REST 0.3 proto-JSON": proto03,
+        "REST 1.0": rest10,
+        "JSON-RPC 1.0": rpc10,
+    }
+
+
+async def _bindings(port: int) -> None:
+    counter = itertools.count(50_000_000)
+    requests = binding_requests()
+    canonical = next(iter(requests))
+    for concurrency in (1, 32):
+        res: dict[str, list[loadgen.Result]] = {name: [] for name in requests}
+        for _ in range(ROUNDS):  # interleaved: each round runs every binding once
+            for name, request in requests.items():
+                res[name].append(await loadgen.run(port, request, concurrency, SECONDS, counter))
+        merged = {name: merge(r) for name, r in res.items()}
+        print(f"blocking echo send per binding, concurrency {concurrency} ({ROUNDS} rounds)")
+        for name, r in merged.items():
+            print(line(name, r))
+            REPORT.run(f"bindings, c={concurrency}", name, "gateway", r)
+        base = merged[canonical].throughput
+        for name, r in merged.items():
+            if name != canonical:
+                share = ratio(r.throughput, base)
+                print(f"  {name} / canonical REST throughput: {share:.2f}")
+                REPORT.target(f"c={concurrency} {name} / canonical REST", share, 0.90, ">=")
+
+
+def bindings_bench(tmp: Path) -> None:
+    """Every binding against the canonical REST, one gateway, interleaved rounds."""
+    server = EmbeddedRedis(tmp / "redis-bindings")
+    url = server.start()
+    port = free_port()
+    env = {
+        "REDIS_URL": url,
+        "GATEWAY_LOG_REQUESTS": "false",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+        "GATEWAY_EMBEDDER": "none",
+    }
+    args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+    try:
+        with process(args, env, port):
+            asyncio.run(_bindings(port))
+    finally:
+        server.stop()
+
+
 def memory_section(tmp: Path) -> None:
     from bench.memory import memory_bench
 
@@ -694,6 +776,7 @@ def settings(sections: list[str], strict: bool) -> dict[str, Any]:
 def main() -> None:
     runners: dict[str, Callable[[Path], None]] = {
         "core": core_bench,
+        "bindings": bindings_bench,
         "queues": queues_bench,
         "memory": memory_section,
         "longterm": longterm_section,
