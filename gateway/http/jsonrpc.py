@@ -21,6 +21,7 @@ too large) stay HTTP errors with the REST body, as they happen before JSON-RPC i
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ from gateway.protojson import normalise_send_request
 __all__ = ["MAX_BATCH", "METHODS", "jsonrpc_endpoint", "jsonrpc_routes"]
 
 MAX_BATCH = 100
+log = logging.getLogger("gateway.http")
 _NO_ANSWER = object()
 Params = dict[str, Any]
 Handler = Callable[[Call, Params], Awaitable[Any]]
@@ -180,7 +182,10 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
         if not isinstance(params, dict):
             raise InvalidParamsError("params must be an object")
         result = await method.handler(Call.of(request), params)
-    except GatewayError as exc:
+    except Exception as exc:
+        if not isinstance(exc, GatewayError):  # a defect: an InternalError, without detail
+            log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
+            exc = GatewayError()
         if notification:
             return _NO_ANSWER
         return _answer(request_id, error=_error(exc, v1))

@@ -1,0 +1,115 @@
+"""A2A 1.0 semantics on the wire (REST and JSON-RPC): blocking and returnImmediately, parts
+without kind, historyLength, and ListTasks filters and bounds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+def v1_message(*parts: dict[str, Any], message_id: str, **fields: Any) -> dict[str, Any]:
+    return {"role": "ROLE_USER", "messageId": message_id, "parts": list(parts), **fields}
+
+
+async def send(c: httpx.AsyncClient, message: dict[str, Any], **config: Any) -> Any:
+    body: dict[str, Any] = {"message": message}
+    if config:
+        body["configuration"] = config
+    r = await c.post("/a2a/message:send", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["task"]
+
+
+async def test_blocking_returns_on_interrupted_states_and_return_immediately(
+    client: httpx.AsyncClient,
+) -> None:
+    asked = await send(
+        client,
+        v1_message(
+            {"text": "q"}, message_id="m1", metadata={"echo": {"finalState": "input-required"}}
+        ),
+    )
+    assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    early = await send(
+        client,
+        v1_message({"text": "w"}, message_id="m2", metadata={"echo": {"finalState": "working"}}),
+        returnImmediately=True,
+    )
+    assert early["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    canceled = (await client.post(f"/a2a/tasks/{early['id']}:cancel")).json()
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_parts_without_kind_round_trip(client: httpx.AsyncClient) -> None:
+    parts = [
+        {"text": "see attached", "metadata": {"lang": "en"}},
+        {
+            "url": "https://files.example/ecg.pdf",
+            "mediaType": "application/pdf",
+            "filename": "ecg.pdf",
+        },
+        {"raw": "aGVsbG8=", "mediaType": "text/plain"},
+        {"data": {"hr": 72, "nested": {"bp": [120, 80]}, "name": "Zoë"}},
+    ]
+    task = await send(client, v1_message(*parts, message_id="m3"))
+    assert "history" not in task  # a send's historyLength unset: none
+    # historyLength: unset on GetTask is the whole history, 0 none, N the last N.
+    full = (await client.get(f"/a2a/tasks/{task['id']}")).json()
+    assert [m["role"] for m in full["history"]] == ["ROLE_USER", "ROLE_AGENT"]
+    assert full["history"][0]["parts"] == parts
+    assert "history" not in (await client.get(f"/a2a/tasks/{task['id']}?historyLength=0")).json()
+    last = (await client.get(f"/a2a/tasks/{task['id']}?historyLength=1")).json()["history"]
+    assert last == full["history"][-1:]
+    # The same message read over the canonical REST: kinds and 0.3 names.
+    canonical = (await client.get(f"/v1/tasks/{task['id']}")).json()["history"][0]["parts"]
+    assert canonical[1] == {
+        "kind": "file",
+        "file": {
+            "uri": "https://files.example/ecg.pdf",
+            "mimeType": "application/pdf",
+            "name": "ecg.pdf",
+        },
+    }
+
+
+async def test_list_tasks_filters_and_bounds(client: httpx.AsyncClient) -> None:
+    done = await send(client, v1_message({"text": "a"}, message_id="l1"))
+    other = await send(client, v1_message({"text": "b"}, message_id="l2"))
+    open_task = await send(
+        client,
+        v1_message(
+            {"text": "c"},
+            message_id="l3",
+            contextId=other["contextId"],
+            metadata={"echo": {"finalState": "working"}},
+        ),
+        returnImmediately=True,
+    )
+
+    async def listed(query: str) -> Any:
+        r = await client.get(f"/a2a/tasks?{query}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    everything = await listed("")
+    assert everything["pageSize"] == 50 and everything["totalSize"] == 3
+    assert [t["id"] for t in everything["tasks"]][-1] == done["id"]  # newest status first
+    assert all("artifacts" not in t and "history" not in t for t in everything["tasks"])
+    in_context = await listed(f"contextId={other['contextId']}")
+    assert {t["id"] for t in in_context["tasks"]} == {other["id"], open_task["id"]}
+    working = await listed("status=TASK_STATE_WORKING")
+    submitted = await listed("status=TASK_STATE_SUBMITTED")
+    assert [t["id"] for t in working["tasks"] + submitted["tasks"]] == [open_task["id"]]
+    completed = await listed("status=TASK_STATE_COMPLETED&includeArtifacts=true&historyLength=1")
+    assert {t["id"] for t in completed["tasks"]} == {done["id"], other["id"]}
+    assert all(len(t["history"]) == 1 and t["artifacts"] for t in completed["tasks"])
+    stamp = done["status"]["timestamp"]
+    later = await listed(f"statusTimestampAfter={stamp}")
+    assert done["id"] not in {t["id"] for t in later["tasks"]}
+    assert (await listed("statusTimestampAfter=2000-01-01T00:00:00Z"))["totalSize"] == 3
+    for bad in ("pageSize=0", "pageSize=101", "status=DONE", "statusTimestampAfter=yesterday",
+                "pageToken=not-a-token"):  # fmt: skip
+        r = await client.get(f"/a2a/tasks?{bad}")
+        assert r.status_code == 400, bad
+        assert r.json()["error"]["details"][0]["reason"] == "INVALID_PARAMS"
