@@ -22,6 +22,7 @@ An ``A2A-Version`` header naming a version the gateway does not speak is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -100,6 +101,7 @@ def _rendered(endpoint: Endpoint, render: Callable[[GatewayError], Any]) -> Endp
     """A route of these bindings: the version header and tenant segment checked, errors
     rendered by ``render`` with the error table's status."""
 
+    @functools.wraps(endpoint)  # the route (and its audit operation) keeps the handler's name
     async def wrapped(request: Request) -> Response:
         try:
             negotiated_version(request)
