@@ -264,7 +264,8 @@ class RateLimitedError(GatewayError):
 
 class QuotaExceededError(GatewayError):
     """A quota would be exceeded; ``quota`` names it (``messages_per_context``,
-    ``bytes_per_context``, ``contexts_per_user``). Nothing of the request was stored."""
+    ``bytes_per_context``, ``contexts_per_user``, ``running_tasks_per_user``). Nothing of the
+    request was stored."""
 
     status, code, name = 429, -32029, "QuotaExceededError"
     default_message = "A quota is exhausted"

@@ -71,10 +71,11 @@ class Settings(BaseSettings):
     audit_max_age_seconds: float = Field(default=90 * 24 * 3600, gt=0)
     audit_mirror: str | None = None
     # Quotas (0: none), enforced atomically by the send script: messages and stored bytes
-    # per context, contexts per user.
+    # per context; contexts and tasks with a run queued or under way, per user.
     quota_messages_per_context: int = Field(default=0, ge=0, le=10_000_000)
     quota_bytes_per_context: int = Field(default=0, ge=0)
     quota_contexts_per_user: int = Field(default=0, ge=0, le=10_000_000)
+    quota_running_tasks_per_user: int = Field(default=0, ge=0, le=1_000_000)
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
     # hosts of this configuration (embedder, Cortadel).

@@ -82,3 +82,42 @@ async def test_contexts_per_user(make_app: AppFactory) -> None:
             await gw.delete(f"/v1/contexts/{a['contextId']}", headers=auth("alice"))
         ).status_code == 204
         await send_task(gw, "room again", headers=auth("alice"))
+
+
+async def test_running_tasks_per_user(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS, quota_running_tasks_per_user=2) as gw:
+        slow: dict[str, Any] = {
+            "configuration": {"blocking": False},
+            "metadata": {"echo": {"delayMs": 60_000}},
+        }
+        first = await post_message(gw, "one", headers=auth("alice"), **slow)
+        second = await post_message(gw, "two", headers=auth("alice"), **slow)
+        assert first.status_code == second.status_code == 200
+        listed = (await gw.get("/v1/contexts", headers=auth("alice"))).json()["total"]
+        _refused(await post_message(gw, "three", headers=auth("alice")), "running_tasks_per_user")
+        assert (await gw.get("/v1/contexts", headers=auth("alice"))).json()["total"] == listed
+        # Continuing a task whose run is under way starts no new run; bob has his own budget.
+        task = first.json()["task"]
+        more = await post_message(
+            gw,
+            "and",
+            headers=auth("alice"),
+            configuration={"blocking": False},
+            contextId=task["contextId"],
+            taskId=task["id"],
+        )
+        assert more.status_code == 200, more.text
+        await send_task(gw, "bob", headers=auth("bob"))
+        # A canceled run frees its place; so does a scrubbed context's.
+        path = f"/v1/tasks/{task['id']}:cancel"
+        assert (await gw.post(path, headers=auth("alice"))).status_code == 200
+        third = await post_message(gw, "after cancel", headers=auth("alice"), **slow)
+        assert third.status_code == 200, third.text
+        _refused(await post_message(gw, "four", headers=auth("alice")), "running_tasks_per_user")
+        gone = second.json()["task"]["contextId"]
+        assert (await gw.delete(f"/v1/contexts/{gone}", headers=auth("alice"))).status_code == 204
+        # Runs that finish free theirs: blocking sends one after the other never pass it.
+        for i in range(3):
+            assert (await send_task(gw, f"quick {i}", headers=auth("alice")))["status"][
+                "state"
+            ] == ("completed")

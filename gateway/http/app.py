@@ -110,6 +110,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
                 settings.quota_messages_per_context,
                 settings.quota_bytes_per_context,
                 settings.quota_contexts_per_user,
+                settings.quota_running_tasks_per_user,
             ),
         ),
         tasks=TaskService(runtime.store),

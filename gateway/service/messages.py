@@ -68,7 +68,8 @@ class MessageService:
     blocking_timeout: float
     embedding: bool = False
     run_policy: RunPolicy = "enqueue"
-    quotas: tuple[int, int, int] = (0, 0, 0)  # messages, bytes per context; contexts per user
+    # messages, bytes per context; contexts, running tasks per user (0: none)
+    quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest

@@ -11,6 +11,9 @@ key                                    type    holds
 ``gw:{u}:tix``                         hash    task id -> context id
 ``gw:{u}:orig``                        hash    messageId -> context id, for sends that opened
                                                a context (idempotent retries without contextId)
+``gw:{u}:run``                         zset    task id -> when its run was last queued (ms):
+                                               the user's tasks with a run queued or under way
+                                               (the running-tasks quota)
 ``gw:{u}:c:<cid>``                     hash    context meta: created, updated, seq, tasks, origin;
                                                embq/embd (embedding queued/done), vdim and
                                                vmodel (the vectors' space), vre (re-embedding)
@@ -91,8 +94,9 @@ MAINTENANCE_LEADER = "gw:{jobs}:leader"
 REWRITE_DUE = "gw:{jobs}:rewrite"
 
 
-# How many of ``ContextKeys.all()`` belong to the context (the rest are global streams).
-CONTEXT_KEY_COUNT = 13
+# How many of ``ContextKeys.all()`` belong to the user and context (the rest are global
+# streams); the first thirteen take the context's sliding TTL on each write.
+CONTEXT_KEY_COUNT = 14
 
 
 def rate_keys(tenant: str, user: str) -> tuple[str, str]:
@@ -133,9 +137,11 @@ class ContextKeys:
     vector_bits: str
     seen: str
     ledger: str
+    running: str
 
     def all(self) -> list[str]:
-        """The keys every context script takes: the context's thirteen, then the streams."""
+        """The keys every context script takes: the context's thirteen, the user's running
+        tasks, then the streams."""
         return [
             self.contexts,
             self.task_index,
@@ -150,6 +156,7 @@ class ContextKeys:
             self.vector_bits,
             self.seen,
             self.ledger,
+            self.running,
             JOBS,
             EMBEDS,
             OUTBOX,
@@ -176,6 +183,10 @@ class UserKeys:
     def origins(self) -> str:
         return f"{self.prefix}:orig"
 
+    @property
+    def running(self) -> str:
+        return f"{self.prefix}:run"
+
     def meta(self, context_id: str) -> str:
         return f"{self.prefix}:c:{context_id}"
 
@@ -195,6 +206,7 @@ class UserKeys:
             vector_bits=f"{base}:vbits",
             seen=f"{base}:seen",
             ledger=f"{base}:ledger",
+            running=self.running,
         )
 
 

@@ -70,7 +70,7 @@ class SendWrite:
     policy: RunPolicy = "enqueue"  # for a continued task whose run is under way
     # Quotas checked by the send script: messages and bytes per context, contexts per user
     # (0: none).
-    quotas: tuple[int, int, int] = (0, 0, 0)
+    quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)

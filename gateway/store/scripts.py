@@ -1,10 +1,10 @@
 """Every Lua script of the store, registered once per client.
 
-Each context script takes the thirteen keys of ``ContextKeys.all()`` in that order,
-then the job streams, so it may read and write the whole context atomically and
-refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the job
-streams live in another slot, so it is not passed: the scripts then leave the
-stream alone and the store queues and acknowledges jobs in a second step.
+Each context script takes the fourteen keys of ``ContextKeys.all()`` in that order (the
+context's thirteen and the user's running tasks), then the job streams, so it may read and
+write the whole context atomically and refresh the sliding TTL of every key it owns in O(1).
+On Redis Cluster the job streams live in another slot, so they are not passed: the scripts
+then leave the streams alone and the store queues and acknowledges jobs in a second step.
 
 A context whose meta key is missing is dead (scrubbed or expired) and, since ids
 are never reused, stays dead: every writer checks the meta key inside its script,
@@ -21,13 +21,16 @@ from redis.commands.core import AsyncScript
 __all__ = ["Scripts"]
 
 # KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 vec  10 vix
-#       11 vbits  12 seen  13 ledger  14 jobs stream  15 embedding stream
-#       16 long-term memory outbox (14-16 absent on a cluster)
+#       11 vbits  12 seen  13 ledger  14 the user's running tasks  15 jobs stream
+#       16 embedding stream  17 long-term memory outbox (15-17 absent on a cluster)
 _PRELUDE = """
 local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
 local GROUP = 'runners'
-local JOBS, EMBEDS, OUTBOX = KEYS[14], KEYS[15], KEYS[16]
+local RUNNING = KEYS[14]
+local JOBS, EMBEDS, OUTBOX = KEYS[15], KEYS[16], KEYS[17]
 local EVENTS = 'gw:ev:'
+-- The task's run (and any message waiting for it) is over: it leaves the running tasks.
+local function settled(tid) redis.call('ZREM', RUNNING, tid) end
 local function touch(ttl)
   for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
@@ -72,7 +75,7 @@ end
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
 #       13 job fields json 14 consumer taking a job now, or '' 15 flags
-#       16 quotas 'messages,bytes,contexts' (0: none) 17.. reference ids
+#       16 quotas 'messages,bytes,contexts,running' (0: none) 17.. reference ids
 # Flags: 'r' queue the run on the jobs stream (with the message: an accepted message always
 # has its run queued), 'l' the run is this process's (in-process queue), 'e' queue the
 # message for embedding; and the run policy for a task whose run is under way (its ':job'
@@ -123,8 +126,14 @@ if #unknown > 0 then return {'badrefs', unpack(unknown)} end
 -- (a replayed messageId answered 'dup' above is never refused). Messages count the whole
 -- context (replies too); bytes are the context's 'bytes' field, which every stored message,
 -- reply and artifact adds to; contexts are the user's index (expired ones until pruned).
-local qm, qb, qc = string.match(ARGV[16], '^(%d+),(%d+),(%d+)$')
-qm, qb, qc = tonumber(qm), tonumber(qb), tonumber(qc)
+local qm, qb, qc, qr = string.match(ARGV[16], '^(%d+),(%d+),(%d+),(%d+)$')
+qm, qb, qc, qr = tonumber(qm), tonumber(qb), tonumber(qc), tonumber(qr)
+-- Running tasks: a message starts a run unless its task's run is under way. Entries of
+-- contexts that expired meanwhile (no script saw their runs end) age out with the TTL.
+if qr > 0 and not busy and not redis.call('ZSCORE', RUNNING, tid) then
+  redis.call('ZREMRANGEBYSCORE', RUNNING, '-inf', '(' .. (tonumber(now) - ttl))
+  if redis.call('ZCARD', RUNNING) >= qr then return {'quota', 'running_tasks_per_user', qr} end
+end
 if qc > 0 and mode == 'new' and redis.call('ZCARD', KEYS[1]) >= qc then
   return {'quota', 'contexts_per_user', qc}
 end
@@ -171,6 +180,8 @@ if waits then
   redis.call('HSET', KEYS[6], tid .. ':w', queued, tid .. ':wj:' .. seq, ARGV[13])
   return {'wait', tid, seq}
 end
+redis.call('ZADD', RUNNING, now, tid)
+redis.call('PEXPIRE', RUNNING, ttl)
 local superseded = ''
 if busy then
   superseded = redis.call('HGET', KEYS[6], tid .. ':job')
@@ -233,7 +244,7 @@ if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'gone'} end
 local state = redis.call('HGET', KEYS[6], tid .. ':st')
 if not state then ack(entry); return {'gone'} end
 if TERMINAL[state] then
-  if finish then ack(entry) end
+  if finish then ack(entry); settled(tid) end
   return {'terminal'}
 end
 if finish and tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0') >= tonumber(ARGV[12])
@@ -300,6 +311,8 @@ if finish then
       redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. nextseq)
       redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
     end
+  else
+    settled(tid)
   end
 end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
@@ -323,6 +336,7 @@ if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
 redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
 drop_waiting(tid)
+settled(tid)
 redis.call('HSET', KEYS[4], 'updated', ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[4], cid)
 touch(tonumber(ARGV[5]))
@@ -479,6 +493,7 @@ end
 local tids = redis.call('LRANGE', KEYS[5], 0, -1)
 for i = 1, #tids do
   redis.call('HDEL', KEYS[2], tids[i])
+  settled(tids[i])
   local state = redis.call('HGET', KEYS[6], tids[i] .. ':st')
   if state and not TERMINAL[state] then
     redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
