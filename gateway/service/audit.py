@@ -12,6 +12,10 @@ __all__ = ["AuditQuery", "AuditService"]
 
 _BATCH = 500
 _SCAN_PER_PAGE = 20  # entries looked at per entry asked for, before a page is cut short
+# Entries are written in batches behind the requests, so an entry's stream id is a little
+# later than its time: ``until`` scans this much past it, and both time filters are applied
+# to the entries' own times.
+_WRITE_LAG_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -24,9 +28,11 @@ class AuditQuery:
     cursor: str | None = None  # the id of the last entry of the previous page
     limit: int = 100
 
-    def matches(self, entry: dict[str, Any]) -> bool:
+    def matches(self, entry: dict[str, Any], time_ms: int) -> bool:
         return (
-            (self.user is None or entry["user"] == self.user)
+            (self.since_ms is None or time_ms >= self.since_ms)
+            and (self.until_ms is None or time_ms <= self.until_ms)
+            and (self.user is None or entry["user"] == self.user)
             and (self.context is None or entry.get("contextId") == self.context)
             and (self.operation is None or entry["operation"] == self.operation)
         )
@@ -48,7 +54,7 @@ class AuditService:
         elif query.until_ms is not None:
             if query.until_ms < 0:  # before any entry
                 return empty
-            newest = str(query.until_ms)
+            newest = str(query.until_ms + _WRITE_LAG_MS)
         else:
             newest = "+"
         oldest = "-" if query.since_ms is None else str(max(0, query.since_ms))
@@ -62,7 +68,7 @@ class AuditService:
             for entry_id, fields in page:
                 last = entry_id
                 shown = view(entry_id, fields)
-                if query.matches(shown):
+                if query.matches(shown, int(fields.get(b"ts", b"0"))):
                     items.append(shown)
                     if len(items) == query.limit:
                         return {"items": items, "nextCursor": last}
