@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.routing import Match, Route
 
 from gateway.embedded_redis import EmbeddedRedis
 from tests.conftest import AppFactory
@@ -170,3 +172,18 @@ async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path
             assert ok.json()["task"]["status"]["state"] == "completed"
     finally:
         server.stop()
+
+
+def test_the_router_picks_the_route_a_full_scan_would(client: httpx.AsyncClient) -> None:
+    """The router looks routes up by a path's first segment: for a concrete path of every
+    route and method, it serves the route Starlette's scan of the whole list would."""
+    app = client.app  # type: ignore[attr-defined]
+    for route in app.routes:
+        if not isinstance(route, Route):
+            continue
+        path = re.sub(r"{[^}]+}", "p1", route.path)
+        for method in route.methods or ("POST",):
+            scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+            scanned = next(r for r in app.routes if r.matches(scope)[0] is Match.FULL)
+            indexed = [r for r in app.router.candidates(path) if r.matches(scope)[0] is Match.FULL]
+            assert indexed[:1] == [scanned], (method, path)

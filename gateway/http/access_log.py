@@ -17,6 +17,7 @@ from typing import Any
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.http.router import IndexedRouter
 from gateway.metrics import REQUEST_SECONDS, REQUESTS
 
 __all__ = ["AccessLogMiddleware", "matched_route", "route_labels"]
@@ -49,7 +50,13 @@ def matched_route(scope: Scope) -> Any:
     if route is not None or "router" in scope:
         return route
     partial = None
-    for candidate in getattr(getattr(scope.get("app"), "router", None), "routes", ()):
+    router = getattr(scope.get("app"), "router", None)
+    routes = (
+        router.candidates(scope["path"])
+        if isinstance(router, IndexedRouter)
+        else getattr(router, "routes", ())
+    )
+    for candidate in routes:
         match, _ = candidate.matches(scope)
         if match is Match.FULL:
             return candidate

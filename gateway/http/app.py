@@ -26,6 +26,7 @@ from gateway.http.jsonrpc import jsonrpc_routes
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
 from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
+from gateway.http.router import IndexedRouter
 from gateway.http.routes import (
     agent_routes,
     audit_routes,
@@ -174,8 +175,9 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
                 await asyncio.to_thread(_stop_metrics_server, exporter)
 
     app = Starlette(
-        # The router tries routes in order: the default agent's A2A routes (message:send
-        # first) lead, as they carry the traffic. No two routes match the same path.
+        # The router tries the routes that share a path's first segment, in this order: the
+        # default agent's A2A routes (message:send first) lead, as they carry the traffic.
+        # No two routes match the same path.
         routes=[
             *agent_routes(""),
             *operational_routes(metrics=settings.metrics_port is None),
@@ -200,6 +202,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
+    # The same routes, looked up by their first path segment (see router.py).
+    app.router = IndexedRouter(app.router.routes, lifespan=lifespan)
     app.state.gateway = state
     app.state.runtime = runtime
     app.state.audit = audit

@@ -1,0 +1,73 @@
+"""Starlette's router, with the routes a path may match looked up by its first segment.
+
+Starlette tries every route's regular expression in order until one matches: with a hundred
+routes (every binding at every agent base) a path near the end of the list cost ~70 µs
+per request on an idle core before it reached its endpoint. This router keeps Starlette's
+semantics (first full match wins, else the first partial match answers 405, else the
+trailing-slash redirect, else 404) but tries only the routes whose first path segment is
+that literal or a parameter, in their original order, so a send over any binding is matched
+among a handful of routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.routing import BaseRoute, Match, Mount, Route, Router
+from starlette.types import Lifespan, Receive, Scope, Send
+
+__all__ = ["IndexedRouter", "first_segment"]
+
+
+def first_segment(path: str) -> str:
+    """``/a2a/message:send`` → ``a2a``; ``/`` → ``""``."""
+    end = path.find("/", 1)
+    return path[1:] if end < 0 else path[1:end]
+
+
+def _literal_head(route: BaseRoute) -> str | None:
+    """The literal first segment every path of the route starts with; None when it is a
+    parameter (or the route is of a kind whose paths this cannot tell)."""
+    if isinstance(route, Route | Mount):
+        head = first_segment(route.path)
+        if "{" not in head:
+            return head
+    return None
+
+
+class IndexedRouter(Router):
+    def __init__(self, routes: Sequence[BaseRoute], lifespan: Lifespan[Any] | None) -> None:
+        super().__init__(list(routes), lifespan=lifespan)
+        heads = {h for h in map(_literal_head, self.routes) if h is not None}
+        # For each literal head: its routes and the parameter-headed ones, in list order.
+        self._by_head = {
+            head: [r for r in self.routes if _literal_head(r) in (head, None)] for head in heads
+        }
+        self._any_head = [r for r in self.routes if _literal_head(r) is None]
+
+    def candidates(self, path: str) -> list[BaseRoute]:
+        """The routes that may match ``path``, in the order Starlette would try them."""
+        return self._by_head.get(first_segment(path), self._any_head)
+
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or scope.get("root_path"):
+            await super().app(scope, receive, send)  # mounted elsewhere: the plain search
+            return
+        scope.setdefault("router", self)
+        partial: tuple[BaseRoute, Scope] | None = None
+        for route in self.candidates(scope["path"]):
+            match, child_scope = route.matches(scope)
+            if match is Match.FULL:
+                scope["route"] = route
+                scope.update(child_scope)
+                await route.handle(scope, receive, send)
+                return
+            if match is Match.PARTIAL and partial is None:
+                partial = (route, child_scope)
+        if partial is not None:
+            scope["route"] = partial[0]
+            scope.update(partial[1])
+            await partial[0].handle(scope, receive, send)
+            return
+        await super().app(scope, receive, send)  # redirect or 404, as Starlette decides
