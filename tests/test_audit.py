@@ -163,3 +163,37 @@ async def test_a_scrub_records_the_runs_it_stopped(make_app: AppFactory) -> None
         "deadLetters": 0,
         "memoriesQueued": 0,
     }
+
+
+async def test_every_binding_records_its_operation_and_ids(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS) as gw:
+        alice = auth("alice")
+        message = {"role": "user", "messageId": "a1", "parts": [{"kind": "text", "text": SENTINEL}]}
+        sent = await gw.post(
+            "/",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "message/send",
+                "params": {"message": message},
+            },
+            headers=alice,
+        )
+        task = sent.json()["result"]
+        batch = [
+            {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
+            {"jsonrpc": "2.0", "id": 3, "method": f"no/{SENTINEL}"},
+        ]
+        assert (await gw.post("/", json=batch, headers=alice)).status_code == 200
+        v1 = {"message": {"role": "ROLE_USER", "messageId": "a2", "parts": [{"text": "x"}]}}
+        rest = (await gw.post("/a2a/message:send", json=v1, headers=alice)).json()["task"]
+        entries = await _entries(gw, 3)
+        by_op = {e["operation"]: e for e in entries}
+        rpc = by_op["jsonrpc:message/send"]
+        assert rpc["taskId"] == task["id"] and rpc["contextId"] == task["contextId"]
+        both = by_op["jsonrpc:tasks/get,jsonrpc:unknown"]
+        assert both["taskId"] == task["id"] and both["contextId"] == task["contextId"]
+        proto = by_op["send_v1"]
+        assert proto["taskId"] == rest["id"] and proto["contextId"] == rest["contextId"]
+        page = await gw.get("/audit", headers=auth("admin"))
+        assert SENTINEL not in page.text

@@ -15,9 +15,11 @@ from typing import Any
 import orjson
 from pydantic import Field
 from starlette.requests import Request
+from starlette.types import Scope
 
 from gateway.dialects import STATE_FROM_V1, V1, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
+from gateway.http.audit import note_ids
 from gateway.http.state import AppState
 from gateway.models import SendMessageRequest, _Id, _Model
 from gateway.principal import Principal
@@ -53,11 +55,13 @@ def negotiated_version(request: Request) -> str | None:
 
 @dataclass(frozen=True)
 class Call:
-    """One call's context: the services, the caller, the agent the URL names."""
+    """One call's context: the services, the caller, the agent the URL names, and the
+    request's scope (for the ids of its audit entry)."""
 
     state: AppState
     principal: Principal
     agent_id: str
+    scope: Scope
 
     @classmethod
     def of(cls, request: Request) -> Call:
@@ -65,7 +69,12 @@ class Call:
         agent_id = request.path_params.get("agent_id")
         if not isinstance(agent_id, str):
             agent_id = state.settings.default_agent
-        return cls(state, request.scope["state"]["principal"], agent_id)
+        return cls(state, request.scope["state"]["principal"], agent_id, request.scope)
+
+    def noted(self, task: dict[str, Any]) -> dict[str, Any]:
+        """The task, its ids noted for the audit entry."""
+        note_ids(self.scope, task=task["id"], context=task["contextId"])
+        return task
 
     def check_tenant(self, tenant: Any) -> None:
         """A 1.0 ``tenant`` (path prefix or field) must be the caller's own: any other is
@@ -93,19 +102,19 @@ async def send(call: Call, body: Any) -> dict[str, Any]:
     """message/send with a canonical body: the task."""
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     request = validated(SendMessageRequest, body)
-    return await call.state.messages.send(call.principal, call.agent_id, request)
+    return call.noted(await call.state.messages.send(call.principal, call.agent_id, request))
 
 
 async def get_task(call: Call, task_id: Any, history_length: Any) -> dict[str, Any]:
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     query = validated(_TaskQuery, {"id": task_id, "historyLength": history_length})
-    return await call.state.tasks.get(call.principal, query.id, query.historyLength)
+    return call.noted(await call.state.tasks.get(call.principal, query.id, query.historyLength))
 
 
 async def cancel_task(call: Call, task_id: Any) -> dict[str, Any]:
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     query = validated(_TaskQuery, {"id": task_id})
-    return await call.state.tasks.cancel(call.principal, query.id)
+    return call.noted(await call.state.tasks.cancel(call.principal, query.id))
 
 
 def _cursor(token: str | None) -> tuple[str, str] | None:

@@ -1,10 +1,12 @@
 """The audit trail at the HTTP edge: one entry per authenticated request, and one per
 attempt refused for its credentials (401, or 403/429 at authentication).
 
-The operation is the matched route's name (``send_message``, ``delete_context``, ...); the
-ids are the route's path parameters plus those a route notes (``note_ids``: a send's new
-task and context). Entries go to ``AuditLog.record`` after the response, without waiting
-for Redis. Public paths and anonymous card reads are not recorded.
+The operation is the matched route's name (``send_message``, ``delete_context``, ...), or
+the JSON-RPC methods a call named (``jsonrpc:message/send``; a batch's joined by commas);
+the ids are the route's path parameters plus those a route notes (``note_ids``: a send's
+new task and context, the context of a task read or canceled). Entries go to
+``AuditLog.record`` after the response, without waiting for Redis. Public paths and
+anonymous card reads are not recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from gateway.audit.log import AuditLog
 from gateway.http.access_log import matched_route
 from gateway.store.records import now_ms
 
-__all__ = ["AuditMiddleware", "note_ids", "note_receipt"]
+__all__ = ["AuditMiddleware", "note_ids", "note_operation", "note_receipt"]
 
 _PATH_IDS = {"task_id": "task", "context_id": "context", "agent_id": "agent", "key_id": "key"}
 _DENIED = frozenset({401, 403, 429})
@@ -27,6 +29,11 @@ _DENIED = frozenset({401, 403, 429})
 def note_ids(scope: Scope, **ids: str) -> None:
     """Ids a route learned (a send's task and context) for its audit entry."""
     scope.setdefault("state", {}).setdefault("audit_ids", {}).update(ids)
+
+
+def note_operation(scope: Scope, name: str) -> None:
+    """An operation the request performed, when its route serves several (JSON-RPC)."""
+    scope.setdefault("state", {}).setdefault("audit_operations", []).append(name)
 
 
 def note_receipt(scope: Scope, counts: dict[str, int]) -> None:
@@ -51,7 +58,9 @@ def _entry(scope: Scope, status: int) -> AuditEntry | None:
         tenant=principal.tenant if principal else None,
         user=principal.user if principal else "",
         credential=principal.credential if principal else "",
-        operation=getattr(route, "name", None) or "unmatched",
+        operation=",".join(state.get("audit_operations", ()))
+        or getattr(route, "name", None)
+        or "unmatched",
         method=scope["method"],
         status=status,
         request_id=state.get("request_id", ""),

@@ -49,6 +49,7 @@ from gateway.http.a2a_calls import (
     negotiated_version,
     send,
 )
+from gateway.http.audit import note_operation
 from gateway.http.params import json_body
 from gateway.protojson import normalise_send_request
 
@@ -176,6 +177,8 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
             notification = False
             request_id = request_id if _valid_id(request_id) else None
             raise InvalidRequestError()
+        # the method's name, if it is one of ours (anything else may be any text)
+        note_operation(request.scope, f"jsonrpc:{entry['method'] if method else 'unknown'}")
         if method is None:
             raise MethodNotFoundError()
         params = entry.get("params", {})
