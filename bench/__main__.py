@@ -681,26 +681,35 @@ def binding_requests() -> dict[str, Callable[[int], bytes]]:
     }
 
 
-async def _bindings(port: int) -> None:
+async def _bindings(port: int, pid: int) -> None:
     counter = itertools.count(50_000_000)
     requests = binding_requests()
     canonical = next(iter(requests))
     for concurrency in (1, 32):
         res: dict[str, list[loadgen.Result]] = {name: [] for name in requests}
+        cpu = dict.fromkeys(requests, 0.0)
         for _ in range(ROUNDS):  # interleaved: each round runs every binding once
             for name, request in requests.items():
+                started = cpu_seconds(pid)
                 res[name].append(await loadgen.run(port, request, concurrency, SECONDS, counter))
+                cpu[name] += cpu_seconds(pid) - started
         merged = {name: merge(r) for name, r in res.items()}
+        # The gateway's CPU per request does not depend on what else the host runs, as
+        # throughput on a shared host does: the cost of a binding, measured directly.
+        us = {name: ratio(cpu[name] * 1e6, len(r.latencies)) for name, r in merged.items()}
         print(f"blocking echo send per binding, concurrency {concurrency} ({ROUNDS} rounds)")
         for name, r in merged.items():
-            print(line(name, r))
+            print(f"{line(name, r)}   gateway CPU {us[name]:6.0f} µs/req")
             REPORT.run(f"bindings, c={concurrency}", name, "gateway", r)
+            REPORT.figure(f"bindings c={concurrency} {name}: gateway CPU µs/request", us[name])
         base = merged[canonical].throughput
         for name, r in merged.items():
             if name != canonical:
                 share = ratio(r.throughput, base)
-                print(f"  {name} / canonical REST throughput: {share:.2f}")
+                cost = ratio(us[name], us[canonical])
+                print(f"  {name} / canonical REST: throughput {share:.2f}, CPU {cost:.2f}")
                 REPORT.target(f"c={concurrency} {name} / canonical REST", share, 0.90, ">=")
+                REPORT.target(f"c={concurrency} {name} / canonical REST CPU", cost, 1.10, "<=")
 
 
 def bindings_bench(tmp: Path) -> None:
@@ -716,8 +725,8 @@ def bindings_bench(tmp: Path) -> None:
     }
     args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
     try:
-        with process(args, env, port):
-            asyncio.run(_bindings(port))
+        with process(args, env, port) as proc:
+            asyncio.run(_bindings(port, proc.pid))
     finally:
         server.stop()
 
