@@ -15,6 +15,11 @@ Readers turn requests of the 1.0 dialect into the canonical spelling (the 0.3 pr
 spelling is read by ``gateway.protojson``); writers turn canonical answers into each
 dialect, leaving only fields the dialect's proto defines (its clients parse strictly).
 The *contents* of data parts and metadata are the caller's and pass untouched.
+
+A 1.0 data part may hold any JSON value; the canonical (0.3) data part holds an object. A
+value that is not an object is stored as ``{"value": <it>}`` with ``"$jsonValue": true`` in
+the part's metadata, and the 1.0 writer gives it back as it came; 0.3 readers see the
+wrapped object.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ __all__ = [
 Dialect = Literal["v03proto", "v1"]
 V03_PROTO: Dialect = "v03proto"
 V1: Dialect = "v1"
+# Marks, in a data part's metadata, a 1.0 data value that is not an object (see above).
+JSON_VALUE = "$jsonValue"
 
 _STATE_NAMES = ("submitted", "working", "completed", "failed", "rejected")
 _STATES_V1 = {s: f"TASK_STATE_{s.upper()}" for s in _STATE_NAMES} | {
@@ -96,15 +103,19 @@ def _file_out(file: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
 def _part_out(part: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     kind = part.get("kind")
     out: dict[str, Any]
+    metadata = part.get("metadata")
     if kind == "data":
         data = part.get("data", {})
+        if dialect == V1 and isinstance(metadata, dict) and metadata.get(JSON_VALUE) is True:
+            data = data.get("value") if isinstance(data, dict) else data
+            metadata = {k: v for k, v in metadata.items() if k != JSON_VALUE}
         out = {"data": {"data": data}} if dialect == V03_PROTO else {"data": data}
     elif kind == "file":
         out = _file_out(part.get("file") or {}, dialect)
     else:
         out = {"text": part.get("text", "")}
-    if part.get("metadata"):
-        out["metadata"] = part["metadata"]
+    if metadata:
+        out["metadata"] = metadata
     return out
 
 
@@ -240,6 +251,12 @@ def _part_in(part: Any) -> Any:
     out: dict[str, Any]
     if "text" in part:
         out = {"kind": "text", "text": part["text"]}
+    elif "data" in part and not isinstance(part["data"], dict):
+        metadata = part.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            return part  # validation names it
+        marked = {**metadata, JSON_VALUE: True}
+        return {"kind": "data", "data": {"value": part["data"]}, "metadata": marked}
     elif "data" in part:
         out = {"kind": "data", "data": part["data"]}
     elif "url" in part or "raw" in part:

@@ -51,6 +51,11 @@ async def test_parts_without_kind_round_trip(client: httpx.AsyncClient) -> None:
         },
         {"raw": "aGVsbG8=", "mediaType": "text/plain"},
         {"data": {"hr": 72, "nested": {"bp": [120, 80]}, "name": "Zoë"}},
+        # data is any JSON value in 1.0
+        {"data": [1, "two", {"three": None}], "metadata": {"source": "monitor"}},
+        {"data": "a string"},
+        {"data": 36.6},
+        {"data": None},
     ]
     task = await send(client, v1_message(*parts, message_id="m3"))
     assert "history" not in task  # a send's historyLength unset: none
@@ -70,6 +75,17 @@ async def test_parts_without_kind_round_trip(client: httpx.AsyncClient) -> None:
             "mimeType": "application/pdf",
             "name": "ecg.pdf",
         },
+    }
+    # a value that is no object reads as one there, marked in the part's metadata
+    assert canonical[4] == {
+        "kind": "data",
+        "data": {"value": [1, "two", {"three": None}]},
+        "metadata": {"source": "monitor", "$jsonValue": True},
+    }
+    assert canonical[7] == {
+        "kind": "data",
+        "data": {"value": None},
+        "metadata": {"$jsonValue": True},
     }
 
 

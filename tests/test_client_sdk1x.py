@@ -94,6 +94,8 @@ def test_a_session_with_the_1x_client(sdk1x_python: Path, served: str, mode: str
     history = r["history_all"]["history"]
     assert [m["role"] for m in history] == ["ROLE_USER", "ROLE_AGENT"]
     assert history[0]["parts"] == [{"data": VITALS}]
+    if not mode.startswith("compat"):
+        assert r["values"] == [{"data": [1, "two", None]}, {"data": "text"}]
     # Non-blocking send, polled to completion; cancel.
     assert r["polled_first_state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
     assert r["polled_final_state"] == "TASK_STATE_COMPLETED"

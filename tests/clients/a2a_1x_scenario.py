@@ -62,6 +62,13 @@ def error_name(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+async def data_values(client: Any) -> Any:
+    """1.0 data parts hold any JSON value, not only an object: sent, read back."""
+    valued = await send(client, request({"data": [1, "two", None]}, {"data": "text"}))
+    got = plain(await client.get_task(GetTaskRequest(id=valued.id)))
+    return got["history"][0]["parts"]
+
+
 async def scenario(base: str, key: str, mode: str) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
@@ -116,6 +123,7 @@ async def scenario(base: str, key: str, mode: str) -> dict[str, Any]:
             report["invalid"] = error_name(exc)
 
         if not mode.startswith("compat"):
+            report["values"] = await data_values(client)
             pages: list[list[str]] = []
             token = ""
             while True:
