@@ -1,4 +1,4 @@
-"""The gateway command line: `gateway serve` and `gateway worker`."""
+"""The gateway command line: `gateway serve`, `gateway worker` and `gateway keys`."""
 
 from __future__ import annotations
 
@@ -54,6 +54,18 @@ Manage the API keys kept in Redis (GATEWAY_API_KEY_SECRET must be the servers' o
 created or rotated key is printed once, as JSON; only its keyed hash is stored. Uses
 REDIS_URL, or the embedded redis-server a `gateway serve` runs for GATEWAY_DATA_DIR."""
 
+_ENCRYPTION = """\
+Encryption keys of content at rest (GATEWAY_ENCRYPTION_KEYS: a JSON object key id -> base64
+of 32 bytes, the first one current, or the path of a file holding it). `generate-key` prints a
+keyring with a new key: put it first in GATEWAY_ENCRYPTION_KEYS, keeping the old keys after
+it, and restart; then `rotate-data` re-encrypts what the old keys sealed, in the background
+of a running gateway, resumable, and reports its progress. Without REDIS_URL it works on the
+embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs."""
+
+# In the data directory, 0600: the generated keyring of a gateway on the embedded Redis
+# whose GATEWAY_ENCRYPTION_KEYS is unset.
+KEYS_FILE = "encryption-keys.json"
+
 
 def version() -> str:
     try:
@@ -97,6 +109,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="server processes sharing the port, e.g. one per core (default GATEWAY_PROCESSES "
         "or 1)",
+    )
+    encryption = commands.add_parser(
+        "encryption",
+        help="encryption at rest: generate a key, re-encrypt stored data with the current one",
+        description=_ENCRYPTION,
+        epilog=_CONFIGURATION,
+        formatter_class=raw,
+    )
+    actions = encryption.add_subparsers(dest="action", required=True, metavar="ACTION")
+    generate = actions.add_parser("generate-key", help="print a keyring with a new random key")
+    generate.add_argument("--id", default="k1", help="the new key's id (default k1)")
+    actions.add_parser(
+        "rotate-data", help="re-encrypt stored content with the current key (resumable)"
     )
     commands.add_parser(
         "worker",
@@ -157,8 +182,38 @@ def _with_redis(settings: Settings) -> tuple[Settings, EmbeddedRedis | None]:
 
 
 def _embedded(settings: Settings) -> dict[str, object]:
-    """What the embedded Redis turns on by default: rewriting its files after a scrub."""
-    return {"scrub_rewrite": "on"} if settings.scrub_rewrite == "auto" else {}
+    """What the embedded Redis turns on by default: rewriting its files after a scrub, and
+    encryption with a keyring generated into the data directory (``KEYS_FILE``, 0600)."""
+    update: dict[str, object] = {}
+    if settings.scrub_rewrite == "auto":
+        update["scrub_rewrite"] = "on"
+    if settings.encryption == "on" and settings.encryption_keys is None:
+        from pydantic import SecretStr
+
+        from gateway.store.sealing import generate_keyring
+
+        path = embedded_redis.private_directory(Path(settings.data_dir)) / KEYS_FILE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(generate_keyring() + "\n")
+            log.info("encryption key generated", extra={"path": str(path)})
+        update["encryption_keys"] = SecretStr(str(path.resolve()))
+    return update
+
+
+def _keys_missing(settings: Settings) -> bool:
+    if settings.encryption == "on" and settings.encryption_keys is None:
+        log.error(
+            "GATEWAY_ENCRYPTION_KEYS is required with REDIS_URL: generate a keyring with "
+            "`gateway encryption generate-key`, or set GATEWAY_ENCRYPTION=off to store content "
+            "in clear"
+        )
+        return True
+    return False
 
 
 def _log_configuration(command: str, settings: Settings) -> None:
@@ -193,6 +248,17 @@ def work(settings: Settings) -> int:
         log.error("gateway worker needs the durable queue (GATEWAY_QUEUE=stream)")
         return 2
     settings = settings.model_copy(update={"workers": True})
+    attached = _attach(settings)
+    if attached is None:
+        return 2
+    _log_configuration("worker", attached)
+    asyncio.run(_work(attached))
+    return 0
+
+
+def _attach(settings: Settings) -> Settings | None:
+    """REDIS_URL, or the embedded Redis a `gateway serve` runs for the data directory (None,
+    logged, when there is neither)."""
     if settings.redis_url is None:
         # A private Redis would never see the server's jobs: use the server's, or none.
         data = Path(settings.data_dir) / "redis"
@@ -204,14 +270,30 @@ def work(settings: Settings) -> int:
                 "GATEWAY_DATA_DIR first, or set REDIS_URL",
                 extra={"data_dir": str(data)},
             )
-            return 2
+            return None
         log.info(
             "using the embedded redis-server of the data directory",
             extra={"url": shown_url(url)},
         )
-        settings = settings.model_copy(update={"redis_url": url, **_embedded(settings)})
-    _log_configuration("worker", settings)
-    asyncio.run(_work(settings))
+        return settings.model_copy(update={"redis_url": url, **_embedded(settings)})
+    return None if _keys_missing(settings) else settings
+
+
+def encryption(settings: Settings, action: str, key_id: str) -> int:
+    if action == "generate-key":
+        from gateway.store.sealing import generate_keyring
+
+        print(generate_keyring(key_id))
+        return 0
+    attached = _attach(settings)
+    if attached is None:
+        return 2
+    if attached.encryption_keys is None:
+        log.error("no keys to rotate to: GATEWAY_ENCRYPTION_KEYS is unset")
+        return 2
+    from gateway.store.rotation import rotate_data
+
+    asyncio.run(rotate_data(attached))
     return 0
 
 
@@ -315,6 +397,8 @@ def serve(settings: Settings) -> int:
     import gateway.http.app
     import gateway.http.server  # noqa: F401
 
+    if settings.redis_url is not None and _keys_missing(settings):
+        return 2
     try:
         settings, embedded = _with_redis(settings)
     except _AlreadyServed as exc:
@@ -424,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     gc_pauses.watch()
     if args.command == "worker":
         return work(settings)
+    if args.command == "encryption":
+        return encryption(settings, args.action, getattr(args, "id", "k1"))
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if args.no_workers:
         overrides["workers"] = False

@@ -29,6 +29,7 @@
      ├── HeadersTooLargeError         (431, -32026)
      ├── RateLimitedError             (429, -32027, Retry-After, RateLimit)
      ├── QuotaExceededError           (429, -32029)
+     ├── StoredDataUnreadableError    (500, -32030: stored content does not decrypt)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
           └── StoreUnavailableError   (Redis unreachable)
 
@@ -63,6 +64,7 @@ __all__ = [
     "RateLimitedError",
     "RequestTimeoutError",
     "StoreUnavailableError",
+    "StoredDataUnreadableError",
     "TaskBusyError",
     "TaskNotCancelableError",
     "TaskNotContinuableError",
@@ -275,6 +277,17 @@ class QuotaExceededError(GatewayError):
             f"Quota exceeded: {quota} (limit {limit}); nothing was stored",
             data={"quota": quota, "limit": limit},
         )
+class StoredDataUnreadableError(GatewayError):
+    """A stored value does not decrypt here: it was sealed for another user, context or
+    field (moved or altered), or with a key that is not configured. Never content."""
+
+    status = 500
+    code = -32030
+    name = "StoredDataUnreadableError"
+    default_message = (
+        "Stored data could not be decrypted: it was not written for this place, or its "
+        "encryption key is not configured"
+    )
 
 
 class UnavailableError(GatewayError):

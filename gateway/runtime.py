@@ -53,6 +53,7 @@ from gateway.store.keys import (
 from gateway.store.longterm_store import LongTermStore
 from gateway.store.memory_store import MemoryStore
 from gateway.store.redis_store import Store
+from gateway.store.sealing import Sealer, sealer_for
 
 __all__ = ["Runtime"]
 
@@ -62,6 +63,16 @@ log = logging.getLogger("gateway")
 # Blocking stream reads are kept short: a cancellation that lands while redis-py is still
 # connecting is lost, and shutdown then waits out the read.
 _BLOCK_MS = 250
+
+
+def sealer_of(settings: Settings) -> Sealer:
+    """The store's sealer (``sealing.sealer_for``), with a warning when encryption is off."""
+    if settings.encryption == "off":
+        log.warning(
+            "encryption at rest is OFF (GATEWAY_ENCRYPTION=off): message content is stored "
+            "in clear in Redis and its files"
+        )
+    return sealer_for(settings)
 
 
 def consumer_name() -> str:
@@ -94,7 +105,12 @@ class Runtime:
         tracing.configure(settings)
         target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)
-        store = Store(client, settings.context_ttl_seconds, cluster=target.cluster)
+        store = Store(
+            client,
+            settings.context_ttl_seconds,
+            cluster=target.cluster,
+            sealer=sealer_of(settings),
+        )
         if settings.scrub_rewrite == "on" and target.cluster:
             log.warning("GATEWAY_SCRUB_REWRITE=on is ignored on a Redis Cluster (see README)")
         elif settings.scrub_rewrite == "on":

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from gateway.identity.options import JwtIssuer
 from gateway.longterm.options import CortadelSettings
 from gateway.ratelimit import Rate, TenantLimits
+from gateway.store.sealing import Keyring
 
 __all__ = ["ApiKeyEntry", "Settings"]
 
@@ -110,6 +111,11 @@ class Settings(BaseSettings):
     # embedded Redis only; on: with any standalone Redis that allows BGREWRITEAOF.
     scrub_rewrite: Literal["auto", "on", "off"] = "auto"
     scrub_rewrite_seconds: float = Field(default=300.0, gt=0, le=3600)
+    # Content at rest (store/sealing.py): sealed with AES-256-GCM unless "off". Keys: a JSON
+    # object key id -> base64 key (the first current) or the path of a file holding one;
+    # unset with the embedded Redis, a key generated into the data directory.
+    encryption: Literal["on", "off"] = "on"
+    encryption_keys: SecretStr | None = None
     agent_context_messages: int = Field(default=100, ge=0, le=1000)
     working_after_ms: int = Field(default=20, ge=0, le=60_000)
     # A message that continues a task whose run is under way: waits its turn, is refused
@@ -135,6 +141,13 @@ class Settings(BaseSettings):
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
     log_level: str = "INFO"
     log_requests: bool = True
+
+    @field_validator("encryption_keys")
+    @classmethod
+    def _check_keyring(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            Keyring.parse(value.get_secret_value())  # KeyringError (a ValueError) names why
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

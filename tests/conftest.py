@@ -27,6 +27,11 @@ API_KEYS = {
     "key-admin": {"tenant": "t1", "user": "root", "roles": ["admin"]},
 }
 AppFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+# The tests' encryption keys (content at rest is sealed, as by default); k0 is current.
+TEST_KEYRING = (
+    '{"k0": "dGVzdC1rZXktMC10ZXN0LWtleS0wLXRlc3Qta2V5LTA=", '
+    '"k9": "dGVzdC1rZXktOS10ZXN0LWtleS05LXRlc3Qta2V5LTk="}'
+)
 
 
 CLUSTER = os.environ.get("GATEWAY_TEST_CLUSTER") == "1"
@@ -90,7 +95,11 @@ def make_app(redis_url: str, redis: Redis) -> AppFactory:
 
     @asynccontextmanager
     async def factory(agents: Any = (), **overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
-        values: dict[str, Any] = {"redis_url": redis_url, "log_requests": False}
+        values: dict[str, Any] = {
+            "redis_url": redis_url,
+            "log_requests": False,
+            "encryption_keys": TEST_KEYRING,
+        }
         values.update(overrides)
         app = create_app(Settings(**values), agents)
         async with _lifespan(app):

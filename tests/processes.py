@@ -35,6 +35,10 @@ def environment(tmp: Path, **env: str) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1",  # every line reaches the log file at once
         }
     )
+    if "REDIS_URL" in env and "GATEWAY_ENCRYPTION" not in env:
+        from tests.conftest import TEST_KEYRING
+
+        base["GATEWAY_ENCRYPTION_KEYS"] = TEST_KEYRING
     base.update(env)
     return base
 

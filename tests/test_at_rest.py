@@ -6,16 +6,28 @@ file under the data directory and, with encryption, in every Redis value.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import stat
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
+from redis.asyncio import Redis
 
-from tests.conftest import message
-from tests.processes import serving, slow_process_test
+from gateway.store.keys import UserKeys
+from gateway.store.rotation import Rotation
+from gateway.store.sealing import Keyring, Sealer, key_id_of
+from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, auth, message
+from tests.processes import ROOT, environment, serving, slow_process_test
 from tests.waiting import until
+
+OLD_ONLY = orjson.dumps({"k9": orjson.loads(TEST_KEYRING)["k9"]}).decode()
+NEW_ONLY = orjson.dumps({"k0": orjson.loads(TEST_KEYRING)["k0"]}).decode()
 
 
 def sentinel_message(sentinel: str, **fields: Any) -> dict[str, Any]:
@@ -69,3 +81,226 @@ async def test_a_scrub_leaves_no_trace_on_disk_within_the_bound(tmp_path: Path) 
                 what="the scrubbed sentinel to leave every file of the data directory",
                 logs=tmp_path,
             )
+
+
+async def every_value(redis: Redis) -> list[bytes]:
+    """Every key's serialized value (DUMP) and its readable form, all of Redis."""
+    out: list[bytes] = []
+    async for key in redis.scan_iter(count=1000):
+        dumped = await redis.dump(key)
+        if dumped is not None:
+            out.append(dumped)
+        kind = (await redis.type(key)).decode()
+        if kind == "hash":
+            out += [k + b"=" + v for k, v in (await redis.hgetall(key)).items()]
+        elif kind == "string":
+            out.append(await redis.get(key) or b"")
+        elif kind == "list":
+            out += await redis.lrange(key, 0, -1)
+        elif kind == "set":
+            out += list(await redis.smembers(key))
+        elif kind == "zset":
+            out += await redis.zrange(key, 0, -1)
+        elif kind == "stream":
+            for _, fields in await redis.xrange(key):
+                out += [k + b"=" + v for k, v in fields.items()]
+    return out
+
+
+def holding(values: list[bytes], needle: str) -> list[bytes]:
+    return [v[:80] for v in values if needle.encode() in v]
+
+
+async def test_content_is_sealed_in_every_redis_value(make_app: AppFactory, redis: Redis) -> None:
+    sentinel = f"SENTINEL-{uuid.uuid4().hex}"
+    async with make_app(embedder="hashing") as c:
+        body = {"message": sentinel_message(sentinel), "metadata": {"ward": sentinel}}
+        first = await c.post("/v1/message:send", json=body)
+        assert first.status_code == 200, first.text
+        task = first.json()["task"]
+        again = sentinel_message(sentinel, contextId=task["contextId"])
+        assert (await c.post("/v1/message:send", json={"message": again})).status_code == 200
+        # everything reads back in clear, through the API
+        read = (await c.get(f"/v1/tasks/{task['id']}", params={"historyLength": 10})).json()
+        assert sentinel in orjson.dumps(read).decode()
+        assert read["metadata"]["ward"] == sentinel  # the task's metadata
+        assert read["history"][0]["metadata"]["ward"] == sentinel  # the message's
+        assert read["artifacts"][0]["parts"][0]["text"].endswith(sentinel)
+        page = (await c.get(f"/v1/contexts/{task['contextId']}")).json()
+        assert sentinel in orjson.dumps(page).decode()
+        found = (
+            await c.post(
+                f"/v1/contexts/{task['contextId']}:search", json={"query": "vitals", "topK": 1}
+            )
+        ).json()
+        assert found is not None
+        values = await every_value(redis)
+    assert values and holding(values, task["contextId"])  # the scan sees the context
+    assert holding(values, sentinel) == []
+    assert holding(values, "Latest vitals") == []
+
+
+async def test_a_value_moved_to_another_user_or_context_does_not_open(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    sentinel = f"SENTINEL-{uuid.uuid4().hex}"
+    async with make_app(api_keys=orjson.dumps(API_KEYS).decode()) as c:
+        alice, other = [
+            (
+                await c.post(
+                    "/v1/message:send",
+                    json={"message": sentinel_message(sentinel)},
+                    headers=auth("alice"),
+                )
+            ).json()
+            for _ in range(2)
+        ]
+        bob = (
+            await c.post("/v1/message:send", json={"message": message("mine")}, headers=auth("bob"))
+        ).json()
+        a_task, b_task, o_task = alice["task"], bob["task"], other["task"]
+        a_keys = UserKeys.of("t1", "alice").context(a_task["contextId"])
+        b_keys = UserKeys.of("t1", "bob").context(b_task["contextId"])
+        o_keys = UserKeys.of("t1", "alice").context(o_task["contextId"])
+        stolen = await redis.hget(a_keys.msgs, "1")
+        status = await redis.hget(a_keys.tasks, f"{a_task['id']}:s")
+        assert stolen is not None and status is not None
+        # copied into bob's context: the message, and the status under bob's task
+        await redis.hset(b_keys.msgs, "1", stolen)
+        await redis.hset(b_keys.tasks, f"{b_task['id']}:s", status)
+        # and into another context of alice's own
+        await redis.hset(o_keys.msgs, "1", stolen)
+        for key, task_id in (("bob", b_task["id"]), ("alice", o_task["id"])):
+            r = await c.get(f"/v1/tasks/{task_id}", params={"historyLength": 5}, headers=auth(key))
+            assert r.status_code == 500, r.text
+            assert r.json()["error"] == "StoredDataUnreadableError", r.text
+            assert sentinel not in r.text and "vitals" not in r.text
+        # the owner still reads hers
+        mine = await c.get(f"/v1/tasks/{a_task['id']}", headers=auth("alice"))
+        assert mine.status_code == 200 and sentinel in mine.text
+
+
+async def test_rotation_with_two_keys(make_app: AppFactory, redis: Redis, redis_url: str) -> None:
+    sentinel = f"SENTINEL-{uuid.uuid4().hex}"
+    # written under the old key alone
+    async with make_app(encryption_keys=OLD_ONLY) as c:
+        old = await send_sentinel(c, sentinel)
+    # the new key first, the old one still configured: old values read, new writes use k0
+    async with make_app(encryption_keys=TEST_KEYRING) as c:
+        assert sentinel in (await c.get(f"/v1/tasks/{old['id']}")).text
+        new = await send_sentinel(c, sentinel)
+        assert await sealed_with(redis, new) == {"k0"}
+        assert await sealed_with(redis, old) == {"k9"}
+        # an interrupted rotation resumes: one batch of one key, then the rest
+        sealer = Sealer(Keyring.parse(TEST_KEYRING))
+        first = Rotation(redis, sealer, batch=1)
+        figures = await first.run()
+        assert figures.resealed >= 4, figures  # message, reply, status, artifacts, metadata
+        assert await sealed_with(redis, old) == {"k0"}
+        again = await Rotation(redis, sealer).run()
+        assert again.resealed == 0, again  # nothing left under the old key
+    # with the old key gone, everything still reads
+    async with make_app(encryption_keys=NEW_ONLY) as c:
+        for task in (old, new):
+            r = await c.get(f"/v1/tasks/{task['id']}", params={"historyLength": 5})
+            assert r.status_code == 200 and sentinel in r.text, r.text
+
+
+async def send_sentinel(c: httpx.AsyncClient, sentinel: str) -> dict[str, Any]:
+    body = {"message": sentinel_message(sentinel), "metadata": {"ward": sentinel}}
+    r = await c.post("/v1/message:send", json=body)
+    assert r.status_code == 200, r.text
+    task: dict[str, Any] = r.json()["task"]
+    return task
+
+
+async def sealed_with(redis: Redis, task: dict[str, Any]) -> set[str | None]:
+    """The key ids of a task's content values (its context's messages and its fields)."""
+    ck = UserKeys.of("default", "local").context(task["contextId"])
+    ids = {key_id_of(v) for v in (await redis.hgetall(ck.msgs)).values()}
+    for field, value in (await redis.hgetall(ck.tasks)).items():
+        if field.decode().endswith((":s", ":md")):
+            ids.add(key_id_of(value))
+        if field.decode().endswith(":a"):
+            ids |= {key_id_of(t) for t in value[1:-1].split(b",")}
+    return ids
+
+
+async def test_rotate_data_from_the_command_line(
+    make_app: AppFactory, redis: Redis, redis_url: str
+) -> None:
+    sentinel = f"SENTINEL-{uuid.uuid4().hex}"
+    async with make_app(encryption_keys=OLD_ONLY) as c:
+        old = await send_sentinel(c, sentinel)
+    env = environment(Path("/nonexistent"), REDIS_URL=redis_url)
+    env["GATEWAY_ENCRYPTION_KEYS"] = TEST_KEYRING
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "gateway.cli", "keys", "rotate-data"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"event":"rotation done"' in done.stderr, done.stderr
+    assert sentinel not in done.stderr
+    assert await sealed_with(redis, old) == {"k0"}
+
+
+async def test_encryption_off_stores_clear_and_still_reads_sealed_values(
+    make_app: AppFactory, redis: Redis
+) -> None:
+    sentinel = f"SENTINEL-{uuid.uuid4().hex}"
+    async with make_app() as c:
+        sealed = await send_sentinel(c, sentinel)
+    async with make_app(encryption="off") as c:
+        clear = await send_sentinel(c, sentinel)
+        assert sentinel in (await c.get(f"/v1/tasks/{sealed['id']}")).text
+    assert await sealed_with(redis, clear) == {None}
+    values = await every_value(redis)
+    assert holding(values, sentinel)  # clear, as configured
+
+
+def test_encryption_needs_keys_with_an_external_redis(tmp_path: Path, redis_url: str) -> None:
+    env = environment(tmp_path, REDIS_URL=redis_url, GATEWAY_ENCRYPTION="on")
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "GATEWAY_ENCRYPTION_KEYS is required" in done.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve"],
+        env={**env, "GATEWAY_ENCRYPTION_KEYS": '{"k1": "c2hvcnQ="}'},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert "GATEWAY_ENCRYPTION_KEYS" in bad.stderr and "32 bytes" in bad.stderr
+    assert "c2hvcnQ" not in bad.stderr
+
+
+@slow_process_test
+async def test_the_embedded_gateway_seals_with_a_generated_key(tmp_path: Path) -> None:
+    sentinel = f"SENTINEL-{uuid.uuid4().hex}"
+    data = tmp_path / ".data"
+    with serving(tmp_path) as (_, base):
+        async with httpx.AsyncClient(base_url=base, timeout=60) as c:
+            task = await send_sentinel(c, sentinel)
+            assert sentinel in (await c.get(f"/v1/tasks/{task['id']}")).text
+            # the context id (clear) reaches the append-only file; the sentinel does not
+            await until(
+                lambda: files_holding(data / "redis", task["contextId"]),
+                what="the context's writes on disk",
+                logs=tmp_path,
+            )
+            assert files_holding(data, sentinel) == []
+    keyring = data / "encryption-keys.json"
+    assert stat.S_IMODE(keyring.stat().st_mode) == 0o600
+    Keyring.parse(str(keyring))  # a valid keyring, outside the Redis directory
+    assert [p.name for p in data.rglob("encryption-keys.json")] == ["encryption-keys.json"]

@@ -45,6 +45,7 @@ from gateway.embedded_redis import free_port
 from gateway.http.app import create_app
 from gateway.settings import Settings
 from tests import processes
+from tests.conftest import TEST_KEYRING
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -462,7 +463,7 @@ def role(command: list[str] | None) -> str:
 
 
 def app_routes() -> Callable[[str], bool]:
-    app = create_app(Settings(redis_url="redis://127.0.0.1:1/0"))
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1/0", encryption="off"))
 
     def exists(path: str) -> bool:
         scope = {"type": "http", "path": path, "method": "GET", "root_path": ""}
@@ -555,6 +556,7 @@ def test_the_image_command_serves_and_its_healthcheck_passes(
         GATEWAY_HOST="127.0.0.1",
         GATEWAY_PORT=port,
         GATEWAY_API_KEYS='{"k": {"tenant": "t", "user": "u"}}',
+        GATEWAY_ENCRYPTION_KEYS=TEST_KEYRING,
     )
     base = f"http://127.0.0.1:{port}"
     with running(
@@ -581,7 +583,12 @@ def test_the_compose_services_run_from_the_image(
     """The compose gateway (HTTP only) and worker (runs), each with its healthcheck."""
     services = compose_services()
     port, metrics = str(free_port()), str(free_port())
-    local = {"REDIS_URL": redis_url, "GATEWAY_HOST": "127.0.0.1"}
+    # what compose takes from the operator's environment
+    local = {
+        "REDIS_URL": redis_url,
+        "GATEWAY_HOST": "127.0.0.1",
+        "GATEWAY_ENCRYPTION_KEYS": TEST_KEYRING,
+    }
     web_env = image.environment(**{**services["gateway"]["environment"], **local})
     web_env["GATEWAY_PORT"] = port
     worker_env = image.environment(**{**services["worker"]["environment"], **local})

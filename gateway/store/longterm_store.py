@@ -84,7 +84,7 @@ class LongTermStore:
             for seq, raw in zip(seqs, msgs, strict=False):
                 if raw is None:
                     continue
-                message = orjson.loads(raw)
+                message = orjson.loads(self._store.open_message(ref.keys, ref.context_id, raw))
                 if int(seq) > ref.seq and message.get("role") == "user":
                     break
                 turn.append(message)

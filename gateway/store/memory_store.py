@@ -69,7 +69,10 @@ class MemoryStore:
             for keys, context_id, seq in wanted:
                 pipe.hget(keys.context(context_id).msgs, str(seq))
             raw = await pipe.execute()
-        return [orjson.loads(m) if m is not None else None for m in raw]
+        return [
+            orjson.loads(self._store.open_message(keys, context_id, m)) if m is not None else None
+            for (keys, context_id, _), m in zip(wanted, raw, strict=True)
+        ]
 
     @_translated
     async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
@@ -105,7 +108,12 @@ class MemoryStore:
                 pipe.hmget(msgs, [str(s) for s in seqs[start : start + 1000]])
             chunks = await pipe.execute()
         raw = [m for chunk in chunks for m in chunk]
-        return [(s, orjson.loads(m)) for s, m in zip(seqs, raw, strict=True) if m is not None]
+        opened = self._store.open_message
+        return [
+            (s, orjson.loads(opened(keys, context_id, m)))
+            for s, m in zip(seqs, raw, strict=True)
+            if m is not None
+        ]
 
     @_translated
     async def vectors(

@@ -1,6 +1,8 @@
 """The store: every read and write of gateway state, over one Redis client.
 
-Redis exceptions become ``StoreUnavailableError`` through ``translate.translated``.
+Redis exceptions become ``StoreUnavailableError`` through ``translate.translated``. Content
+(messages, status, artifacts, metadata) is sealed here on its way in and opened on its way
+out (``sealing.py``): nothing above the store sees ciphertext, nothing below it plaintext.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTB
 from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
 from gateway.store.records import text_of as _text
 from gateway.store.scripts import Scripts
+from gateway.store.sealing import Sealer, context_of
 from gateway.store.translate import translated as _translated
 
 __all__ = [
@@ -125,27 +128,82 @@ class UpdateResult:
     next_run: tuple[int, bytes] | None = None
 
 
-def _run_inputs(
-    context_id: str, reference_ids: Sequence[str], seq: int, msg: bytes | None, raw: list[Any]
-) -> RunInputs | None:
-    if msg is None:
-        return None
-    referenced = []
-    for n, tid in enumerate(reference_ids):
-        status, arts = raw[2 * n], raw[2 * n + 1]
-        if status is not None:
-            referenced.append(assemble_task(tid, context_id, status, arts, None))
-    return RunInputs(orjson.loads(msg), seq, referenced)
-
-
 class Store:
-    def __init__(self, client: Any, ttl_seconds: int, *, cluster: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        ttl_seconds: int,
+        *,
+        cluster: bool = False,
+        sealer: Sealer | None = None,
+    ) -> None:
         self.client: Redis = client
         self.ttl_ms = ttl_seconds * 1000
         self.cluster = cluster
         self.scripts = Scripts.register(client)
+        self.sealer = sealer or Sealer(None)
         # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
         self.disk_rewrite: DiskRewrite | None = None
+
+    # -- sealing: every content field is bound to its user, context and field --------------
+
+    def open_message(self, keys: UserKeys, context_id: str, raw: bytes) -> bytes:
+        return self.sealer.open(raw, context_of(keys.prefix, context_id, "msg"))
+
+    def _seal(self, keys: UserKeys, context_id: str, field: str, plain: bytes) -> bytes:
+        return self.sealer.seal(plain, context_of(keys.prefix, context_id, field))
+
+    def _open(self, keys: UserKeys, context_id: str, field: str, raw: Any) -> Any:
+        if raw is None or raw == b"":
+            return raw
+        return self.sealer.open(raw, context_of(keys.prefix, context_id, field))
+
+    def _open_artifacts(self, keys: UserKeys, context_id: str, task_id: str, raw: Any) -> Any:
+        aad = context_of(keys.prefix, context_id, f"{task_id}:a")
+        return self.sealer.open_artifacts(raw, aad)
+
+    def _task(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        task_id: str,
+        fields: Sequence[Any],
+        history: list[bytes] | None,
+    ) -> dict[str, Any]:
+        """A task from its stored (sealed) status, artifacts, metadata and agent metadata."""
+        status, arts, metadata, extra = fields
+        return assemble_task(
+            task_id,
+            context_id,
+            self._open(keys, context_id, f"{task_id}:s", status),
+            self._open_artifacts(keys, context_id, task_id, arts),
+            history,
+            self._open(keys, context_id, f"{task_id}:md", metadata),
+            self._open(keys, context_id, f"{task_id}:xmd", extra),
+        )
+
+    def _history(self, keys: UserKeys, context_id: str, raw: Sequence[Any]) -> list[bytes]:
+        return [self.open_message(keys, context_id, m) for m in raw if m is not None]
+
+    def _run_inputs(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        reference_ids: Sequence[str],
+        seq: int,
+        msg: bytes | None,
+        raw: list[Any],
+    ) -> RunInputs | None:
+        if msg is None:
+            return None
+        referenced = []
+        for n, tid in enumerate(reference_ids):
+            status, arts = raw[2 * n], raw[2 * n + 1]
+            if status is not None:
+                referenced.append(
+                    self._task(keys, context_id, tid, (status, arts, None, None), None)
+                )
+        return RunInputs(orjson.loads(self.open_message(keys, context_id, msg)), seq, referenced)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
         """A context script's keys; on a cluster without the streams (another slot)."""
@@ -209,9 +267,9 @@ class Store:
                 w.digest,
                 w.task_id,
                 "1" if w.continuing else "0",
-                w.message_json,
-                w.metadata_json,
-                w.status_json,
+                self._seal(keys, context_id, "msg", w.message_json),
+                self._seal(keys, context_id, f"{w.task_id}:md", w.metadata_json),
+                self._seal(keys, context_id, f"{w.task_id}:s", w.status_json),
                 now_ms(),
                 self.ttl_ms,
                 stale,
@@ -250,7 +308,7 @@ class Store:
         """An accepted message whose run starts now: {'ok', tid, seq, message, referenced,
         entry, claimed entry, claimed fields, superseded entry}."""
         task_id, seq = _text(reply[1]), int(reply[2])
-        inputs = _run_inputs(context_id, w.reference_ids, seq, reply[3], reply[4])
+        inputs = self._run_inputs(keys, context_id, w.reference_ids, seq, reply[3], reply[4])
         entry, claimed_entry, raw, superseded = _text(reply[5]), _text(reply[6]), reply[7], reply[8]
         if self.cluster:
             await self._ack_job(_text(superseded))
@@ -322,15 +380,17 @@ class Store:
         A finishing write while messages wait for the task queues the next one's run (on the
         jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's
         queue) and leaves the task ``submitted`` with ``next_status_json``."""
+        status_field = f"{task_id}:s"
+        art_aad = context_of(keys.prefix, context_id, f"{task_id}:a")
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
             args=[
                 context_id,
                 task_id,
                 state,
-                status_json,
-                b",".join(artifacts),
-                message_json or b"",
+                self._seal(keys, context_id, status_field, status_json),
+                b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
+                self._seal(keys, context_id, "msg", message_json) if message_json else b"",
                 now_ms(),
                 self.ttl_ms,
                 required_state,
@@ -339,9 +399,9 @@ class Store:
                 seq,
                 entry,
                 outbox_job,
-                metadata_json,
+                self._seal(keys, context_id, f"{task_id}:xmd", metadata_json),
                 "l" if queued_locally else "r",
-                next_status_json,
+                self._seal(keys, context_id, status_field, next_status_json),
             ],
         )
         outcome = _text(reply[0])
@@ -360,7 +420,8 @@ class Store:
                 await self._queue_job(keys, context_id, task_id, next_job, next_seq)
         if finish:
             await self._ack_job(entry)
-        return UpdateResult("ok", reply[1], chained, next_run)
+        artifacts_json = self._open_artifacts(keys, context_id, task_id, reply[1])
+        return UpdateResult("ok", artifacts_json, chained, next_run)
 
     @_translated
     async def cancel_task(
@@ -368,7 +429,13 @@ class Store:
     ) -> tuple[str, str | None]:
         reply = await self.scripts.cancel(
             keys=self._keys(keys, context_id),
-            args=[context_id, task_id, status_json, now_ms(), self.ttl_ms],
+            args=[
+                context_id,
+                task_id,
+                self._seal(keys, context_id, f"{task_id}:s", status_json),
+                now_ms(),
+                self.ttl_ms,
+            ],
         )
         return _text(reply[0]), _text(reply[1]) if len(reply) > 1 else None
 
@@ -437,10 +504,10 @@ class Store:
         history: list[bytes] | None = None
         wanted = message_seqs(seqs, history_length)
         if wanted:
-            history = [m for m in await self.client.hmget(ck.msgs, wanted) if m is not None]  # type: ignore[misc]
+            history = self._history(keys, context_id, await self.client.hmget(ck.msgs, wanted))
         elif history_length is None or history_length > 0:
             history = []
-        return assemble_task(task_id, context_id, status, arts, history, metadata, extra)
+        return self._task(keys, context_id, task_id, (status, arts, metadata, extra), history)
 
     @_translated
     async def begin_run(
@@ -466,7 +533,7 @@ class Store:
                 await self._queue_job(keys, context_id, task_id, reply[2], int(reply[1]))
             await self._ack_job(entry)
             return None
-        inputs = _run_inputs(context_id, reference_ids, seq, reply[1], reply[2])
+        inputs = self._run_inputs(keys, context_id, reference_ids, seq, reply[1], reply[2])
         if inputs is None:
             return None
         waiting = frozenset(int(s) for s in _text(reply[4]).split(",") if s)
@@ -480,7 +547,7 @@ class Store:
         if not seqs:
             return []
         raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
-        return [orjson.loads(m) for m in raw if m is not None]
+        return [orjson.loads(m) for m in self._history(keys, context_id, raw)]
 
     @_translated
     async def list_contexts(
@@ -542,11 +609,12 @@ class Store:
         items, pos = [], 0
         for n, seqs in enumerate(all_seqs):
             status, arts, _, metadata, extra = raw[width * n : width * n + width]
-            history = [m for m in msgs[pos : pos + len(seqs)] if m is not None]
+            history = self._history(keys, context_id, msgs[pos : pos + len(seqs)])
             pos += len(seqs)
             if status is not None:
                 tid = _text(tids[n])
-                items.append(assemble_task(tid, context_id, status, arts, history, metadata, extra))
+                stored = (status, arts, metadata, extra)
+                items.append(self._task(keys, context_id, tid, stored, history))
         return {
             "id": context_id,
             "items": items,

@@ -1,0 +1,173 @@
+"""`gateway keys rotate-data`: re-seal stored content with the current key.
+
+Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each) and rewrites
+every content value that is not already as a new write would be: sealed with the current
+key (values of older keys, and clear values written while encryption was off), or, with
+``GATEWAY_ENCRYPTION=off``, clear. Each value is replaced only if it is unchanged since it
+was read (one script per batch compares and sets), so it runs next to a serving gateway:
+a value written or scrubbed meanwhile is left alone (a new write is already current). TTLs
+are kept (``HSET`` on an existing hash keeps its expiry).
+
+Resumable: the ``SCAN`` cursor and the counts are kept in ``gw:{jobs}:rotation`` after each
+batch, so a rotation stopped half-way resumes where it was (a changed current key starts
+over); values already current cost a header check, so even starting over is quick.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.settings import Settings
+from gateway.store.records import text_of
+from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
+
+__all__ = ["Rotation", "RotationFigures", "rotate_data"]
+
+log = logging.getLogger("gateway.rotation")
+
+STATE = "gw:{jobs}:rotation"
+_HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks)$")
+_TASK_CONTENT = (":s", ":md", ":xmd", ":a")
+
+# KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
+_SWAP = """
+local n = 0
+for i = 1, #ARGV, 3 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+@dataclass
+class RotationFigures:
+    hashes: int = 0
+    values: int = 0  # content values looked at
+    resealed: int = 0  # rewritten
+    skipped: int = 0  # changed or gone meanwhile: left alone
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.resealed / self.seconds if self.seconds else 0.0
+
+
+class Rotation:
+    def __init__(self, client: Any, sealer: Sealer, *, batch: int = 500) -> None:
+        self.client = client
+        self.sealer = sealer
+        self.batch = batch
+        self._swap = client.register_script(_SWAP)
+        self.target = sealer.current if sealer.seal_writes else ""
+
+    def _stale(self, value: bytes) -> bool:
+        """Whether ``value`` differs from what a write now would store: sealed with another
+        key than the target (none: encryption off), or clear while there is a target."""
+        if value in (b"", b"[]"):
+            return False
+        if value.startswith(b"["):  # an artifact list: sealed tokens, clear objects, or both
+            return any(self._stale(item) for item in split_artifacts(value))
+        if value.startswith(b"{"):
+            return bool(self.target)
+        return key_id_of(value) != (self.target or None)
+
+    def _resealed(self, prefix: str, context_id: str, field: str, value: bytes) -> bytes:
+        aad = context_of(prefix, context_id, field)
+        if field.endswith(":a"):
+            items = split_artifacts(value)
+            opened = [self.sealer.open(i, aad) for i in items]
+            return b"[" + b",".join(self.sealer.seal_token(i, aad) for i in opened) + b"]"
+        return self.sealer.reseal(value, aad)
+
+    async def _rotate_hash(self, key: str, figures: RotationFigures) -> None:
+        match = _HASH.match(key)
+        if match is None:
+            return
+        prefix, context_id, kind = match.groups()
+        figures.hashes += 1
+        cursor = 0
+        while True:
+            cursor, page = await self.client.hscan(key, cursor, count=self.batch)
+            swaps: list[bytes | str] = []
+            for raw_field, value in page.items():
+                field = text_of(raw_field)
+                if kind == "msgs":
+                    aad_field = "msg"
+                elif field.endswith(_TASK_CONTENT):
+                    aad_field = field
+                else:
+                    continue
+                figures.values += 1
+                if self._stale(value):
+                    swaps += [
+                        raw_field,
+                        value,
+                        self._resealed(prefix, context_id, aad_field, value),
+                    ]
+            if swaps:
+                done = int(await self._swap(keys=[key], args=swaps))
+                figures.resealed += done
+                figures.skipped += len(swaps) // 3 - done
+            if int(cursor) == 0:
+                return
+
+    async def run(self, *, report_every: float = 2.0) -> RotationFigures:
+        figures = RotationFigures()
+        state = await self.client.hgetall(STATE)
+        cursor = 0
+        if state and text_of(state.get(b"target", b"")) == (self.target or "-"):
+            cursor = int(state.get(b"cursor", 0))
+            figures.resealed = int(state.get(b"resealed", 0))
+            log.info("resuming rotation", extra={"cursor": cursor, "resealed": figures.resealed})
+        started = last = time.monotonic()
+        while True:
+            cursor, keys = await self.client.scan(cursor, match="gw:{*}:c:*", count=self.batch)
+            for key in keys:
+                await self._rotate_hash(text_of(key), figures)
+            figures.seconds = time.monotonic() - started
+            if int(cursor) == 0:
+                break
+            await self.client.hset(
+                STATE,
+                mapping={
+                    "target": self.target or "-",
+                    "cursor": int(cursor),
+                    "resealed": figures.resealed,
+                },
+            )
+            if time.monotonic() - last >= report_every:
+                last = time.monotonic()
+                log.info("rotation progress", extra=_shown(figures))
+        await self.client.delete(STATE)
+        log.info("rotation done", extra=_shown(figures))
+        return figures
+
+
+def _shown(figures: RotationFigures) -> dict[str, Any]:
+    return {
+        "hashes": figures.hashes,
+        "values": figures.values,
+        "resealed": figures.resealed,
+        "skipped": figures.skipped,
+        "seconds": round(figures.seconds, 2),
+        "per_second": round(figures.rate),
+    }
+
+
+async def rotate_data(settings: Settings) -> RotationFigures:
+    from gateway.store.connection import RedisTarget
+
+    assert settings.redis_url
+    target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
+    client = target.client(settings.redis_timeout_seconds)
+    try:
+        return await Rotation(client, sealer_for(settings)).run()
+    finally:
+        await client.aclose()
