@@ -277,6 +277,8 @@ class QuotaExceededError(GatewayError):
             f"Quota exceeded: {quota} (limit {limit}); nothing was stored",
             data={"quota": quota, "limit": limit},
         )
+
+
 class StoredDataUnreadableError(GatewayError):
     """A stored value does not decrypt here: it was sealed for another user, context or
     field (moved or altered), or with a key that is not configured. Never content."""

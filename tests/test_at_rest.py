@@ -182,9 +182,10 @@ async def test_a_value_moved_to_another_user_or_context_does_not_open(
 
 async def test_rotation_with_two_keys(make_app: AppFactory, redis: Redis, redis_url: str) -> None:
     sentinel = f"SENTINEL-{uuid.uuid4().hex}"
-    # written under the old key alone
+    # written under the old key alone, its context memory too
     async with make_app(encryption_keys=OLD_ONLY) as c:
         old = await send_sentinel(c, sentinel)
+        await until(lambda: indexed(c, old["contextId"]), what="the message to be indexed")
     # the new key first, the old one still configured: old values read, new writes use k0
     async with make_app(encryption_keys=TEST_KEYRING) as c:
         assert sentinel in (await c.get(f"/v1/tasks/{old['id']}")).text
@@ -199,11 +200,19 @@ async def test_rotation_with_two_keys(make_app: AppFactory, redis: Redis, redis_
         assert await sealed_with(redis, old) == {"k0"}
         again = await Rotation(redis, sealer).run()
         assert again.resealed == 0, again  # nothing left under the old key
-    # with the old key gone, everything still reads
+    # with the old key gone, everything still reads, and searches
     async with make_app(encryption_keys=NEW_ONLY) as c:
         for task in (old, new):
             r = await c.get(f"/v1/tasks/{task['id']}", params={"historyLength": 5})
             assert r.status_code == 200 and sentinel in r.text, r.text
+        body = {"query": "vitals", "topK": 1}
+        r = await c.post(f"/v1/contexts/{old['contextId']}:search", json=body)
+        assert r.status_code == 200 and sentinel in r.text, r.text
+
+
+async def indexed(c: httpx.AsyncClient, context_id: str) -> bool:
+    memory = (await c.get(f"/v1/contexts/{context_id}")).json()["memory"]
+    return bool(memory["pending"] == 0 and memory["indexed"] > 0)
 
 
 async def send_sentinel(c: httpx.AsyncClient, sentinel: str) -> dict[str, Any]:
@@ -304,3 +313,38 @@ async def test_the_embedded_gateway_seals_with_a_generated_key(tmp_path: Path) -
     assert stat.S_IMODE(keyring.stat().st_mode) == 0o600
     Keyring.parse(str(keyring))  # a valid keyring, outside the Redis directory
     assert [p.name for p in data.rglob("encryption-keys.json")] == ["encryption-keys.json"]
+
+
+async def test_context_memory_searches_sealed_vectors(make_app: AppFactory, redis: Redis) -> None:
+    async with make_app(embedder="hashing") as c:
+        first = await send_sentinel(c, "SENTINEL-first")
+        cid = first["contextId"]
+        texts = [f"Blood glucose reading number {i} was fine" for i in range(17)]
+        for n, text in enumerate([*texts, "Allergic to penicillin since childhood"], start=2):
+            r = await c.post("/v1/message:send", json={"message": message(text, contextId=cid)})
+            assert r.status_code == 200, r.text
+
+            async def indexed(n: int = n) -> bool:  # one at a time: a frame each
+                memory = (await c.get(f"/v1/contexts/{cid}")).json()["memory"]
+                return bool(memory["pending"] == 0 and memory["indexed"] == n)
+
+            await until(indexed, what="the message to be indexed")
+        ck = UserKeys.of("default", "local").context(cid)
+        stored = await redis.get(ck.vectors)
+        assert stored is not None and stored[4:7] == b"\x00g1"  # a length, then a sealed frame
+        frames_before = stored.count(b"\x00g1\x02k0")
+        body = {"query": "penicillin allergy", "topK": 1}
+        hits = (await c.post(f"/v1/contexts/{cid}:search", json=body)).json()["hits"]
+        assert hits[0]["text"] == "Allergic to penicillin since childhood"
+        assert frames_before > 16
+        # the search merged the frames into one, which the next search opens
+        assert (await redis.get(ck.vectors) or b"").count(b"\x00g1\x02k0") == 1
+        hits = (await c.post(f"/v1/contexts/{cid}:search", json=body)).json()["hits"]
+        assert hits[0]["text"] == "Allergic to penicillin since childhood"
+        # sealed vectors moved into another context do not open there
+        other = (await send_sentinel(c, "SENTINEL-other"))["contextId"]
+        await redis.set(UserKeys.of("default", "local").context(other).vectors, stored)
+        meta = {"vfmt": "s", "vdim": "256", "vmodel": "hashing:256"}
+        await redis.hset(UserKeys.of("default", "local").context(other).meta, mapping=meta)
+        r = await c.post(f"/v1/contexts/{other}:search", json=body)
+        assert r.status_code == 500 and r.json()["error"] == "StoredDataUnreadableError"

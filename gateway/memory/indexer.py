@@ -145,9 +145,11 @@ class Indexer(StreamWorker):
             for where in set(per_context) | set(skipped)
         ]
         for batch, added in zip(batches, await self._store.add_vectors(batches), strict=True):
-            if added < 0:  # embedded by another model: embed the whole context again
+            if added == -1:  # embedded by another model: embed the whole context again
                 item = item_of[(batch.keys.prefix, batch.context_id)]
                 await reembed(self._store, batch.keys, batch.context_id, model, item.job)
+            elif added == -3:
+                log.error("vectors sealed earlier and encryption now off; vectors not stored")
         embedded = sum(len(v) for v in per_context.values())
         metrics.EMBEDDED.inc(embedded)
         tracing.annotate({"gateway.index.embedded": embedded})

@@ -59,6 +59,7 @@ class _Held:
     model: str = ""
     vectors: bytearray = field(default_factory=bytearray)  # float32 rows
     seqs: bytearray = field(default_factory=bytearray)  # uint32 message seq of each row
+    stored: int = 0  # where in the stored vectors (bytes; sealed: frames) the rows held end
 
     @property
     def rows(self) -> int:
@@ -80,11 +81,12 @@ class _Held:
         if not self.same_space(stored):
             self.generation, self.dimensions = stored.generation, stored.dimensions
             self.model = stored.model
-            self.vectors, self.seqs = bytearray(), bytearray()
+            self.vectors, self.seqs, self.stored = bytearray(), bytearray(), 0
         if stored.first_row == self.rows:
             count = stored.rows
             self.seqs += stored.seqs[: 4 * count]
             self.vectors += stored.vectors[: 4 * self.dimensions * count]
+            self.stored = stored.end
 
     def cosines(self, query: npt.NDArray[np.float32], ids: npt.NDArray[np.int64]) -> Any:
         """The cosine of each candidate (``ids``, ascending seqs) with the query; -inf for
@@ -173,7 +175,7 @@ class SearchService:
     async def _refresh(self, held: _Held, keys: UserKeys, context_id: str) -> StoredVectors:
         """Bring what is held of the context up to date: the vector rows written since the
         last read (all of them after a re-embedding), and the messages for the index."""
-        stored = await self.store.vectors(keys, context_id, held.rows, held.dimensions)
+        stored = await self.store.vectors(keys, context_id, held.rows, held.stored, held.generation)
         if stored is not None and held.rows and not held.same_space(stored):
             stored = await self.store.vectors(keys, context_id)
         if stored is None:

@@ -2,22 +2,34 @@
 
 Vectors live with their context (``vec``/``vix``/``vbits``, see ``keys.py``), expire with it
 and go with a scrub; they are written by the ``_ADD_VECTORS`` script.
+
+With encryption on, ``vec`` is a string of frames: each indexer batch's rows for a context
+sealed as one value (bound to the user, the context and ``vec``) behind a 4-byte length, so
+a search reads and opens only the frames written since it last read. A search that reads a
+context whole and finds many frames merges them into one (``_REWRITE_VECTORS``, a new
+generation). Contexts indexed in clear (before encryption was on) stay in clear until a
+re-embedding or ``gateway encryption rotate-data``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
+from gateway.store.sealing import context_of
 from gateway.store.translate import translated as _translated
 
-__all__ = ["MemoryStore", "StoredVectors", "VectorBatch"]
+__all__ = ["VECTORS_FIELD", "MemoryStore", "StoredVectors", "VectorBatch", "frame", "frames_of"]
+
+VECTORS_FIELD = "vec"  # the field named in the associated data of sealed vector frames
+# A search that reads a context whole and opens more frames than this merges them into one.
+_COMPACT_AFTER = 16
 
 
 @dataclass(frozen=True)
@@ -37,8 +49,9 @@ class VectorBatch:
 class StoredVectors:
     """What a search reads of a live context: vector rows (float32) and the message seq of
     each row from the row it asked for on, their dimensions, model ('' if written before
-    vectors named theirs) and generation (a re-embedding starts a new one), whether they are
-    being re-embedded, and the context's highest message seq."""
+    vectors named theirs) and generation (a re-embedding, or a new layout of the same rows,
+    starts a new one), whether they are being re-embedded, the context's highest message seq,
+    and where in the stored vectors the rows read end (the next read starts there)."""
 
     vectors: bytes
     seqs: bytes
@@ -48,6 +61,7 @@ class StoredVectors:
     reembedding: bool
     last_seq: int
     first_row: int
+    end: int = 0
 
     @property
     def rows(self) -> int:
@@ -74,17 +88,21 @@ class MemoryStore:
             for (keys, context_id, _), m in zip(wanted, raw, strict=True)
         ]
 
-    @_translated
-    async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
-        """Append vectors to live contexts, one script per context, in one round trip;
-        see ``_ADD_VECTORS``. Returns what each added (-1: the context's vectors are of
-        another model)."""
-        calls = []
-        for b in batches:
-            args: list[Any] = [self._store.ttl_ms, b.model, b.dimensions, b.skipped]
+    def _args(self, b: VectorBatch, sealed: bool) -> list[Any]:
+        args: list[Any] = [self._store.ttl_ms, b.model, b.dimensions, b.skipped]
+        if not sealed:
+            args.append(b"")
             for seq, blob in b.vectors:
                 args += [seq.to_bytes(4, "little"), seq, blob]
-            calls.append((b.keys.context(b.context_id).all()[:CONTEXT_KEY_COUNT], args))
+            return args
+        rows = b"".join(blob for _, blob in b.vectors)
+        aad = context_of(b.keys.prefix, b.context_id, VECTORS_FIELD)
+        args.append(frame(self._store.sealer.seal(rows, aad)) if rows else b"-")
+        for seq, _ in b.vectors:
+            args += [seq.to_bytes(4, "little"), seq, b""]
+        return args
+
+    async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
         if self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
             replies = await asyncio.gather(
                 *(self._store.scripts.add_vectors(keys=k, args=a) for k, a in calls)
@@ -95,6 +113,31 @@ class MemoryStore:
                     await self._store.scripts.add_vectors(keys=k, args=a, client=pipe)
                 replies = await pipe.execute()
         return [int(r) for r in replies]
+
+    @_translated
+    async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
+        """Append vectors to live contexts, one script per context, in one round trip;
+        see ``_ADD_VECTORS``. Returns what each added (-1: the context's vectors are of
+        another model; -3: they are sealed and encryption is now off)."""
+        sealed = self._store.sealer.seal_writes
+        keys_of = [b.keys.context(b.context_id).all()[:CONTEXT_KEY_COUNT] for b in batches]
+        results = await self._run(
+            [(k, self._args(b, sealed)) for k, b in zip(keys_of, batches, strict=True)]
+        )
+        for n, result in enumerate(results):
+            if result == -2:  # some seqs were embedded already (a repeated job): drop them
+                b = batches[n]
+                async with self._store.client.pipeline(transaction=False) as pipe:
+                    for seq, _ in b.vectors:
+                        pipe.getbit(keys_of[n][10], seq)
+                    present = await pipe.execute()
+                fresh = [v for v, bit in zip(b.vectors, present, strict=True) if not bit]
+                again = replace(b, vectors=fresh)
+                results[n] = (await self._run([(keys_of[n], self._args(again, True))]))[0]
+            elif result == -3 and sealed:
+                # a context indexed before encryption was on keeps its vectors in clear
+                results[n] = (await self._run([(keys_of[n], self._args(batches[n], False))]))[0]
+        return results
 
     @_translated
     async def messages_after(
@@ -117,20 +160,31 @@ class MemoryStore:
 
     @_translated
     async def vectors(
-        self, keys: UserKeys, context_id: str, first_row: int = 0, width: int = 0
+        self,
+        keys: UserKeys,
+        context_id: str,
+        first_row: int = 0,
+        offset: int = 0,
+        generation: int = 0,
     ) -> StoredVectors | None:
-        """The vectors of a live context from row ``first_row`` on (rows of ``width``
-        dimensions: a caller holding the earlier rows reads only the new ones); None when the
-        context is gone."""
+        """The vectors of a live context from row ``first_row`` on, which starts at
+        ``offset`` of its stored vectors in ``generation`` (a caller holding the earlier rows
+        reads only the new ones); None when the context is gone. Rows of another generation
+        than ``generation`` are not read past its start: the caller reads them whole."""
         ck = keys.context(context_id)
-        async with self._store.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vgen", "vre", "seq"])
-            pipe.getrange(ck.vector_seqs, 4 * first_row, -1)
-            pipe.getrange(ck.vectors, 4 * width * first_row, -1)
-            (created, dims, model, gen, again, last), seqs, vectors = await pipe.execute()
+        while True:
+            async with self._store.client.pipeline(transaction=False) as pipe:
+                pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vgen", "vre", "seq", "vfmt"])
+                pipe.getrange(ck.vector_seqs, 4 * first_row, -1)
+                pipe.getrange(ck.vectors, offset, -1)
+                pipe.hget(ck.meta, "vgen")
+                meta, seqs, vectors, gen_after = await pipe.execute()
+            if meta[3] == gen_after:  # no new layout between the reads
+                break
+        created, dims, model, gen, again, last, form = meta
         if created is None:
             return None
-        return StoredVectors(
+        stored = StoredVectors(
             vectors or b"",
             seqs or b"",
             int(dims or 0),
@@ -139,7 +193,47 @@ class MemoryStore:
             again is not None,
             int(last or 0),
             first_row,
+            offset,
         )
+        if first_row and stored.generation != generation:
+            return replace(stored, vectors=b"", seqs=b"")  # offsets of another layout
+        if form == b"s":
+            return await self._opened(keys, context_id, stored)
+        return replace(stored, end=offset + 4 * stored.dimensions * stored.rows)
+
+    async def _opened(
+        self, keys: UserKeys, context_id: str, stored: StoredVectors
+    ) -> StoredVectors:
+        """``stored`` with its sealed frames opened: the frames whose rows all have their seq
+        read (a frame appended between the two reads waits for the next search); read whole
+        with many frames, they are merged into one for the next reader."""
+        aad = context_of(keys.prefix, context_id, VECTORS_FIELD)
+        width, count = 4 * stored.dimensions, len(stored.seqs) // 4
+        opened: list[bytes] = []
+        rows = used = 0
+        for sealed in frames_of(stored.vectors):
+            plain = self._store.sealer.open_view(sealed, aad)
+            n = len(plain) // width if width else 0
+            if rows + n > count:
+                break
+            opened.append(plain)
+            rows += n
+            used += 4 + len(sealed)
+        vectors = opened[0] if len(opened) == 1 else b"".join(opened)
+        result = replace(
+            stored, vectors=vectors, seqs=stored.seqs[: 4 * rows], end=stored.end + used
+        )
+        if stored.end == 0 and len(opened) > _COMPACT_AFTER and used == len(stored.vectors):
+            merged = frame(self._store.sealer.seal(vectors, aad))
+            ck = keys.context(context_id)
+            generation = int(
+                await self._store.scripts.rewrite_vectors(
+                    keys=[ck.meta, ck.vectors], args=[used, stored.generation, merged, "s"]
+                )
+            )
+            if generation:  # read next in the merged layout
+                result = replace(result, generation=generation, end=len(merged))
+        return result
 
     @_translated
     async def embedding_state(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
@@ -173,3 +267,20 @@ class MemoryStore:
                 pipe.xadd(EMBEDS, {b"job": job_json, b"seq": seq})
             await pipe.execute()
         return True
+
+
+def frame(sealed: bytes) -> bytes:
+    """A sealed value behind its 4-byte length (little-endian)."""
+    return len(sealed).to_bytes(4, "little") + sealed
+
+
+def frames_of(blob: bytes) -> Iterator[memoryview]:
+    """The sealed values of a string of frames, without copies; a truncated last frame is
+    left out."""
+    view, pos = memoryview(blob), 0
+    while pos + 4 <= len(blob):
+        size = int.from_bytes(view[pos : pos + 4], "little")
+        if pos + 4 + size > len(blob):
+            return
+        yield view[pos + 4 : pos + 4 + size]
+        pos += 4 + size

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.settings import Settings
+from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.records import text_of
+from gateway.store.scripts import Scripts
 from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
 
 __all__ = ["Rotation", "RotationFigures", "rotate_data"]
@@ -30,7 +32,7 @@ __all__ = ["Rotation", "RotationFigures", "rotate_data"]
 log = logging.getLogger("gateway.rotation")
 
 STATE = "gw:{jobs}:rotation"
-_HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks)$")
+_HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
 _TASK_CONTENT = (":s", ":md", ":xmd", ":a")
 
 # KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
@@ -65,6 +67,7 @@ class Rotation:
         self.sealer = sealer
         self.batch = batch
         self._swap = client.register_script(_SWAP)
+        self._rewrite = Scripts.register(client).rewrite_vectors
         self.target = sealer.current if sealer.seal_writes else ""
 
     def _stale(self, value: bytes) -> bool:
@@ -91,6 +94,9 @@ class Rotation:
         if match is None:
             return
         prefix, context_id, kind = match.groups()
+        if kind == "vec":
+            await self._rotate_vectors(key, prefix, context_id, figures)
+            return
         figures.hashes += 1
         cursor = 0
         while True:
@@ -117,6 +123,31 @@ class Rotation:
                 figures.skipped += len(swaps) // 3 - done
             if int(cursor) == 0:
                 return
+
+    async def _rotate_vectors(
+        self, key: str, prefix: str, context_id: str, figures: RotationFigures
+    ) -> None:
+        """Sealed context-memory vectors (frames): merged into one frame under the current
+        key, unless vectors were added meanwhile (then the next run does it). Vectors kept in
+        clear (indexed before encryption was on) stay as they are."""
+        meta = f"{prefix}:c:{context_id}"
+        form, generation = await self.client.hmget(meta, ["vfmt", "vgen"])
+        if form != b"s" or not self.target:
+            return
+        stored = await self.client.get(key)
+        if not stored:
+            return
+        frames = list(frames_of(stored))
+        figures.values += 1
+        if all(key_id_of(bytes(f[:40])) == self.target for f in frames):
+            return
+        aad = context_of(prefix, context_id, VECTORS_FIELD)
+        rows = b"".join(self.sealer.open_view(f, aad) for f in frames)
+        merged = frame(self.sealer.seal(rows, aad))
+        args: list[Any] = [len(stored), int(generation or 0), merged, "s"]
+        done = 1 if int(await self._rewrite(keys=[meta, key], args=args)) else 0
+        figures.resealed += done
+        figures.skipped += 1 - done
 
     async def run(self, *, report_every: float = 2.0) -> RotationFigures:
         figures = RotationFigures()

@@ -409,30 +409,45 @@ return {'ok', msg, referenced, redis.call('HGET', KEYS[4], 'seq'),
 """
 )
 
-# ARGV: 1 ttl ms 2 model id 3 dimensions 4 skipped count, then per vector: seq (uint32 LE
-# bytes), seq (number), float32 bytes. Adds the vectors of embedded user messages to the
-# context; writes nothing when the context is gone (scrubbed or expired) and skips seqs
-# already embedded. Returns how many vectors were added, or -1 when the context's vectors
-# are of another model (or of an unnamed one, written before vectors carried their model):
-# vectors of two spaces never share a context. Ends a re-embedding ('vre') once every queued
-# message is accounted for.
+# ARGV: 1 ttl ms 2 model id 3 dimensions 4 skipped count 5 sealed frame, '-' (sealed, no
+# vector) or '' (clear), then per vector: seq (uint32 LE bytes), seq (number), float32 bytes
+# ('' with a frame). Adds the vectors of embedded user messages to the context; writes nothing
+# when the context is gone (scrubbed or expired) and skips seqs already embedded. With a frame
+# (the batch's rows sealed as one value, length-prefixed), the context's `vec` is a string of
+# frames (meta `vfmt` 's'), and a batch holding a seq already embedded is refused whole (-2:
+# the caller drops those seqs and seals again). Returns how many vectors were added, -1 when
+# the context's vectors are of another model (or of an unnamed one, written before vectors
+# carried their model): vectors of two spaces never share a context; -3 when the batch's form
+# (sealed or clear) is not the one the context's vectors already have. Ends a re-embedding
+# ('vre') once every queued message is accounted for.
 _ADD_VECTORS = (
     _PRELUDE
     + """
 if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
-local model, dims = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim'))
+local model, dims, form = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'vfmt'))
 if (model and model ~= ARGV[2]) or (dims and (not model or dims ~= ARGV[3])) then
   return -1
 end
+local sealed = ARGV[5] ~= ''
+if redis.call('STRLEN', KEYS[9]) > 0 and (form == 's') ~= sealed then return -3 end
+if sealed then
+  for i = 6, #ARGV, 3 do
+    if redis.call('GETBIT', KEYS[11], tonumber(ARGV[i + 1])) == 1 then return -2 end
+  end
+  redis.call('HSET', KEYS[4], 'vfmt', 's')
+else
+  redis.call('HDEL', KEYS[4], 'vfmt')
+end
 redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vdim', ARGV[3])
 local added = 0
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   if redis.call('SETBIT', KEYS[11], tonumber(ARGV[i + 1]), 1) == 0 then
     redis.call('APPEND', KEYS[10], ARGV[i])
-    redis.call('APPEND', KEYS[9], ARGV[i + 2])
+    if not sealed then redis.call('APPEND', KEYS[9], ARGV[i + 2]) end
     added = added + 1
   end
 end
+if sealed and added > 0 and ARGV[5] ~= '-' then redis.call('APPEND', KEYS[9], ARGV[5]) end
 local done = redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[4]))
 if done >= tonumber(redis.call('HGET', KEYS[4], 'embq') or '0') then
   redis.call('HDEL', KEYS[4], 'vre')
@@ -456,7 +471,7 @@ if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
 local model, dims, queued = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'embq'))
 if model == ARGV[2] or not (model or dims) then return 0 end
 redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
-redis.call('HDEL', KEYS[4], 'vdim')
+redis.call('HDEL', KEYS[4], 'vdim', 'vfmt')
 local since = tonumber(queued or '0') - tonumber(ARGV[4])
 redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vre', 1, 'embd', 0,
            'embq', tonumber(ARGV[3]) + since)
@@ -542,6 +557,24 @@ return 1
 """
 
 
+# KEYS: 1 a context's meta 2 its vectors. ARGV: 1 their length when read 2 their generation
+# ('vgen') when read 3 the same rows in another layout: one sealed frame, or clear rows 4 's'
+# (sealed) or '' (clear). Replaces the stored vectors unless vectors were added or reset
+# meanwhile, keeping the expiry, and starts a new generation (searching processes read the
+# new layout whole). Returns the new generation, or 0 when it changed nothing.
+_REWRITE_VECTORS = """
+if redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'vgen') or '0') ~= tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[2], ARGV[3], 'KEEPTTL')
+if ARGV[4] == 's' then
+  redis.call('HSET', KEYS[1], 'vfmt', 's')
+else
+  redis.call('HDEL', KEYS[1], 'vfmt')
+end
+return redis.call('HINCRBY', KEYS[1], 'vgen', 1)
+"""
+
+
 # KEYS: 1 the context's tasks hash. ARGV: 1 tid 2 seq 3 entry.
 # Cluster mode: records a queued job's entry in place of the task's 'pending:<seq>' mark,
 # unless its run has begun (and recorded it) or settled meanwhile.
@@ -607,6 +640,7 @@ class Scripts:
     cancel: AsyncScript
     scrub: AsyncScript
     add_vectors: AsyncScript
+    rewrite_vectors: AsyncScript
     reset_vectors: AsyncScript
     remember: AsyncScript
     ledger: AsyncScript
@@ -623,6 +657,7 @@ class Scripts:
             cancel=client.register_script(_CANCEL),
             scrub=client.register_script(_SCRUB),
             add_vectors=client.register_script(_ADD_VECTORS),
+            rewrite_vectors=client.register_script(_REWRITE_VECTORS),
             reset_vectors=client.register_script(_RESET_VECTORS),
             remember=client.register_script(_REMEMBER),
             ledger=client.register_script(_LEDGER),

@@ -170,14 +170,25 @@ class Sealer:
         """The clear value (a clear value as it is); ``StoredDataUnreadableError`` when it
         was sealed for another place, or with a key that is not configured."""
         if value.startswith(MAGIC):
-            n = value[len(MAGIC)]
+            n = value[len(MAGIC)]  # the key id's length
             start = len(MAGIC) + 1
             key_id = value[start : start + n].decode(errors="replace")
-            body = value[start + n :]
-            return self._decrypt(key_id, body[:_NONCE], body[_NONCE:], aad)
+            body = memoryview(value)[start + n :]  # no copy of a large value (vectors)
+            return self._decrypt(key_id, bytes(body[:_NONCE]), body[_NONCE:], aad)
         if value.startswith(TOKEN):
             return self.open_token(value, aad)
         return value
+
+    def open_view(self, view: memoryview, aad: bytes) -> bytes:
+        """``open`` of a binary sealed value inside a larger buffer (a vector frame), with
+        no copy of it."""
+        if bytes(view[: len(MAGIC)]) != MAGIC:
+            raise StoredDataUnreadableError()
+        n = view[len(MAGIC)]
+        start = len(MAGIC) + 1
+        key_id = bytes(view[start : start + n]).decode(errors="replace")
+        body = view[start + n :]
+        return self._decrypt(key_id, bytes(body[:_NONCE]), body[_NONCE:], aad)
 
     def open_token(self, token: bytes, aad: bytes) -> bytes:
         key_id, _, blob = token[len(TOKEN) :].partition(b":")
@@ -187,7 +198,7 @@ class Sealer:
             raise StoredDataUnreadableError() from None
         return self._decrypt(key_id.decode(errors="replace"), raw[:_NONCE], raw[_NONCE:], aad)
 
-    def _decrypt(self, key_id: str, nonce: bytes, sealed: bytes, aad: bytes) -> bytes:
+    def _decrypt(self, key_id: str, nonce: bytes, sealed: bytes | memoryview, aad: bytes) -> bytes:
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             raise StoredDataUnreadableError()
