@@ -41,7 +41,10 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
-SECTIONS = ("core", "bindings", "queues", "memory", "longterm", "scale", "auth")
+SECTIONS = ("core", "bindings", "queues", "memory", "longterm", "scale", "auth", "encryption")
+# Every gateway the benchmark starts seals content at rest, as by default (see README).
+BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
+os.environ.setdefault("GATEWAY_ENCRYPTION_KEYS", BENCH_KEYRING)
 OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
 TEXT = "Patient reports intermittent chest pain radiating to the left arm; " * 4
 
@@ -738,6 +741,12 @@ def memory_section(tmp: Path) -> None:
     embedding_on_off(tmp)
 
 
+def encryption_section(tmp: Path) -> None:
+    from bench.encryption import encryption_bench
+
+    encryption_bench(tmp)
+
+
 def longterm_section(tmp: Path) -> None:
     from bench.longterm import longterm_bench
 
@@ -791,6 +800,7 @@ def main() -> None:
         "longterm": longterm_section,
         "scale": scale_bench,
         "auth": auth_section,
+        "encryption": encryption_section,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"
