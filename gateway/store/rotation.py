@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.errors import StoredDataUnreadableError
 from gateway.settings import Settings
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.records import text_of
@@ -54,6 +55,7 @@ class RotationFigures:
     values: int = 0  # content values looked at
     resealed: int = 0  # rewritten
     skipped: int = 0  # changed or gone meanwhile: left alone
+    unreadable: int = 0  # does not decrypt here: left as it is
     seconds: float = 0.0
 
     @property
@@ -89,6 +91,35 @@ class Rotation:
             return b"[" + b",".join(self.sealer.seal_token(i, aad) for i in opened) + b"]"
         return self.sealer.reseal(value, aad)
 
+    def _swaps(
+        self,
+        page: dict[Any, bytes],
+        prefix: str,
+        context_id: str,
+        kind: str,
+        figures: RotationFigures,
+    ) -> list[Any]:
+        """(field, value read, re-sealed value) of a page's content values not current."""
+        swaps: list[Any] = []
+        for raw_field, value in page.items():
+            field = text_of(raw_field)
+            if kind == "msgs":
+                aad_field = "msg"
+            elif field.endswith(_TASK_CONTENT):
+                aad_field = field
+            else:
+                continue
+            figures.values += 1
+            if not self._stale(value):
+                continue
+            try:
+                new = self._resealed(prefix, context_id, aad_field, value)
+            except StoredDataUnreadableError:
+                figures.unreadable += 1  # moved, altered, or its key is gone: left
+                continue
+            swaps += [raw_field, value, new]
+        return swaps
+
     async def _rotate_hash(self, key: str, figures: RotationFigures) -> None:
         match = _HASH.match(key)
         if match is None:
@@ -101,22 +132,7 @@ class Rotation:
         cursor = 0
         while True:
             cursor, page = await self.client.hscan(key, cursor, count=self.batch)
-            swaps: list[bytes | str] = []
-            for raw_field, value in page.items():
-                field = text_of(raw_field)
-                if kind == "msgs":
-                    aad_field = "msg"
-                elif field.endswith(_TASK_CONTENT):
-                    aad_field = field
-                else:
-                    continue
-                figures.values += 1
-                if self._stale(value):
-                    swaps += [
-                        raw_field,
-                        value,
-                        self._resealed(prefix, context_id, aad_field, value),
-                    ]
+            swaps = self._swaps(page, prefix, context_id, kind, figures)
             if swaps:
                 done = int(await self._swap(keys=[key], args=swaps))
                 figures.resealed += done
@@ -142,7 +158,11 @@ class Rotation:
         if all(key_id_of(bytes(f[:40])) == self.target for f in frames):
             return
         aad = context_of(prefix, context_id, VECTORS_FIELD)
-        rows = b"".join(self.sealer.open_view(f, aad) for f in frames)
+        try:
+            rows = b"".join(self.sealer.open_view(f, aad) for f in frames)
+        except StoredDataUnreadableError:
+            figures.unreadable += 1
+            return
         merged = frame(self.sealer.seal(rows, aad))
         args: list[Any] = [len(stored), int(generation or 0), merged, "s"]
         done = 1 if int(await self._rewrite(keys=[meta, key], args=args)) else 0
@@ -187,6 +207,7 @@ def _shown(figures: RotationFigures) -> dict[str, Any]:
         "values": figures.values,
         "resealed": figures.resealed,
         "skipped": figures.skipped,
+        "unreadable": figures.unreadable,
         "seconds": round(figures.seconds, 2),
         "per_second": round(figures.rate),
     }
