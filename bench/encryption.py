@@ -1,6 +1,6 @@
 """Encryption at rest, on vs off in one run: blocking send at c=32 (two gateways, each on its
 own Redis, interleaved rounds), search over a 10,000-message context (the store with and
-without a keyring), and the rate at which `gateway keys rotate-data` re-seals messages."""
+without a keyring), and the rate at which `gateway encryption rotate-data` re-seals messages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The gateway command line: `gateway serve`, `gateway worker` and `gateway keys`."""
+"""The gateway command line: `gateway serve`, `gateway worker`, `gateway keys` (API keys) and
+`gateway encryption` (keys of content at rest)."""
 
 from __future__ import annotations
 

@@ -245,7 +245,7 @@ async def test_rotate_data_from_the_command_line(
     env["GATEWAY_ENCRYPTION_KEYS"] = TEST_KEYRING
     done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "gateway.cli", "keys", "rotate-data"],
+        [sys.executable, "-m", "gateway.cli", "encryption", "rotate-data"],
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,

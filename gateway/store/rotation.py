@@ -1,4 +1,4 @@
-"""`gateway keys rotate-data`: re-seal stored content with the current key.
+"""`gateway encryption rotate-data`: re-seal stored content with the current key.
 
 Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each) and rewrites
 every content value that is not already as a new write would be: sealed with the current

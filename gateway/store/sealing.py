@@ -6,7 +6,7 @@ messages and metadata. Ids, states, timestamps and counters stay clear for the s
 
 A sealed value carries the id of the key that sealed it, so keys rotate: new writes use the
 current (first) key, values of older keys still open while those keys are configured, and
-``gateway keys rotate-data`` re-seals them with the current one. The associated data binds
+``gateway encryption rotate-data`` re-seals them with the current one. The associated data binds
 each value to its user's key prefix (the digest of tenant and user), its context and its
 field: a value copied to another user's, context's or field's place does not open
 (``StoredDataUnreadableError``), it never decrypts to someone else's content.
