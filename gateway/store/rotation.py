@@ -8,9 +8,10 @@ was read (one script per batch compares and sets), so it runs next to a serving 
 a value written or scrubbed meanwhile is left alone (a new write is already current). TTLs
 are kept (``HSET`` on an existing hash keeps its expiry).
 
-Resumable: the ``SCAN`` cursor and the counts are kept in ``gw:{jobs}:rotation`` after each
-batch, so a rotation stopped half-way resumes where it was (a changed current key starts
-over); values already current cost a header check, so even starting over is quick.
+Resumable: the ``SCAN`` cursor (one per primary on a Redis Cluster) and the counts are kept
+in ``gw:{jobs}:rotation`` after each batch, so a rotation stopped half-way resumes where it
+was (a changed current key starts over); values already current cost a header check, so even
+starting over is quick.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
 
 from gateway.errors import StoredDataUnreadableError
 from gateway.settings import Settings
@@ -33,6 +36,7 @@ __all__ = ["Rotation", "RotationFigures", "rotate_data"]
 log = logging.getLogger("gateway.rotation")
 
 STATE = "gw:{jobs}:rotation"
+_MATCH = "gw:{*}:c:*"
 _HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
 _TASK_CONTENT = (":s", ":md", ":xmd", ":a")
 
@@ -169,33 +173,51 @@ class Rotation:
         figures.resealed += done
         figures.skipped += 1 - done
 
+    def _nodes(self) -> list[Any]:
+        """What to scan: each primary of a cluster (a cursor each), or the one server."""
+        if isinstance(self.client, RedisCluster):
+            return list(self.client.get_primaries())
+        return [None]
+
+    async def _scan(self, node: Any, cursor: int) -> tuple[int, list[Any]]:
+        if node is None:
+            cursor, keys = await self.client.scan(cursor, match=_MATCH, count=self.batch)
+            return int(cursor), keys
+        cursors, keys = await self.client.scan(
+            cursor, match=_MATCH, count=self.batch, target_nodes=node
+        )
+        return int(next(iter(cursors.values()))), keys
+
     async def run(self, *, report_every: float = 2.0) -> RotationFigures:
         figures = RotationFigures()
         state = await self.client.hgetall(STATE)
-        cursor = 0
+        saved: dict[str, str] = {}
         if state and text_of(state.get(b"target", b"")) == (self.target or "-"):
-            cursor = int(state.get(b"cursor", 0))
-            figures.resealed = int(state.get(b"resealed", 0))
-            log.info("resuming rotation", extra={"cursor": cursor, "resealed": figures.resealed})
+            saved = {text_of(k): text_of(v) for k, v in state.items()}
+            figures.resealed = int(saved.get("resealed", 0))
+            log.info("resuming rotation", extra={"resealed": figures.resealed})
         started = last = time.monotonic()
-        while True:
-            cursor, keys = await self.client.scan(cursor, match="gw:{*}:c:*", count=self.batch)
-            for key in keys:
-                await self._rotate_hash(text_of(key), figures)
-            figures.seconds = time.monotonic() - started
-            if int(cursor) == 0:
-                break
-            await self.client.hset(
-                STATE,
-                mapping={
+        for node in self._nodes():
+            field = f"cursor:{node.name if node is not None else '-'}"
+            if saved.get(field) == "done":
+                continue
+            cursor = int(saved.get(field, 0))
+            while True:
+                cursor, keys = await self._scan(node, cursor)
+                for key in keys:
+                    await self._rotate_hash(text_of(key), figures)
+                figures.seconds = time.monotonic() - started
+                mapping = {
                     "target": self.target or "-",
-                    "cursor": int(cursor),
+                    field: cursor or "done",
                     "resealed": figures.resealed,
-                },
-            )
-            if time.monotonic() - last >= report_every:
-                last = time.monotonic()
-                log.info("rotation progress", extra=_shown(figures))
+                }
+                await self.client.hset(STATE, mapping=mapping)
+                if time.monotonic() - last >= report_every:
+                    last = time.monotonic()
+                    log.info("rotation progress", extra=_shown(figures))
+                if cursor == 0:
+                    break
         await self.client.delete(STATE)
         log.info("rotation done", extra=_shown(figures))
         return figures
