@@ -147,28 +147,32 @@ class Rotation:
     async def _rotate_vectors(
         self, key: str, prefix: str, context_id: str, figures: RotationFigures
     ) -> None:
-        """Sealed context-memory vectors (frames): merged into one frame under the current
-        key, unless vectors were added meanwhile (then the next run does it). Vectors kept in
-        clear (indexed before encryption was on) stay as they are."""
+        """A context's memory vectors, as a new write would store them: sealed frames merged
+        into one frame under the current key, vectors kept in clear (indexed before
+        encryption was on) sealed as one frame, or, with encryption off, opened into clear
+        rows; unless vectors were added or rewritten meanwhile (then the next run does it)."""
         meta = f"{prefix}:c:{context_id}"
         form, generation = await self.client.hmget(meta, ["vfmt", "vgen"])
-        if form != b"s" or not self.target:
-            return
         stored = await self.client.get(key)
         if not stored:
             return
-        frames = list(frames_of(stored))
         figures.values += 1
-        if all(key_id_of(bytes(f[:40])) == self.target for f in frames):
-            return
         aad = context_of(prefix, context_id, VECTORS_FIELD)
-        try:
-            rows = b"".join(self.sealer.open_view(f, aad) for f in frames)
-        except StoredDataUnreadableError:
-            figures.unreadable += 1
-            return
-        merged = frame(self.sealer.seal(rows, aad))
-        args: list[Any] = [len(stored), int(generation or 0), merged, "s"]
+        if form == b"s":
+            frames = list(frames_of(stored))
+            if self.target and all(key_id_of(bytes(f[:40])) == self.target for f in frames):
+                return
+            try:
+                rows = b"".join(self.sealer.open_view(f, aad) for f in frames)
+            except StoredDataUnreadableError:
+                figures.unreadable += 1
+                return
+        elif self.target:
+            rows = stored
+        else:
+            return  # clear, and encryption is off: as a new write would be
+        layout = [frame(self.sealer.seal(rows, aad)), "s"] if self.target else [rows, ""]
+        args: list[Any] = [len(stored), int(generation or 0), *layout]
         done = 1 if int(await self._rewrite(keys=[meta, key], args=args)) else 0
         figures.resealed += done
         figures.skipped += 1 - done
