@@ -141,7 +141,7 @@ class Runtime:
         tracing.instrument_http(*outbound)  # a2a-sdk's and the openai SDK's requests
         agents = AgentRegistry(
             [*load_agents(settings.agent_plugins), *extra_agents],
-            AgentStore(client, settings.context_ttl_seconds),
+            AgentStore(client, settings.context_ttl_seconds, store.sealer),
             AgentFactory(allowlist, *outbound),
             cache_seconds=settings.agent_cache_seconds,
         )

@@ -19,7 +19,7 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 
-from gateway.store.keys import UserKeys
+from gateway.store.keys import TenantAgentKeys, UserKeys
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
 from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, auth, message
@@ -400,3 +400,40 @@ async def search(
     assert r.status_code == 200 and r.json()["mode"] == mode, r.text
     hits: list[dict[str, Any]] = r.json()["hits"]
     return hits
+
+
+async def test_registered_agents_are_sealed_too(make_app: AppFactory, redis: Redis) -> None:
+    """An agent's entry may hold its API key and prompt: sealed, bound to its tenant and id."""
+    sentinel, secret = f"SENTINEL-{uuid.uuid4().hex}", f"sk-{uuid.uuid4().hex}"
+    spec = {
+        "id": "summariser",
+        "name": "Summariser",
+        "description": f"Summarises a stay. {sentinel}",
+        "systemPrompt": f"You write discharge letters. {sentinel}",
+        "type": "openai",
+        "config": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m", "apiKey": secret},
+    }
+    options = {"api_keys": orjson.dumps(API_KEYS).decode(), "outbound_allowlist": "127.0.0.1:*"}
+    async with make_app(encryption_keys=OLD_ONLY, **options) as c:
+        r = await c.post("/agents", json=spec, headers=auth("admin"))
+        assert r.status_code == 201, r.text
+        r = await c.patch("/agents/summariser", json={"name": "S2"}, headers=auth("admin"))
+        assert r.status_code == 200 and r.json()["revision"] == 2, r.text
+        values = await every_value(redis)
+        assert holding(values, "summariser") and holding(values, sentinel) == []
+        assert holding(values, secret) == []
+    # rotated to the current key, the entry still reads once the old key is gone
+    figures = await Rotation(redis, Sealer(Keyring.parse(TEST_KEYRING))).run()
+    assert figures.resealed == 1 and figures.unreadable == 0, figures
+    mine = TenantAgentKeys.of("t1").agent("summariser")
+    assert key_id_of(await redis.get(mine) or b"") == "k0"
+    async with make_app(encryption_keys=NEW_ONLY, **options) as c:
+        r = await c.get("/agents/summariser", headers=auth("alice"))
+        assert r.status_code == 200 and r.json()["description"].endswith(sentinel), r.text
+        # the entry copied under another tenant's keys does not open there
+        theirs = TenantAgentKeys.of("t2")
+        await redis.set(theirs.agent("summariser"), await redis.get(mine) or b"")
+        await redis.sadd(theirs.index, theirs.agent("summariser"))
+        r = await c.get("/agents/summariser", headers=auth("carol"))
+        assert r.status_code == 500 and r.json()["error"] == "StoredDataUnreadableError"
+        assert sentinel not in r.text

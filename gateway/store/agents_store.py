@@ -1,16 +1,23 @@
-"""The agent registry in Redis, per tenant (see ``keys.TenantAgentKeys``)."""
+"""The agent registry in Redis, per tenant (see ``keys.TenantAgentKeys``).
+
+Entries may hold agents' API keys and prompts: with encryption on they are sealed like
+content (``sealing.py``), bound to their own key (tenant digest and agent id), so an entry
+copied to another tenant's or agent's key does not open.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
 
 from gateway.store.keys import TenantAgentKeys
 from gateway.store.records import text_of as _text
+from gateway.store.sealing import Sealer
 from gateway.store.translate import translated
 
-__all__ = ["AgentStore"]
+__all__ = ["AgentStore", "entry_aad"]
 
 # KEYS: 1 index 2 entry. ARGV: 1 entry json 2 ttl ms or '0' (permanent).
 _CREATE = """
@@ -28,12 +35,12 @@ if entry and redis.call('PTTL', KEYS[1]) > 0 then redis.call('PEXPIRE', KEYS[1],
 return entry
 """
 
-# KEYS: 1 entry. ARGV: 1 expected revision 2 new json 3 ttl ms. Replaces the entry if its
-# revision is still the one read (else 'conflict'); keeps it ephemeral if it was.
+# KEYS: 1 entry. ARGV: 1 the stored entry read 2 new entry 3 ttl ms. Replaces the entry if
+# it is still the one read (else 'conflict'); keeps it ephemeral if it was.
 _REPLACE = """
 local entry = redis.call('GET', KEYS[1])
 if not entry then return 'gone' end
-if cjson.decode(entry)['revision'] ~= tonumber(ARGV[1]) then return 'conflict' end
+if entry ~= ARGV[1] then return 'conflict' end
 if redis.call('PTTL', KEYS[1]) > 0 then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 else redis.call('SET', KEYS[1], ARGV[2]) end
 return 'ok'
@@ -41,9 +48,10 @@ return 'ok'
 
 
 class AgentStore:
-    def __init__(self, client: Any, ttl_seconds: int) -> None:
+    def __init__(self, client: Any, ttl_seconds: int, sealer: Sealer | None = None) -> None:
         self.client: Redis = client
         self.ttl_ms = ttl_seconds * 1000
+        self.sealer = sealer or Sealer(None)
         self._create = client.register_script(_CREATE)
         self._read = client.register_script(_READ)
         self._replace = client.register_script(_REPLACE)
@@ -52,20 +60,29 @@ class AgentStore:
     async def create(self, tenant: str, agent_id: str, entry: bytes, ephemeral: bool) -> bool:
         keys = TenantAgentKeys.of(tenant)
         ttl = self.ttl_ms if ephemeral else 0
-        done = await self._create(keys=[keys.index, keys.agent(agent_id)], args=[entry, ttl])
+        key = keys.agent(agent_id)
+        sealed = self.sealer.seal(entry, entry_aad(key))
+        done = await self._create(keys=[keys.index, key], args=[sealed, ttl])
         return bool(done)
 
     @translated
     async def read(self, tenant: str, agent_id: str) -> bytes | None:
-        raw = await self._read(
-            keys=[TenantAgentKeys.of(tenant).agent(agent_id)], args=[self.ttl_ms]
-        )
-        return raw if raw is None else bytes(raw)
+        key = TenantAgentKeys.of(tenant).agent(agent_id)
+        raw = await self._read(keys=[key], args=[self.ttl_ms])
+        return raw if raw is None else self.sealer.open(bytes(raw), entry_aad(key))
 
     @translated
     async def replace(self, tenant: str, agent_id: str, revision: int, entry: bytes) -> str:
         key = TenantAgentKeys.of(tenant).agent(agent_id)
-        return _text(await self._replace(keys=[key], args=[revision, entry, self.ttl_ms]))
+        raw = await self.client.get(key)
+        if raw is None:
+            return "gone"
+        stored = raw if isinstance(raw, bytes) else raw.encode()
+        current = orjson.loads(self.sealer.open(stored, entry_aad(key)))
+        if current.get("revision") != revision:
+            return "conflict"
+        new = self.sealer.seal(entry, entry_aad(key))
+        return _text(await self._replace(keys=[key], args=[stored, new, self.ttl_ms]))
 
     @translated
     async def delete(self, tenant: str, agent_id: str) -> bool:
@@ -87,4 +104,13 @@ class AgentStore:
         gone = [m for m, v in zip(members, values, strict=True) if v is None]
         if gone:
             await self.client.srem(keys.index, *gone)
-        return [v if isinstance(v, bytes) else v.encode() for v in values if v is not None]
+        return [
+            self.sealer.open(v if isinstance(v, bytes) else v.encode(), entry_aad(m))
+            for m, v in zip(members, values, strict=True)
+            if v is not None
+        ]
+
+
+def entry_aad(key: str) -> bytes:
+    """The associated data of an agent entry: its own key (tenant digest and agent id)."""
+    return f"gw1|{key}|agent".encode()

@@ -1,6 +1,7 @@
 """`gateway encryption rotate-data`: re-seal stored content with the current key.
 
-Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each) and rewrites
+Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each), their
+memory vectors and the registered agents' entries, and rewrites
 every content value that is not already as a new write would be: sealed with the current
 key (values of older keys, and clear values written while encryption was off), or, with
 ``GATEWAY_ENCRYPTION=off``, clear. Each value is replaced only if it is unchanged since it
@@ -26,6 +27,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from gateway.errors import StoredDataUnreadableError
 from gateway.settings import Settings
+from gateway.store.agents_store import entry_aad
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.records import text_of
 from gateway.store.scripts import Scripts
@@ -36,8 +38,9 @@ __all__ = ["Rotation", "RotationFigures", "rotate_data"]
 log = logging.getLogger("gateway.rotation")
 
 STATE = "gw:{jobs}:rotation"
-_MATCH = "gw:{*}:c:*"
+_MATCH = "gw:{*}:*"
 _HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
+_AGENT = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")  # a registered agent's entry (a string)
 _TASK_CONTENT = (":s", ":md", ":xmd", ":a")
 
 # KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
@@ -50,6 +53,14 @@ for i = 1, #ARGV, 3 do
   end
 end
 return n
+"""
+
+
+# KEYS: 1 a string. ARGV: 1 expected value 2 new value. Returns 1 if it was replaced.
+_SWAP_STRING = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+return 1
 """
 
 
@@ -73,6 +84,7 @@ class Rotation:
         self.sealer = sealer
         self.batch = batch
         self._swap = client.register_script(_SWAP)
+        self._swap_string = client.register_script(_SWAP_STRING)
         self._rewrite = Scripts.register(client).rewrite_vectors
         self.target = sealer.current if sealer.seal_writes else ""
 
@@ -127,6 +139,8 @@ class Rotation:
     async def _rotate_hash(self, key: str, figures: RotationFigures) -> None:
         match = _HASH.match(key)
         if match is None:
+            if _AGENT.match(key):
+                await self._rotate_agent(key, figures)
             return
         prefix, context_id, kind = match.groups()
         if kind == "vec":
@@ -174,6 +188,23 @@ class Rotation:
         layout = [frame(self.sealer.seal(rows, aad)), "s"] if self.target else [rows, ""]
         args: list[Any] = [len(stored), int(generation or 0), *layout]
         done = 1 if int(await self._rewrite(keys=[meta, key], args=args)) else 0
+        figures.resealed += done
+        figures.skipped += 1 - done
+
+    async def _rotate_agent(self, key: str, figures: RotationFigures) -> None:
+        """A registered agent's entry (it may hold the agent's API key), like content."""
+        stored = await self.client.get(key)
+        if not stored:
+            return
+        figures.values += 1
+        if not self._stale(stored):
+            return
+        try:
+            new = self.sealer.reseal(stored, entry_aad(key))
+        except StoredDataUnreadableError:
+            figures.unreadable += 1
+            return
+        done = int(await self._swap_string(keys=[key], args=[stored, new]))
         figures.resealed += done
         figures.skipped += 1 - done
 
