@@ -134,6 +134,23 @@ async def test_content_is_sealed_in_every_redis_value(make_app: AppFactory, redi
             )
         ).json()
         assert found is not None
+        # over an A2A 1.0 binding too (parts without kind, a file by its bytes)
+        v1 = {
+            "role": "ROLE_USER",
+            "messageId": f"v1-{uuid.uuid4().hex}",
+            "parts": [
+                {"text": f"Latest vitals attached. {sentinel}"},
+                {"data": {"note": sentinel}},
+                {"raw": base64.b64encode(b"%PDF-1.4").decode(), "filename": f"{sentinel}.pdf"},
+            ],
+            "metadata": {"ward": sentinel},
+        }
+        sent = await c.post("/a2a/message:send", json={"message": v1})
+        assert sent.status_code == 200, sent.text
+        read_v1 = await c.get(f"/a2a/tasks/{sent.json()['task']['id']}?historyLength=5")
+        assert read_v1.status_code == 200 and f"{sentinel}.pdf" in read_v1.text, read_v1.text
+        listed = await c.get("/a2a/tasks", params={"includeArtifacts": "true"})
+        assert listed.status_code == 200 and sentinel in listed.text, listed.text
         values = await every_value(redis)
     assert values and holding(values, task["contextId"])  # the scan sees the context
     assert holding(values, sentinel) == []
