@@ -23,7 +23,9 @@ run: install
 # test_at_rest's tests of a Redis given by URL (the others start their own embedded Redis).
 AT_REST_ON_CLUSTER := $(addprefix tests/test_at_rest.py::test_,content_is_sealed_in_every_redis_value \
     a_value_moved_to_another_user_or_context_does_not_open rotation_with_two_keys \
-    rotate_data_from_the_command_line context_memory_searches_sealed_vectors)
+    rotate_data_from_the_command_line context_memory_searches_sealed_vectors \
+    vectors_indexed_in_clear_keep_working_until_rotation_seals_them \
+    registered_agents_are_sealed_too)
 CLUSTER_SUITE := tests/test_send.py tests/test_tasks.py tests/test_contexts.py \
                  tests/test_isolation.py tests/test_durability.py tests/test_memory.py \
                  tests/test_longterm.py tests/test_registry.py tests/test_durability_edges.py \
