@@ -16,7 +16,8 @@ key                                    type    holds
                                                (the running-tasks quota)
 ``gw:{u}:c:<cid>``                     hash    context meta: created, updated, seq, tasks, origin;
                                                embq/embd (embedding queued/done), vdim and
-                                               vmodel (the vectors' space), vre (re-embedding)
+                                               vmodel (the vectors' space), vre (re-embedding),
+                                               vgen (the vectors' layout), vfmt ('s': sealed)
 ``gw:{u}:c:<cid>:items``               list    task ids, oldest first
 ``gw:{u}:c:<cid>:tasks``               hash    ``<tid>:st`` state, ``<tid>:s`` status json,
                                                ``<tid>:a`` artifacts json array, ``<tid>:m``
@@ -24,6 +25,7 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:msgs``                hash    seq -> message json (whole context, in order)
 ``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
 ``gw:{u}:c:<cid>:vec``                 string  float32 vectors of embedded user messages, appended
+                                               (sealed: length-prefixed frames of such rows)
 ``gw:{u}:c:<cid>:vix``                 string  uint32 message seq of each vector, appended
 ``gw:{u}:c:<cid>:vbits``               string  bitmap of seqs embedded (a repeated job adds none)
 ``gw:{u}:c:<cid>:seen``                zset    Cortadel memory id -> when it was last recalled
