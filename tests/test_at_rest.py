@@ -192,6 +192,12 @@ async def test_a_value_moved_to_another_user_or_context_does_not_open(
             assert r.status_code == 500, r.text
             assert r.json()["error"] == "StoredDataUnreadableError", r.text
             assert sentinel not in r.text and "vitals" not in r.text
+        # over JSON-RPC (0.3 and 1.0): the error, no content
+        for method in ("tasks/get", "GetTask"):
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": b_task["id"]}}
+            r = await c.post("/", json=body, headers=auth("bob"))
+            assert r.status_code == 200 and r.json()["error"]["code"] == -32030, r.text
+            assert sentinel not in r.text and "vitals" not in r.text
         # the owner still reads hers
         mine = await c.get(f"/v1/tasks/{a_task['id']}", headers=auth("alice"))
         assert mine.status_code == 200 and sentinel in mine.text
