@@ -33,6 +33,7 @@ __all__ = [
     "V03_PROTO",
     "V1",
     "Dialect",
+    "artifact_out",
     "jsonrpc_error_v1",
     "message_v1",
     "read_v1_message",
@@ -41,6 +42,7 @@ __all__ = [
     "reason",
     "rpc_status",
     "send_result",
+    "status_out",
     "task_out",
 ]
 
@@ -148,9 +150,8 @@ def _artifact_out(artifact: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     return out
 
 
-def task_out(task: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
-    """A canonical Task in ``dialect``."""
-    status = task.get("status") or {}
+def status_out(status: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """A canonical TaskStatus in ``dialect``."""
     out_status: dict[str, Any] = {
         "state": _STATES[dialect].get(status.get("state", ""), "TASK_STATE_UNSPECIFIED")
     }
@@ -158,10 +159,20 @@ def task_out(task: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
         out_status["message"] = _message_out(status["message"], dialect)
     if status.get("timestamp"):
         out_status["timestamp"] = status["timestamp"]
+    return out_status
+
+
+def artifact_out(artifact: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """A canonical Artifact in ``dialect``."""
+    return _artifact_out(artifact, dialect)
+
+
+def task_out(task: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+    """A canonical Task in ``dialect``."""
     out: dict[str, Any] = {
         "id": task["id"],
         "contextId": task.get("contextId", ""),
-        "status": out_status,
+        "status": status_out(task.get("status") or {}, dialect),
     }
     if task.get("artifacts"):
         out["artifacts"] = [_artifact_out(a, dialect) for a in task["artifacts"]]

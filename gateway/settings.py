@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     context_ttl_seconds: int = Field(default=THIRTY_DAYS, ge=1)
     blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    # Streams (SSE): a keep-alive comment after this long without an event.
+    sse_keepalive_seconds: float = Field(default=15.0, gt=0, le=300)
     api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
     # Identity providers whose bearer tokens are accepted (identity/options.py), the clock
     # skew allowed on exp/nbf, how long their keys are cached and how often at most they

@@ -41,7 +41,7 @@ async def test_cards_are_valid_and_authenticated(
         for v in ("0.3", "1.0")
     }
     assert card["capabilities"] == {
-        "streaming": False,
+        "streaming": True,
         "pushNotifications": False,
         "stateTransitionHistory": False,
     }

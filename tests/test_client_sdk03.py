@@ -20,6 +20,7 @@ from a2a.types import (
     Part,
     Role,
     Task,
+    TaskArtifactUpdateEvent,
     TaskIdParams,
     TaskNotFoundError,
     TaskQueryParams,
@@ -48,9 +49,13 @@ async def gateway(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-async def _client(gw: httpx.AsyncClient, transport: str, polling: bool = False) -> Client:
+async def _client(
+    gw: httpx.AsyncClient, transport: str, polling: bool = False, streaming: bool = False
+) -> Client:
+    """The client for a card; sends block (or poll) unless ``streaming`` (the card offers
+    streaming, which the client would otherwise use for every send)."""
     card = await A2ACardResolver(gw, "http://gw/agents/echo").get_agent_card()
-    config = ClientConfig(httpx_client=gw, polling=polling)
+    config = ClientConfig(httpx_client=gw, polling=polling, streaming=streaming)
     if transport == TransportProtocol.http_json:
         config.supported_transports = [TransportProtocol.http_json]
     return ClientFactory(config).create(card)
@@ -207,3 +212,64 @@ async def test_other_users_tasks_are_not_found(
     with pytest.raises(A2AClientHTTPError) as http:
         await rest.cancel_task(TaskIdParams(id=task.id))
     assert http.value.status_code == 404
+
+
+STREAMED = "Chunks of a longer answer, as the agent produces them."
+
+
+def _streamed_text(task: Task) -> str:
+    """The text of the streamed artifact of a task, its parts joined."""
+    (artifact,) = [a for a in task.artifacts or [] if a.name == "echo-stream"]
+    return "".join(p.root.text for p in artifact.parts if isinstance(p.root, TextPart))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_streaming_over_the_official_client(
+    gateway: httpx.AsyncClient, transport: str
+) -> None:
+    client = await _client(gateway, transport, streaming=True)
+    chunked = {"echo": {"chunks": 4, "delayMs": 200}}
+    message = _message(Part(root=TextPart(text=STREAMED)), metadata=chunked)
+    # Each chunk as it arrives (the client's task manager extends the first chunk's
+    # artifact in place with the later ones).
+    received, chunks = [], []
+    async for event in client.send_message(message):
+        assert isinstance(event, tuple)
+        received.append(event)
+        update = event[1]
+        if isinstance(update, TaskArtifactUpdateEvent) and update.artifact.name == "echo-stream":
+            text = "".join(
+                p.root.text for p in update.artifact.parts if isinstance(p.root, TextPart)
+            )
+            chunks.append((bool(update.append), bool(update.last_chunk), text))
+    assert [c[:2] for c in chunks] == [(False, False), (True, False), (True, False), (True, True)]
+    assert "".join(c[2] for c in chunks) == STREAMED
+    task = received[-1][0]  # type: ignore[index]
+    assert task.status.state == TaskState.completed
+    # The task the client assembled from the events is the stored one.
+    stored = await client.get_task(TaskQueryParams(id=task.id))
+    assert _streamed_text(task) == _streamed_text(stored) == STREAMED
+    # Resubscribing to the ended task: its final state, then the end.
+    again = [e async for e in client.resubscribe(TaskIdParams(id=task.id))]
+    assert [e[0].status.state for e in again] == [TaskState.completed]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_resubscribe_mid_run_over_the_official_client(
+    gateway: httpx.AsyncClient, transport: str
+) -> None:
+    polling = await _client(gateway, transport, polling=True)
+    chunked = {"echo": {"chunks": 4, "delayMs": 1600}}
+    sent = await _send(polling, _message(Part(root=TextPart(text=STREAMED)), metadata=chunked))
+
+    async def partly_streamed() -> bool:
+        task = await polling.get_task(TaskQueryParams(id=sent.id))
+        return any(a.name == "echo-stream" for a in task.artifacts or [])
+
+    await until(partly_streamed, what="the first chunks to be stored")
+    # The client starts from the task as it stands (the artifact so far), then appends.
+    client = await _client(gateway, transport, streaming=True)
+    received = [e async for e in client.resubscribe(TaskIdParams(id=sent.id))]
+    task = received[-1][0]  # type: ignore[index]
+    assert task.status.state == TaskState.completed
+    assert _streamed_text(task) == STREAMED

@@ -1,5 +1,5 @@
 """The JSON-RPC 2.0 binding on the wire: envelopes, ids, notifications, batches, the A2A
-error codes of both versions, and the routes refused until streaming and push exist."""
+error codes of both versions, and the routes refused until push notifications exist."""
 
 from __future__ import annotations
 
@@ -71,15 +71,11 @@ async def test_a2a_10_methods_answer_in_the_10_dialect(client: httpx.AsyncClient
 @pytest.mark.parametrize(
     ("method", "code"),
     [
-        ("message/stream", -32004),
-        ("tasks/resubscribe", -32004),
         ("tasks/pushNotificationConfig/set", -32003),
         ("tasks/pushNotificationConfig/get", -32003),
         ("tasks/pushNotificationConfig/list", -32003),
         ("tasks/pushNotificationConfig/delete", -32003),
         ("agent/getAuthenticatedExtendedCard", -32007),
-        ("SendStreamingMessage", -32004),
-        ("SubscribeToTask", -32004),
         ("CreateTaskPushNotificationConfig", -32003),
         ("ListTaskPushNotificationConfigs", -32003),
         ("GetExtendedAgentCard", -32007),
@@ -210,20 +206,12 @@ async def test_error_bodies_do_not_echo_content(client: httpx.AsyncClient) -> No
 async def test_refused_rest_routes(client: httpx.AsyncClient) -> None:
     task = (await client.post("/v1/message:send", json={"message": message()})).json()["task"]
     for method, path, code in [
-        ("GET", f"/v1/tasks/{task['id']}:subscribe", -32004),
-        ("POST", f"/v1/tasks/{task['id']}:subscribe", -32004),
-        ("POST", "/v1/message:stream", -32004),
         ("GET", f"/v1/tasks/{task['id']}/pushNotificationConfigs", -32003),
         ("POST", f"/agents/echo/v1/tasks/{task['id']}/pushNotificationConfigs", -32003),
         ("DELETE", f"/v1/tasks/{task['id']}/pushNotificationConfigs/c1", -32003),
     ]:
         r = await client.request(method, path)
         assert r.status_code == 501 and r.json()["code"] == code, (method, path)
-    r = await client.post(f"/a2a/tasks/{task['id']}:subscribe")
-    assert r.status_code == 501
-    assert r.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
-    r = await client.post("/a2a/v1/message:stream")
-    assert r.status_code == 501 and r.json()["type"] == "UnsupportedOperationError"
 
 
 async def test_rest_10_tenant_prefix_and_version(keyed: httpx.AsyncClient) -> None:

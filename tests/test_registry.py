@@ -126,7 +126,7 @@ async def test_cards_are_generated_and_valid(gw: httpx.AsyncClient) -> None:
         assert_a2a("AgentCard", card)
         assert card["url"] == f"http://gw/agents/{agent_id}"
         assert card["capabilities"] == {
-            "streaming": False,
+            "streaming": True,
             "pushNotifications": False,
             "stateTransitionHistory": False,
         }

@@ -13,6 +13,7 @@ __all__ = [
     "AgentRequest",
     "AgentSkill",
     "AgentUpdate",
+    "ArtifactChunk",
     "ArtifactUpdate",
     "ContextHistory",
     "ContextSearch",
@@ -95,6 +96,19 @@ class ArtifactUpdate:
 
 
 @dataclass(frozen=True)
+class ArtifactChunk:
+    """A piece of an artifact produced bit by bit (tokens), stored and sent to stream
+    readers at once. ``append`` False begins a new artifact, True adds ``parts`` to the one
+    begun last (adjacent text is joined in the stored artifact); ``last`` closes it. An
+    artifact still open when the run ends is stored as it stands."""
+
+    parts: Sequence[JSON]
+    name: str | None = None
+    append: bool = True
+    last: bool = False
+
+
+@dataclass(frozen=True)
 class ReplyUpdate:
     """An agent message appended to the task's history (``metadata`` on the message)."""
 
@@ -109,7 +123,7 @@ class MetadataUpdate:
     metadata: JSON
 
 
-AgentUpdate = StatusUpdate | ArtifactUpdate | ReplyUpdate | MetadataUpdate
+AgentUpdate = StatusUpdate | ArtifactUpdate | ArtifactChunk | ReplyUpdate | MetadataUpdate
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The built-in ``echo`` agent: replies with what it was given, for testing integrations.
 
 ``message.metadata.echo`` may set ``delayMs`` (0–120000), ``steps`` (0–100 intermediate
-``working`` updates) and ``finalState`` (``completed``, ``input-required``, ``failed``,
-or ``working`` to stay open until canceled).
+``working`` updates), ``chunks`` (0–1000: the message's text is first streamed back as an
+artifact ``echo-stream`` in that many pieces, the delay spread over them) and
+``finalState`` (``completed``, ``input-required``, ``failed``, or ``working`` to stay open
+until canceled).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from gateway.agents.base import (
     AgentRequest,
     AgentSkill,
     AgentUpdate,
+    ArtifactChunk,
     ArtifactUpdate,
     ReplyUpdate,
     StatusUpdate,
@@ -35,6 +38,7 @@ class EchoOptions(BaseModel):
 
     delayMs: int = Field(default=0, ge=0, le=120_000)
     steps: int = Field(default=0, ge=0, le=100)
+    chunks: int = Field(default=0, ge=0, le=1000)
     finalState: Literal["completed", "input-required", "failed", "working"] = "completed"
 
 
@@ -63,10 +67,14 @@ class EchoAgent:
         except ValidationError:
             yield StatusUpdate("failed", "Invalid metadata.echo options.")
             return
-        pause = options.delayMs / 1000 / (options.steps + 1)
+        pause = options.delayMs / 1000 / (options.steps + options.chunks + 1)
         for step in range(1, options.steps + 1):
             await asyncio.sleep(pause)
             yield StatusUpdate("working", f"Step {step} of {options.steps}.")
+        for n, piece in enumerate(_pieces(_text_of(request), options.chunks)):
+            await asyncio.sleep(pause)
+            last = n == options.chunks - 1
+            yield ArtifactChunk([{"kind": "text", "text": piece}], "echo-stream", n > 0, last)
         if pause:
             await asyncio.sleep(pause)
         parts = _echo_parts(request)
@@ -83,3 +91,15 @@ def _echo_parts(request: AgentRequest) -> list[dict[str, Any]]:
         "recalled": len(request.recalled),
     }
     return [*kept, {"kind": "data", "data": {"echo": report}}]
+
+
+def _text_of(request: AgentRequest) -> str:
+    return "".join(
+        p.get("text", "") for p in request.message.get("parts", ()) if p.get("kind") == "text"
+    )
+
+
+def _pieces(text: str, n: int) -> list[str]:
+    """``text`` cut into ``n`` consecutive pieces of near-equal length (some empty when
+    the text is shorter than ``n``)."""
+    return [text[len(text) * i // n : len(text) * (i + 1) // n] for i in range(n)]

@@ -54,6 +54,7 @@ class TaskEvents:
         self._client = client
         self._watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]] = defaultdict(set)
         self._listeners: list[Callable[[str, str, int], None]] = []
+        self._signals: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._local_runs: set[str] = set()
         self._listener: asyncio.Task[None] | None = None
         self._pubsub: PubSub | None = None
@@ -100,6 +101,21 @@ class TaskEvents:
                     del self._watchers[task_id]
 
     @contextlib.contextmanager
+    def signal(self, task_id: str) -> Iterator[asyncio.Event]:
+        """An event set whenever anything of the task is published (a state, an artifact),
+        wherever its run is: stream readers clear it, then read the task's event log."""
+        flag = asyncio.Event()
+        self._signals[task_id].add(flag)
+        try:
+            yield flag
+        finally:
+            signals = self._signals.get(task_id)
+            if signals is not None:
+                signals.discard(flag)
+                if not signals:
+                    del self._signals[task_id]
+
+    @contextlib.contextmanager
     def running_here(self, task_id: str) -> Iterator[None]:
         """While a run of the task is in this process, its own events reach local watchers
         directly (with the stored task), not through Redis; only a cancel comes from there."""
@@ -118,6 +134,8 @@ class TaskEvents:
         task_id = channel[_PREFIX_LEN:].decode()
         text, _, raw_seq = payload.decode().partition("|")
         seq = int(raw_seq or 0)
+        for flag in self._signals.get(task_id, ()):
+            flag.set()
         watchers = self._watchers.get(task_id)
         if watchers and (text in _FOREIGN or task_id not in self._local_runs):
             event = TaskEvent(text, seq)

@@ -26,6 +26,7 @@ from gateway import metrics, tracing
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
+    ArtifactChunk,
     ArtifactUpdate,
     ContextSearch,
     MetadataUpdate,
@@ -36,7 +37,15 @@ from gateway.agents.registry import AgentRegistry
 from gateway.backoff import Backoff
 from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent, TaskEvents
 from gateway.engine.jobs import RunJob
-from gateway.engine.status import agent_message, artifact, settled, status_json
+from gateway.engine.status import (
+    agent_message,
+    artifact_event,
+    artifact_object,
+    joined_parts,
+    run_artifact_id,
+    settled,
+    status_json,
+)
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed
 from gateway.longterm.wire import store_job
@@ -92,6 +101,10 @@ class _Run:
         self.retry_seconds, self.on_next = retry_seconds, on_next
         self.keys = UserKeys.of(job.tenant, job.user)
         self.artifacts: list[bytes] = []
+        self.artifact_events: list[bytes] = []  # for the task's event stream
+        self.begun = 0  # artifacts this run has begun (their ids are run_artifact_id's)
+        self.streamed: dict[str, Any] | None = None  # the artifact being streamed
+        self.streamed_change = b""  # how the stored open artifact changes with the next write
         self.reply: bytes | None = None
         self.open = True
         self.outbox_job = b""  # set when the finished turn goes to long-term memory
@@ -107,6 +120,8 @@ class _Run:
         ``state`` "" changes no status."""
         job = self.job
         status = status_json(state, job.context_id, job.task_id, text) if state else b""
+        if finish:
+            self._close_streamed()
         metadata = orjson.dumps(self.metadata) if self.metadata else None
         following = status_json("submitted") if finish else b""
         result = await retrying(
@@ -126,12 +141,15 @@ class _Run:
                 metadata_json=metadata if metadata and self.metadata_pending else b"",
                 queued_locally=job.local,
                 next_status_json=following,
+                artifact_events=self.artifact_events,
+                open_artifact=self.streamed_change,
             ),
             self.retry_seconds,
         )
         if finish:
             tracing.annotate({"gateway.task.state": state, "gateway.run.write": result.outcome})
         self.artifacts, self.reply, self.metadata_pending = [], None, False
+        self.artifact_events, self.streamed_change = [], b""
         self.open = result.outcome == "ok" and not finish
         if result.outcome != "ok":
             self.ended = "refused"
@@ -154,6 +172,47 @@ class _Run:
         if state and state != self.state:
             self.state = state
             metrics.series(metrics.TASK_TRANSITIONS, state).inc()
+
+    @property
+    def pending(self) -> bool:
+        """Whether something is waiting for the next write."""
+        return bool(
+            self.artifacts
+            or self.artifact_events
+            or self.reply is not None
+            or self.metadata_pending
+            or self.streamed_change
+        )
+
+    def _next_artifact_id(self) -> str:
+        self.begun += 1
+        return run_artifact_id(self.job.task_id, self.job.seq, self.begun)
+
+    def add_artifact(self, update: ArtifactUpdate) -> None:
+        body = artifact_object(update.parts, update.name, self._next_artifact_id())
+        self.artifacts.append(orjson.dumps(body))
+        self.artifact_events.append(artifact_event(body, append=False, last_chunk=True))
+
+    def add_chunk(self, chunk: ArtifactChunk) -> None:
+        append = chunk.append and self.streamed is not None
+        if not append:
+            self._close_streamed()
+            self.streamed = artifact_object([], chunk.name, self._next_artifact_id())
+        streamed = self.streamed
+        assert streamed is not None
+        streamed["parts"] = joined_parts(streamed["parts"], chunk.parts)
+        piece = artifact_object(chunk.parts, streamed.get("name"), streamed["artifactId"])
+        self.artifact_events.append(artifact_event(piece, append=append, last_chunk=chunk.last))
+        if chunk.last:
+            self._close_streamed()
+        else:
+            self.streamed_change = orjson.dumps(streamed)
+
+    def _close_streamed(self) -> None:
+        """Store the artifact being streamed as it stands, with the next write."""
+        if self.streamed is not None:
+            self.artifacts.append(orjson.dumps(self.streamed))
+            self.streamed, self.streamed_change = None, b"-"
 
     def add_metadata(self, metadata: Mapping[str, Any]) -> None:
         self.metadata.update(metadata)
@@ -424,7 +483,12 @@ class RunExecutor:
         job, final = run.job, "completed"
         async for update in updates:
             if isinstance(update, ArtifactUpdate):
-                run.artifacts.append(artifact(update.parts, update.name))
+                run.add_artifact(update)
+            elif isinstance(update, ArtifactChunk):
+                run.add_chunk(update)  # stored and sent to stream readers at once
+                await run.write("")
+                if not run.open:
+                    return
             elif isinstance(update, ReplyUpdate):
                 reply = agent_message(job.context_id, job.task_id, update.parts, update.metadata)
                 run.reply = orjson.dumps(reply)
@@ -435,5 +499,6 @@ class RunExecutor:
                 await run.write(update.state, update.text, finish=settled(update.state))
                 if not run.open:
                     return
-        pending = run.artifacts or run.reply is not None or run.metadata_pending
-        await run.write(final if pending else "", finish=True)
+        if run.streamed is not None:
+            run.add_chunk(ArtifactChunk((), last=True))  # closed for stream readers too
+        await run.write(final if run.pending else "", finish=True)

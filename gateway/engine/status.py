@@ -11,7 +11,17 @@ import orjson
 from gateway.states import TERMINAL, settled
 from gateway.store.records import iso_from_ms, now_ms
 
-__all__ = ["TERMINAL", "agent_message", "artifact", "settled", "status_json"]
+__all__ = [
+    "TERMINAL",
+    "agent_message",
+    "artifact",
+    "artifact_event",
+    "artifact_object",
+    "joined_parts",
+    "run_artifact_id",
+    "settled",
+    "status_json",
+]
 
 
 def agent_message(
@@ -42,8 +52,48 @@ def status_json(
     return orjson.dumps(status)
 
 
-def artifact(parts: Sequence[Mapping[str, Any]], name: str | None) -> bytes:
-    body: dict[str, Any] = {"artifactId": str(uuid.uuid4()), "parts": list(parts)}
+def artifact(
+    parts: Sequence[Mapping[str, Any]], name: str | None, artifact_id: str | None = None
+) -> bytes:
+    return orjson.dumps(artifact_object(parts, name, artifact_id))
+
+
+def artifact_object(
+    parts: Sequence[Mapping[str, Any]], name: str | None, artifact_id: str | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"artifactId": artifact_id or str(uuid.uuid4()), "parts": list(parts)}
     if name:
         body["name"] = name
-    return orjson.dumps(body)
+    return body
+
+
+def run_artifact_id(task_id: str, seq: int, n: int) -> str:
+    """The id of the ``n``-th artifact of the run of message ``seq``: the same in every
+    attempt, so a run that starts over after a crash replaces what stream readers saw of
+    the first attempt's artifacts instead of adding to them."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"a2a-task:{task_id}/{seq}/{n}"))
+
+
+def joined_parts(
+    parts: list[dict[str, Any]], more: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``parts`` followed by ``more``, a text part following a text part joined to it."""
+    out = list(parts)
+    for part in more:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.get("kind") == "text"
+            and part.get("kind") == "text"
+            and set(last) <= {"kind", "text"}
+            and set(part) <= {"kind", "text"}
+        ):
+            out[-1] = {"kind": "text", "text": last["text"] + part["text"]}
+        else:
+            out.append(dict(part))
+    return out
+
+
+def artifact_event(body: Mapping[str, Any], append: bool, last_chunk: bool) -> bytes:
+    """An artifact event of the task's event stream."""
+    return orjson.dumps({"artifact": body, "append": append, "lastChunk": last_chunk})

@@ -23,6 +23,7 @@ from gateway.http.audit import note_ids
 from gateway.http.state import AppState
 from gateway.models import SendMessageRequest, _Id, _Model
 from gateway.principal import Principal
+from gateway.service.streams import TaskStream
 from gateway.service.tasks import TaskFilter
 from gateway.validation import MAX_INT, JsonInt, validated
 
@@ -33,6 +34,8 @@ __all__ = [
     "list_tasks",
     "negotiated_version",
     "send",
+    "stream_send",
+    "subscribe",
 ]
 
 VERSION_HEADER = "a2a-version"
@@ -103,6 +106,26 @@ async def send(call: Call, body: Any) -> dict[str, Any]:
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     request = validated(SendMessageRequest, body)
     return call.noted(await call.state.messages.send(call.principal, call.agent_id, request))
+
+
+async def stream_send(call: Call, body: Any) -> TaskStream:
+    """message/stream with a canonical body: the task's events (refusals raise first)."""
+    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    request = validated(SendMessageRequest, body)
+    return await call.state.streams.send(call.principal, call.agent_id, request)
+
+
+async def subscribe(
+    call: Call, task_id: Any, last_event_id: str | None, *, terminal: bool = True
+) -> TaskStream:
+    """tasks/resubscribe: the task's events from ``last_event_id`` (the SSE
+    ``Last-Event-ID``) or from the task as it stands; ``terminal`` False refuses an ended
+    task (A2A 1.0)."""
+    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    query = validated(_TaskQuery, {"id": task_id})
+    return await call.state.streams.subscribe(
+        call.principal, query.id, last_event_id, terminal=terminal
+    )
 
 
 async def get_task(call: Call, task_id: Any, history_length: Any) -> dict[str, Any]:

@@ -35,7 +35,6 @@ from gateway.errors import (
     ExtendedCardNotConfiguredError,
     GatewayError,
     PushNotificationNotSupportedError,
-    UnsupportedOperationError,
 )
 from gateway.http.a2a_calls import (
     Call,
@@ -44,10 +43,13 @@ from gateway.http.a2a_calls import (
     list_tasks,
     negotiated_version,
     send,
+    stream_send,
+    subscribe,
 )
 from gateway.http.cards import REST_SUFFIX
 from gateway.http.params import json_body, query_bool, query_int
 from gateway.http.responses import JSONResponse
+from gateway.http.sse import event_v03_proto, event_v1, sse_response
 from gateway.protojson import normalise_send_request
 
 __all__ = ["proto_rest_routes"]
@@ -75,6 +77,20 @@ async def send_v03(request: Request) -> Response:
             config.setdefault("blocking", False)  # proto3: a false blocking is left off
     task = await send(Call.of(request), body)
     return JSONResponse({"task": task_out(task, V03_PROTO)})
+
+
+async def stream_v03(request: Request) -> Response:
+    body = normalise_send_request(await json_body(request))
+    stream = await stream_send(Call.of(request), body)
+    return sse_response(stream, event_v03_proto)
+
+
+async def subscribe_v03(request: Request) -> Response:
+    if request.method == "POST":
+        await json_body(request, optional=True)
+    last = request.headers.get("last-event-id")
+    stream = await subscribe(Call.of(request), request.path_params["task_id"], last)
+    return sse_response(stream, event_v03_proto)
 
 
 async def get_v03(request: Request) -> Response:
@@ -121,6 +137,24 @@ async def send_v1(request: Request) -> Response:
     return JSONResponse({"task": task_out(task, V1)})
 
 
+async def stream_v1(request: Request) -> Response:
+    body = await json_body(request)
+    if isinstance(body, dict):
+        Call.of(request).check_tenant(body.get("tenant"))
+    stream = await stream_send(Call.of(request), read_v1_send(body))
+    return sse_response(stream, event_v1)
+
+
+async def subscribe_v1(request: Request) -> Response:
+    if request.method == "POST":
+        body = await json_body(request, optional=True)
+        if isinstance(body, dict):
+            Call.of(request).check_tenant(body.get("tenant"))
+    last = request.headers.get("last-event-id")
+    stream = await subscribe(Call.of(request), request.path_params["task_id"], last, terminal=False)
+    return sse_response(stream, event_v1)
+
+
 async def get_v1(request: Request) -> Response:
     history = query_int(request, "historyLength", "history_length", default=None)
     task = await get_task(Call.of(request), request.path_params["task_id"], history)
@@ -156,7 +190,6 @@ async def list_v1(request: Request) -> Response:
     return JSONResponse(await list_tasks(Call.of(request), _list_params(request)))
 
 
-_UNSUPPORTED = _refuse(UnsupportedOperationError)
 _NO_PUSH = _refuse(PushNotificationNotSupportedError)
 _NO_EXTENDED_CARD = _refuse(ExtendedCardNotConfiguredError)
 
@@ -164,9 +197,9 @@ _NO_EXTENDED_CARD = _refuse(ExtendedCardNotConfiguredError)
 def _v03_table() -> list[tuple[str, Endpoint, list[str]]]:
     return [
         ("/v1/message:send", send_v03, ["POST"]),
-        ("/v1/message:stream", _UNSUPPORTED, ["POST"]),
+        ("/v1/message:stream", stream_v03, ["POST"]),
         ("/v1/tasks/{task_id:id}:cancel", cancel_v03, ["POST"]),
-        ("/v1/tasks/{task_id:id}:subscribe", _UNSUPPORTED, ["GET", "POST"]),
+        ("/v1/tasks/{task_id:id}:subscribe", subscribe_v03, ["GET", "POST"]),
         ("/v1/tasks/{task_id:id}/pushNotificationConfigs", _NO_PUSH, ["GET", "POST"]),
         ("/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _NO_PUSH, ["GET", "DELETE"]),
         ("/v1/tasks/{task_id:id}", get_v03, ["GET"]),
@@ -177,10 +210,10 @@ def _v03_table() -> list[tuple[str, Endpoint, list[str]]]:
 def _v1_table() -> list[tuple[str, Endpoint, list[str]]]:
     return [
         ("/message:send", send_v1, ["POST"]),
-        ("/message:stream", _UNSUPPORTED, ["POST"]),
+        ("/message:stream", stream_v1, ["POST"]),
         ("/tasks", list_v1, ["GET"]),
         ("/tasks/{task_id:id}:cancel", cancel_v1, ["POST"]),
-        ("/tasks/{task_id:id}:subscribe", _UNSUPPORTED, ["GET", "POST"]),
+        ("/tasks/{task_id:id}:subscribe", subscribe_v1, ["GET", "POST"]),
         ("/tasks/{task_id:id}/pushNotificationConfigs", _NO_PUSH, ["GET", "POST"]),
         ("/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _NO_PUSH, ["GET", "DELETE"]),
         ("/tasks/{task_id:id}", get_v1, ["GET"]),

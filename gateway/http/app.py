@@ -45,6 +45,7 @@ from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
+from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.apikeys_store import ApiKeyStore
@@ -95,31 +96,35 @@ def _stop_metrics_server(server: WSGIServer) -> None:
 
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     runtime = Runtime.build(settings, extra_agents)
+    messages = MessageService(
+        runtime.store,
+        runtime.agents,
+        runtime.queue,
+        runtime.events,
+        settings.blocking_timeout_seconds,
+        embedding=runtime.embedder is not None,
+        run_policy=settings.run_policy,
+        quotas=(
+            settings.quota_messages_per_context,
+            settings.quota_bytes_per_context,
+            settings.quota_contexts_per_user,
+            settings.quota_running_tasks_per_user,
+        ),
+    )
     state = AppState(
         settings=settings,
         store=runtime.store,
         agents=runtime.agents,
-        messages=MessageService(
-            runtime.store,
-            runtime.agents,
-            runtime.queue,
-            runtime.events,
-            settings.blocking_timeout_seconds,
-            embedding=runtime.embedder is not None,
-            run_policy=settings.run_policy,
-            quotas=(
-                settings.quota_messages_per_context,
-                settings.quota_bytes_per_context,
-                settings.quota_contexts_per_user,
-                settings.quota_running_tasks_per_user,
-            ),
-        ),
+        messages=messages,
         tasks=TaskService(runtime.store),
         contexts=ContextService(
             runtime.store, forget_memories=settings.cortadel.enabled and settings.cortadel.scrub
         ),
         search=runtime.search or SearchService(MemoryStore(runtime.store), runtime.embedder),
         registry=AgentService(runtime.agents, runtime.allowlist or Allowlist([])),
+        streams=StreamService(
+            runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
+        ),
     )
 
     tokens = None

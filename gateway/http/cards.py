@@ -58,7 +58,7 @@ def agent_card(agent: Agent, url: str, *, authenticated: bool) -> dict[str, Any]
         "version": agent.version,
         "provider": {"organization": f"gateway {__version__}", "url": url},
         "capabilities": {
-            "streaming": False,
+            "streaming": True,
             "pushNotifications": False,
             "stateTransitionHistory": False,
         },

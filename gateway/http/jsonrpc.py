@@ -48,12 +48,16 @@ from gateway.http.a2a_calls import (
     list_tasks,
     negotiated_version,
     send,
+    stream_send,
+    subscribe,
 )
 from gateway.http.audit import note_operation
 from gateway.http.params import json_body
+from gateway.http.sse import Shape, event_v03, event_v1, sse_response
 from gateway.protojson import normalise_send_request
+from gateway.service.streams import TaskStream
 
-__all__ = ["MAX_BATCH", "METHODS", "jsonrpc_endpoint", "jsonrpc_routes"]
+__all__ = ["MAX_BATCH", "METHODS", "STREAMING", "jsonrpc_endpoint", "jsonrpc_routes"]
 
 MAX_BATCH = 100
 log = logging.getLogger("gateway.http")
@@ -113,14 +117,47 @@ async def _list_v1(call: Call, params: Params) -> Any:
     return await list_tasks(call, params)
 
 
+# --- streaming methods: answered with server-sent events, one JSON-RPC response each ----
+
+
+@dataclass(frozen=True)
+class StreamMethod:
+    open: Callable[[Call, Params, str | None], Awaitable[TaskStream]]
+    shape: Shape
+    v1: bool
+
+
+async def _stream_v03(call: Call, params: Params, last_event_id: str | None) -> TaskStream:
+    return await stream_send(call, normalise_send_request(params))
+
+
+async def _resubscribe_v03(call: Call, params: Params, last_event_id: str | None) -> TaskStream:
+    return await subscribe(call, params.get("id"), last_event_id)
+
+
+async def _stream_v1(call: Call, params: Params, last_event_id: str | None) -> TaskStream:
+    call.check_tenant(params.get("tenant"))
+    return await stream_send(call, read_v1_send(params))
+
+
+async def _subscribe_v1(call: Call, params: Params, last_event_id: str | None) -> TaskStream:
+    call.check_tenant(params.get("tenant"))
+    return await subscribe(call, params.get("id"), last_event_id, terminal=False)
+
+
+STREAMING: dict[str, StreamMethod] = {
+    "message/stream": StreamMethod(_stream_v03, event_v03, v1=False),
+    "tasks/resubscribe": StreamMethod(_resubscribe_v03, event_v03, v1=False),
+    "SendStreamingMessage": StreamMethod(_stream_v1, event_v1, v1=True),
+    "SubscribeToTask": StreamMethod(_subscribe_v1, event_v1, v1=True),
+}
+
 _PUSH_V03 = ("set", "get", "list", "delete")
 _PUSH_V1 = ("Create", "Get", "List", "Delete")
 METHODS: dict[str, Method] = {
     "message/send": Method(_send_v03, v1=False),
     "tasks/get": Method(_get_v03, v1=False),
     "tasks/cancel": Method(_cancel_v03, v1=False),
-    "message/stream": Method(_refuse(UnsupportedOperationError), v1=False),
-    "tasks/resubscribe": Method(_refuse(UnsupportedOperationError), v1=False),
     "agent/getAuthenticatedExtendedCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=False),
     **{
         f"tasks/pushNotificationConfig/{op}": Method(
@@ -132,8 +169,6 @@ METHODS: dict[str, Method] = {
     "GetTask": Method(_get_v1, v1=True),
     "ListTasks": Method(_list_v1, v1=True),
     "CancelTask": Method(_cancel_v1, v1=True),
-    "SendStreamingMessage": Method(_refuse(UnsupportedOperationError), v1=True),
-    "SubscribeToTask": Method(_refuse(UnsupportedOperationError), v1=True),
     "GetExtendedAgentCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=True),
     **{
         f"{op}TaskPushNotificationConfig{'s' if op == 'List' else ''}": Method(
@@ -179,6 +214,9 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
             raise InvalidRequestError()
         # the method's name, if it is one of ours (anything else may be any text)
         note_operation(request.scope, f"jsonrpc:{entry['method'] if method else 'unknown'}")
+        if method is None and entry["method"] in STREAMING:
+            v1 = STREAMING[entry["method"]].v1
+            raise UnsupportedOperationError("A streaming method cannot be part of a batch")
         if method is None:
             raise MethodNotFoundError()
         params = entry.get("params", {})
@@ -199,12 +237,58 @@ def _render(payload: Any) -> Response:
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
+async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
+    """A streaming method: its events, each a JSON-RPC response with the request's id. A
+    refusal is one error response on the stream (the official clients read the stream for
+    it), as is an error that ends the stream early."""
+    method = STREAMING[entry["method"]]
+    request_id = entry.get("id")
+    try:
+        if entry.get("jsonrpc") != "2.0" or not _valid_id(request_id):
+            request_id = request_id if _valid_id(request_id) else None
+            raise InvalidRequestError()
+        params = entry.get("params", {})
+        if not isinstance(params, dict):
+            raise InvalidParamsError("params must be an object")
+        stream = await method.open(Call.of(request), params, request.headers.get("last-event-id"))
+    except Exception as exc:
+        if not isinstance(exc, GatewayError):
+            log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
+            exc = GatewayError()
+        stream = _failed(exc)
+    if "id" not in entry:  # a notification: done (a send is stored), no answer
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+        return Response(status_code=204)
+
+    def failure(exc: GatewayError) -> dict[str, Any]:
+        return _answer(request_id, error=_error(exc, method.v1))  # type: ignore[no-any-return]
+
+    def wrap(result: dict[str, Any]) -> dict[str, Any]:
+        return _answer(request_id, result=result)  # type: ignore[no-any-return]
+
+    return sse_response(stream, method.shape, wrap, failure)
+
+
+async def _failed(exc: GatewayError) -> TaskStream:
+    """A stream that ends at once with ``exc``."""
+    raise exc
+    yield None  # an async generator
+
+
 async def jsonrpc_endpoint(request: Request) -> Response:
     try:
         version = negotiated_version(request)
         body = await json_body(request)
     except GatewayError as exc:
         return _render(_answer(None, error=_error(exc, False)))
+    if (
+        isinstance(body, dict)
+        and isinstance(body.get("method"), str)
+        and body["method"] in STREAMING
+    ):
+        return await _streamed(request, body)
     if not isinstance(body, list):
         answer = await _one(request, version, body)
         return Response(status_code=204) if answer is _NO_ANSWER else _render(answer)

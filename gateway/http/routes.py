@@ -29,6 +29,7 @@ from gateway.http.params import (
     validated,
 )
 from gateway.http.responses import JSONResponse
+from gateway.http.sse import event_v03, sse_response
 from gateway.http.state import AppState
 from gateway.models import KeyCreateRequest, KeyRotateRequest, SearchRequest, SendMessageRequest
 from gateway.principal import Principal
@@ -82,6 +83,23 @@ async def send_message(request: Request) -> Response:
     task = await state.messages.send(_principal(request), agent_id, body)
     note_ids(request.scope, task=task["id"], context=task["contextId"])
     return JSONResponse({"task": task})
+
+
+async def stream_message(request: Request) -> Response:
+    state, agent_id = await _served(request), _agent_id(request)
+    body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
+    stream = await state.streams.send(_principal(request), agent_id, body)
+    return sse_response(stream, event_v03)
+
+
+async def subscribe_task(request: Request) -> Response:
+    state = await _served(request)
+    if request.method == "POST":
+        await json_body(request, optional=True)
+    last = request.headers.get("last-event-id")
+    task_id = request.path_params["task_id"]
+    stream = await state.streams.subscribe(_principal(request), task_id, last)
+    return sse_response(stream, event_v03)
 
 
 async def get_task(request: Request) -> Response:
@@ -156,10 +174,6 @@ async def card(request: Request) -> Response:
     return JSONResponse(agent_card(agent, url, authenticated=not state.settings.open_mode))
 
 
-async def _unsupported(request: Request) -> Response:
-    raise UnsupportedOperationError()
-
-
 async def _no_push(request: Request) -> Response:
     raise PushNotificationNotSupportedError()
 
@@ -185,9 +199,9 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
     table: list[tuple[str, Endpoint, list[str]]] = [
         ("/v1/message:send", send_message, ["POST"]),
         ("/v1/tasks/{task_id:id}:cancel", cancel_task, ["POST"]),
-        # Not served until streaming and push notifications exist: A2A's own errors.
-        ("/v1/message:stream", _unsupported, ["POST"]),
-        ("/v1/tasks/{task_id:id}:subscribe", _unsupported, ["GET", "POST"]),
+        ("/v1/message:stream", stream_message, ["POST"]),
+        ("/v1/tasks/{task_id:id}:subscribe", subscribe_task, ["GET", "POST"]),
+        # Not served until push notifications exist: A2A's own error.
         ("/v1/tasks/{task_id:id}/pushNotificationConfigs", _no_push, ["GET", "POST"]),
         ("/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _no_push, ["GET", "DELETE"]),
         ("/v1/tasks/{task_id:id}", get_task, ["GET"]),

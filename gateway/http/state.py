@@ -11,6 +11,7 @@ from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
 from gateway.service.search import SearchService
+from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.redis_store import Store
@@ -28,5 +29,6 @@ class AppState:
     contexts: ContextService
     search: SearchService
     registry: AgentService
+    streams: StreamService
     keys: KeyService | None = None
     audit: AuditService | None = None

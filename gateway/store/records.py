@@ -8,7 +8,14 @@ from typing import Any
 
 import orjson
 
-__all__ = ["assemble_task", "iso_from_ms", "message_seqs", "now_ms", "text_of"]
+__all__ = [
+    "assemble_task",
+    "iso_from_ms",
+    "message_seqs",
+    "now_ms",
+    "text_of",
+    "with_open_artifact",
+]
 
 
 def text_of(value: Any) -> str:
@@ -63,3 +70,18 @@ def assemble_task(
             merged.update(orjson.loads(agent_metadata))
         task["metadata"] = merged
     return task
+
+
+def with_open_artifact(
+    artifacts: bytes | str | None, open_artifact: bytes | str | None
+) -> bytes | str | None:
+    """The task's stored artifacts with the one still being streamed after them."""
+    if not open_artifact:
+        return artifacts
+    if isinstance(artifacts, str):
+        artifacts = artifacts.encode()
+    if isinstance(open_artifact, str):
+        open_artifact = open_artifact.encode()
+    if not artifacts or artifacts == b"[]":
+        return b"[" + open_artifact + b"]"
+    return artifacts[:-1] + b"," + open_artifact + b"]"

@@ -27,7 +27,13 @@ from gateway.errors import (
 from gateway.states import INTERRUPTED, TERMINAL
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
-from gateway.store.records import assemble_task, iso_from_ms, message_seqs, now_ms
+from gateway.store.records import (
+    assemble_task,
+    iso_from_ms,
+    message_seqs,
+    now_ms,
+    with_open_artifact,
+)
 from gateway.store.records import text_of as _text
 from gateway.store.scripts import Scripts
 from gateway.store.sealing import Sealer, context_of
@@ -169,14 +175,18 @@ class Store:
         task_id: str,
         fields: Sequence[Any],
         history: list[bytes] | None,
+        streamed: Any = None,
     ) -> dict[str, Any]:
-        """A task from its stored (sealed) status, artifacts, metadata and agent metadata."""
+        """A task from its stored (sealed) status, artifacts, metadata and agent metadata;
+        ``streamed``: the artifact a run is streaming, shown after the others."""
         status, arts, metadata, extra = fields
+        arts = self._open_artifacts(keys, context_id, task_id, arts)
+        arts = with_open_artifact(arts, self._open(keys, context_id, f"{task_id}:pa", streamed))
         return assemble_task(
             task_id,
             context_id,
             self._open(keys, context_id, f"{task_id}:s", status),
-            self._open_artifacts(keys, context_id, task_id, arts),
+            arts,
             history,
             self._open(keys, context_id, f"{task_id}:md", metadata),
             self._open(keys, context_id, f"{task_id}:xmd", extra),
@@ -367,6 +377,8 @@ class Store:
         metadata_json: bytes = b"",
         queued_locally: bool = False,
         next_status_json: bytes = b"",
+        artifact_events: Sequence[bytes] = (),
+        open_artifact: bytes = b"",
     ) -> UpdateResult:
         """Record a run's progress (``state`` "" leaves the status as it is).
 
@@ -379,9 +391,16 @@ class Store:
 
         A finishing write while messages wait for the task queues the next one's run (on the
         jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's
-        queue) and leaves the task ``submitted`` with ``next_status_json``."""
+        queue) and leaves the task ``submitted`` with ``next_status_json``.
+
+        ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
+        ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed).
+        Both are sealed like the task's content."""
         status_field = f"{task_id}:s"
         art_aad = context_of(keys.prefix, context_id, f"{task_id}:a")
+        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in artifact_events]
+        if open_artifact not in (b"", b"-"):
+            open_artifact = self._seal(keys, context_id, f"{task_id}:pa", open_artifact)
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
             args=[
@@ -402,6 +421,8 @@ class Store:
                 self._seal(keys, context_id, f"{task_id}:xmd", metadata_json),
                 "l" if queued_locally else "r",
                 self._seal(keys, context_id, status_field, next_status_json),
+                b"".join(b"%d:%s" % (len(e), e) for e in events),
+                open_artifact,
             ],
         )
         outcome = _text(reply[0])
@@ -497,8 +518,8 @@ class Store:
     ) -> dict[str, Any] | None:
         """The task as A2A JSON; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
-        fields = [f"{task_id}{suffix}" for suffix in _TASK_FIELDS]
-        status, arts, seqs, metadata, extra = await self.client.hmget(ck.tasks, fields)
+        fields = [f"{task_id}{suffix}" for suffix in (*_TASK_FIELDS, ":pa")]
+        status, arts, seqs, metadata, extra, streamed = await self.client.hmget(ck.tasks, fields)
         if status is None:
             return None
         history: list[bytes] | None = None
@@ -507,7 +528,8 @@ class Store:
             history = self._history(keys, context_id, await self.client.hmget(ck.msgs, wanted))
         elif history_length is None or history_length > 0:
             history = []
-        return self._task(keys, context_id, task_id, (status, arts, metadata, extra), history)
+        stored = (status, arts, metadata, extra)
+        return self._task(keys, context_id, task_id, stored, history, streamed)
 
     @_translated
     async def begin_run(

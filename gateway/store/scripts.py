@@ -70,6 +70,27 @@ local function run_inputs(seq, first_ref)
   if #refs > 0 then referenced = redis.call('HMGET', KEYS[6], unpack(refs)) end
   return msg, referenced
 end
+-- Task event streams (live events for SSE readers on any replica): one stream per task,
+-- '<meta key>:ev:<tid>', in the context's slot. Entries: 'k' (s status, a artifact) and 'd'
+-- (its json). A stream lives as long as the context unless its task settles, then for
+-- EVENTS_GRACE_MS more; a scrub deletes it.
+local EVENTS_GRACE_MS = 300000
+local function emit(tid, kind, data, ttl, settled)
+  local key = KEYS[4] .. ':ev:' .. tid
+  redis.call('XADD', key, '*', 'k', kind, 'd', data)
+  if settled and ttl > EVENTS_GRACE_MS then ttl = EVENTS_GRACE_MS end
+  redis.call('PEXPIRE', key, ttl)
+end
+-- Artifact events written by a run: '<length>:<json>' one after another.
+local function emit_artifacts(tid, list, ttl)
+  local at = 1
+  while at <= #list do
+    local colon = string.find(list, ':', at, true)
+    local n = tonumber(string.sub(list, at, colon - 1))
+    emit(tid, 'a', string.sub(list, colon + 1, colon + n), ttl, false)
+    at = colon + n + 1
+  end
+end
 """
 
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
@@ -157,12 +178,16 @@ redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[7])  -- for the bytes quota
 if continuing then
   local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
   redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
-  if not waits then redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9]) end
+  if not waits then
+    redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9])
+    emit(tid, 's', ARGV[9], ttl, false)
+  end
 else
   redis.call('RPUSH', KEYS[5], tid)
   redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9],
              tid .. ':a', '[]', tid .. ':m', seq)
   if ARGV[8] ~= '' then redis.call('HSET', KEYS[6], tid .. ':md', ARGV[8]) end
+  emit(tid, 's', ARGV[9], ttl, false)
   redis.call('HSET', KEYS[2], tid, cid)
   redis.call('HINCRBY', KEYS[4], 'tasks', 1)
 end
@@ -226,6 +251,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 #       15 the agent's task metadata json or '' (replaces the last run's) 16 how the next
 #       waiting message's run is queued: 'r' on the jobs stream, 'l' by this process
 #       17 the status json of a task whose next message's run is queued ('submitted')
+#       18 artifact events for the task's event stream ('<length>:<json>'...) or ''
+#       19 the artifact being streamed, as it stands: json, '' unchanged, '-' none (closed)
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
@@ -275,6 +302,9 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
 end
 if ARGV[15] ~= '' then redis.call('HSET', KEYS[6], tid .. ':xmd', ARGV[15]) end
+if ARGV[19] == '-' then redis.call('HDEL', KEYS[6], tid .. ':pa')
+elseif ARGV[19] ~= '' then redis.call('HSET', KEYS[6], tid .. ':pa', ARGV[19]) end
+if ARGV[18] ~= '' then emit_artifacts(tid, ARGV[18], tonumber(ARGV[8])) end
 local store, chained, nextjob, nextseq = '', '', '', ''
 if finish then
   redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])
@@ -318,8 +348,15 @@ end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
-if chained ~= '' then redis.call('PUBLISH', EVENTS .. tid, 'next|' .. ARGV[12])
-elseif ARGV[3] ~= '' then redis.call('PUBLISH', EVENTS .. tid, ARGV[3] .. '|' .. ARGV[12]) end
+if chained ~= '' then
+  emit(tid, 's', ARGV[17], tonumber(ARGV[8]), false)
+  redis.call('PUBLISH', EVENTS .. tid, 'next|' .. ARGV[12])
+elseif ARGV[3] ~= '' then
+  emit(tid, 's', ARGV[4], tonumber(ARGV[8]), TERMINAL[ARGV[3]])
+  redis.call('PUBLISH', EVENTS .. tid, ARGV[3] .. '|' .. ARGV[12])
+elseif ARGV[18] ~= '' then
+  redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. ARGV[12])
+end
 return {'ok', arts, store, chained, nextjob, nextseq}
 """
 )
@@ -335,6 +372,7 @@ local state = redis.call('HGET', KEYS[6], tid .. ':st')
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
 redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
+emit(tid, 's', ARGV[3], tonumber(ARGV[5]), true)
 drop_waiting(tid)
 settled(tid)
 redis.call('HSET', KEYS[4], 'updated', ARGV[4])
@@ -381,6 +419,7 @@ if att ~= '' then
   local prev = redis.call('HGET', KEYS[6], tid .. ':att')
   local mark = redis.call('HGET', KEYS[6], tid .. ':mk')
   if prev and prev ~= att and mark then
+    redis.call('HDEL', KEYS[6], tid .. ':pa')
     local arts = redis.call('HGET', KEYS[6], tid .. ':a')
     local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
     local sep = string.find(mark, '|', 1, true)
@@ -509,6 +548,7 @@ local tids = redis.call('LRANGE', KEYS[5], 0, -1)
 for i = 1, #tids do
   redis.call('HDEL', KEYS[2], tids[i])
   settled(tids[i])
+  redis.call('DEL', KEYS[4] .. ':ev:' .. tids[i])
   local state = redis.call('HGET', KEYS[6], tids[i] .. ':st')
   if state and not TERMINAL[state] then
     redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
@@ -632,6 +672,18 @@ return redis.call('HGETALL', KEYS[1])
 """
 
 
+# KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: the task's field names.
+# A task as it stands and the id of the last event it includes, read at one instant: events
+# after that id are news to a reader that starts from this snapshot. Returns {id or '0-0',
+# the fields...}.
+_SNAPSHOT = """
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local id = '0-0'
+if last[1] then id = last[1][1] end
+return {id, unpack(redis.call('HMGET', KEYS[1], unpack(ARGV)))}
+"""
+
+
 @dataclass(frozen=True)
 class Scripts:
     send: AsyncScript
@@ -647,6 +699,7 @@ class Scripts:
     record_job: AsyncScript
     rate: AsyncScript
     use_api_key: AsyncScript
+    snapshot: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -664,4 +717,5 @@ class Scripts:
             record_job=client.register_script(_RECORD_JOB),
             rate=client.register_script(_RATE),
             use_api_key=client.register_script(_USE_API_KEY),
+            snapshot=client.register_script(_SNAPSHOT),
         )

@@ -1,0 +1,109 @@
+"""Server-sent events: a task stream (``service/streams.py``) written in a binding's event
+shape. Each event carries its log id as the SSE ``id``, which a client sends back as
+``Last-Event-ID`` to resume; idle streams get a comment line as keep-alive. Plain Starlette
+streaming: the framing is a few lines, and the reader already paces itself on the socket
+(uvicorn's flow control holds a send while the client's buffer is full).
+
+Shapes:
+- 0.3 JSON (JSON-RPC, the gateway's REST): the Task, ``status-update`` events with
+  ``final``, ``artifact-update`` events with ``append`` and ``lastChunk``, each with ``kind``.
+- 0.3 proto-JSON (the 0.3 REST binding) and 1.0: ``StreamResponse`` wrappers (``task``,
+  ``statusUpdate``, ``artifactUpdate``); 0.3's status updates keep ``final``, 1.0's have none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+from starlette.responses import StreamingResponse
+
+from gateway.dialects import V03_PROTO, V1, Dialect, artifact_out, status_out, task_out
+from gateway.errors import GatewayError
+from gateway.service.streams import StreamEvent, TaskStream
+
+__all__ = ["Shape", "event_v03", "event_v03_proto", "event_v1", "sse_response"]
+
+log = logging.getLogger("gateway.http")
+
+Shape = Callable[[StreamEvent], dict[str, Any]]
+_KEEPALIVE = b": keep-alive\n\n"
+_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def event_v03(event: StreamEvent) -> dict[str, Any]:
+    """The event in 0.3 JSON (``kind``-tagged)."""
+    if event.kind == "task":
+        return event.data
+    head = {"taskId": event.task_id, "contextId": event.context_id}
+    if event.kind == "status":
+        return {"kind": "status-update", **head, "status": event.data, "final": event.final}
+    return {"kind": "artifact-update", **head, **event.data}
+
+
+def _proto(event: StreamEvent, dialect: Dialect) -> dict[str, Any]:
+    if event.kind == "task":
+        return {"task": task_out(event.data, dialect)}
+    head = {"taskId": event.task_id, "contextId": event.context_id}
+    if event.kind == "status":
+        update: dict[str, Any] = {**head, "status": status_out(event.data, dialect)}
+        if dialect == V03_PROTO:
+            update["final"] = event.final
+        return {"statusUpdate": update}
+    data = event.data
+    return {
+        "artifactUpdate": {
+            **head,
+            "artifact": artifact_out(data["artifact"], dialect),
+            "append": data["append"],
+            "lastChunk": data["lastChunk"],
+        }
+    }
+
+
+def event_v03_proto(event: StreamEvent) -> dict[str, Any]:
+    """The event as a 0.3 proto-JSON ``StreamResponse``."""
+    return _proto(event, V03_PROTO)
+
+
+def event_v1(event: StreamEvent) -> dict[str, Any]:
+    """The event as a 1.0 ``StreamResponse``."""
+    return _proto(event, V1)
+
+
+async def _frames(
+    stream: TaskStream,
+    shape: Shape,
+    wrap: Callable[[dict[str, Any]], dict[str, Any]],
+    failure: Callable[[GatewayError], dict[str, Any]] | None,
+) -> AsyncIterator[bytes]:
+    try:
+        async for event in stream:
+            if event is None:
+                yield _KEEPALIVE
+                continue
+            data = orjson.dumps(wrap(shape(event)))
+            yield b"id: " + event.id.encode() + b"\ndata: " + data + b"\n\n"
+    except GatewayError as exc:  # mid-stream (the store went away): a clear end
+        log.warning("stream ended by an error", extra={"error": exc.name})
+        if failure is not None:
+            yield b"data: " + orjson.dumps(failure(exc)) + b"\n\n"
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def sse_response(
+    stream: TaskStream,
+    shape: Shape,
+    wrap: Callable[[dict[str, Any]], dict[str, Any]] = lambda payload: payload,
+    failure: Callable[[GatewayError], dict[str, Any]] | None = None,
+) -> StreamingResponse:
+    """The stream as ``text/event-stream``; ``wrap`` puts each shaped event in its envelope
+    (a JSON-RPC response), ``failure`` renders an error that ends the stream early."""
+    return StreamingResponse(
+        _frames(stream, shape, wrap, failure), media_type="text/event-stream", headers=_HEADERS
+    )

@@ -1,0 +1,158 @@
+"""Live task events: a streaming send and (re)subscription to a task, from any replica.
+
+A reader starts from a snapshot of the task (the first event, carrying the id of the last
+logged event it includes) or from a ``Last-Event-ID`` the task's log still holds, then reads
+the log (``store/event_log.py``) after its cursor. It reads only as fast as its consumer
+takes events, so a slow or stalled client holds at most one batch plus its socket's buffer
+and never slows the run or other readers; what it has not taken stays in Redis. It waits
+for news on the task's pub/sub signal (``TaskEvents.signal``), polling the log once per
+keep-alive interval in case a notification was lost. The stream ends after a terminal or
+interrupted state, or when the task is gone (scrubbed). A client that goes away stops its
+reader only: the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gateway.engine.events import TaskEvents
+from gateway.errors import TaskNotFoundError, UnsupportedOperationError
+from gateway.models import SendMessageRequest
+from gateway.principal import Principal
+from gateway.service.messages import MessageService
+from gateway.states import settled
+from gateway.store.event_log import EventLog, LoggedEvent, event_id
+from gateway.store.keys import UserKeys
+from gateway.store.redis_store import Store
+
+__all__ = ["StreamEvent", "StreamService", "TaskStream"]
+
+BATCH = 100  # events read from the log at a time (a reader's buffer, at most)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event of a task's stream, in the canonical (0.3 JSON) spelling. ``data`` is the
+    Task (``task``), a TaskStatus (``status``), or ``{"artifact", "append", "lastChunk"}``."""
+
+    id: str
+    kind: Literal["task", "status", "artifact"]
+    data: dict[str, Any]
+    task_id: str
+    context_id: str
+
+    @property
+    def final(self) -> bool:
+        """Whether the stream ends with this event (a terminal or interrupted state)."""
+        if self.kind == "artifact":
+            return False
+        status = self.data.get("status", {}) if self.kind == "task" else self.data
+        return settled(str(status.get("state", "")))
+
+
+# What a stream yields: events, and None where a keep-alive is due.
+TaskStream = AsyncIterator[StreamEvent | None]
+
+
+class StreamService:
+    def __init__(
+        self,
+        store: Store,
+        events: TaskEvents,
+        messages: MessageService,
+        keepalive_seconds: float,
+    ) -> None:
+        self._store, self._events, self._messages = store, events, messages
+        self._log = EventLog(store)
+        self._keepalive = keepalive_seconds
+
+    async def send(
+        self, principal: Principal, agent_id: str, request: SendMessageRequest
+    ) -> TaskStream:
+        """Store the message as a send does (refusals raise here, before any event), then
+        follow its task: first the task, then its events until the turn ends."""
+        config = request.configuration.model_copy(update={"blocking": False})
+        request = request.model_copy(update={"configuration": config})
+        task = await self._messages.send(principal, agent_id, request)
+        return await self.subscribe(principal, task["id"], None)
+
+    async def subscribe(
+        self,
+        principal: Principal,
+        task_id: str,
+        last_event_id: str | None,
+        *,
+        terminal: bool = True,
+    ) -> TaskStream:
+        """The task's events after ``last_event_id`` when its log still holds them (none
+        missed, none repeated), else the task as it stands first. Not found: another user's
+        task as well. ``terminal`` False: a task already ended is ``UnsupportedOperationError``
+        (A2A 1.0) rather than its final state."""
+        keys = principal.keys
+        context_id = await self._store.task_context(keys, task_id)
+        if context_id is None:
+            raise TaskNotFoundError()
+        after = event_id(last_event_id)
+        first: StreamEvent | None = None
+        if after is None or not await self._log.kept_since(keys, context_id, task_id, after):
+            task, after = await self._log.snapshot(keys, context_id, task_id)
+            if task is None:
+                raise TaskNotFoundError()
+            first = StreamEvent(after, "task", task, task_id, context_id)
+            if first.final and not terminal:
+                raise UnsupportedOperationError(
+                    f"The task is {task['status']['state']}: there is nothing to subscribe to"
+                )
+        return self._follow(keys, context_id, task_id, after, first)
+
+    async def _ended(
+        self, keys: UserKeys, context_id: str, task_id: str, cursor: str
+    ) -> list[LoggedEvent] | None:
+        """None while the task may still change; once it has ended (or is gone), the events
+        logged since the read that found nothing new (its final state may be among them)."""
+        state = await self._store.task_state(keys, context_id, task_id)
+        if state is None:  # scrubbed (or expired): nothing more will come
+            return []
+        if settled(state):
+            return await self._log.after(keys, context_id, task_id, cursor, BATCH)
+        return None
+
+    def _event(self, e: LoggedEvent, task_id: str, context_id: str) -> StreamEvent:
+        return StreamEvent(e.id, e.kind, e.data, task_id, context_id)
+
+    async def _follow(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        task_id: str,
+        cursor: str,
+        first: StreamEvent | None,
+    ) -> TaskStream:
+        if first is not None:
+            yield first
+            if first.final:
+                return
+        with self._events.signal(task_id) as news:
+            while True:
+                news.clear()  # before the read: what is published after it wakes us
+                batch = await self._log.after(keys, context_id, task_id, cursor, BATCH)
+                for logged in batch:
+                    event = self._event(logged, task_id, context_id)
+                    yield event
+                    cursor = logged.id
+                    if event.final:
+                        return
+                if len(batch) == BATCH:
+                    continue
+                tail = None if batch else await self._ended(keys, context_id, task_id, cursor)
+                if tail is not None:
+                    for logged in tail:
+                        yield self._event(logged, task_id, context_id)
+                    return
+                try:
+                    await asyncio.wait_for(news.wait(), self._keepalive)
+                except TimeoutError:
+                    yield None

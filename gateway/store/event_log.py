@@ -1,0 +1,102 @@
+"""Reads of a task's event stream (``<context meta>:ev:<task id>``), the log SSE readers
+follow on any replica. The stream is written by the context scripts in the same step as the
+change it tells of (``scripts.py``: ``emit``), so an event is in the log exactly when its
+change is in the task; its entry ids order a task's events and are the SSE ``id``s."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from gateway.store.keys import UserKeys
+from gateway.store.records import message_seqs
+from gateway.store.records import text_of as _text
+from gateway.store.redis_store import Store
+from gateway.store.translate import translated as _translated
+
+__all__ = ["EventLog", "LoggedEvent", "event_id"]
+
+_ID = re.compile(r"\d{1,20}-\d{1,20}")
+_FIELDS = (":s", ":a", ":m", ":md", ":xmd", ":pa")
+_KINDS: dict[bytes, Literal["status", "artifact"]] = {b"s": "status", b"a": "artifact"}
+
+
+def event_id(raw: str | None) -> str | None:
+    """A client's ``Last-Event-ID`` when it is one of ours (a stream entry id), else None."""
+    if raw is None:
+        return None
+    raw = raw.strip()
+    return raw if _ID.fullmatch(raw) else None
+
+
+def _key(keys: UserKeys, context_id: str, task_id: str) -> str:
+    return f"{keys.meta(context_id)}:ev:{task_id}"
+
+
+def _sortable(entry_id: str) -> tuple[int, int]:
+    ms, _, n = entry_id.partition("-")
+    return int(ms), int(n)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    id: str
+    kind: Literal["status", "artifact"]
+    data: dict[str, Any]  # a TaskStatus, or {"artifact", "append", "lastChunk"}
+
+
+class EventLog:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @_translated
+    async def snapshot(
+        self, keys: UserKeys, context_id: str, task_id: str
+    ) -> tuple[dict[str, Any] | None, str]:
+        """The task as it stands (whole history, the artifact being streamed included) and
+        the id of the last event it includes ("0-0" when none), read at one instant."""
+        ck = keys.context(context_id)
+        fields = [f"{task_id}{suffix}" for suffix in _FIELDS]
+        reply = await self._store.scripts.snapshot(
+            keys=[ck.tasks, _key(keys, context_id, task_id)], args=fields
+        )
+        last, status, arts, seqs, metadata, extra, open_artifact = reply
+        if status is None:
+            return None, _text(last)
+        wanted = message_seqs(seqs, None)
+        history: list[bytes] = []
+        if wanted:
+            found = await self._store.client.hmget(ck.msgs, wanted)
+            history = self._store._history(keys, context_id, found)
+        stored = (status, arts, metadata, extra)
+        task = self._store._task(keys, context_id, task_id, stored, history, open_artifact)
+        return task, _text(last)
+
+    @_translated
+    async def after(
+        self, keys: UserKeys, context_id: str, task_id: str, after: str, count: int
+    ) -> list[LoggedEvent]:
+        """Up to ``count`` events after the id ``after``, oldest first."""
+        raw: list[tuple[bytes, dict[bytes, bytes]]] = await self._store.client.xrange(  # type: ignore[assignment]
+            _key(keys, context_id, task_id), f"({after}", "+", count=count
+        )
+        store, out = self._store, []
+        for entry_id, fields in raw:
+            kind = _KINDS[fields[b"k"]]
+            field = f"{task_id}:s" if kind == "status" else f"{task_id}:ev"
+            data = store._open(keys, context_id, field, fields[b"d"])  # sealed like the task
+            out.append(LoggedEvent(_text(entry_id), kind, orjson.loads(data)))
+        return out
+
+    @_translated
+    async def kept_since(self, keys: UserKeys, context_id: str, task_id: str, after: str) -> bool:
+        """Whether the log still holds every event after ``after``: the stream has lived
+        since then (a stream is never trimmed, only expired or deleted whole, so a first
+        entry later than ``after`` means what came between is gone)."""
+        first = await self._store.client.xrange(_key(keys, context_id, task_id), count=1)
+        if not first:
+            return False
+        return _sortable(_text(first[0][0])) <= _sortable(after)
