@@ -108,3 +108,49 @@ def test_a_session_with_the_1x_client(sdk1x_python: Path, served: str, mode: str
         assert r["pages"] == [[second["id"]], [first["id"]]]
         assert r["total_size"] == 2
         assert first["id"] in r["all_ids"]
+    streams(r, mode)
+
+
+STREAMED = "Chunks of a longer answer, as the agent produces them."
+
+
+def _kind(event: dict[str, Any]) -> str:
+    (key,) = event
+    return key
+
+
+def _text(parts: list[dict[str, Any]]) -> str:
+    return "".join(p.get("text", "") for p in parts)
+
+
+def streams(r: dict[str, Any], mode: str) -> None:
+    """What the 1.x client saw of streams (see ``streams`` in the scenario)."""
+    events = r["stream"]
+    kinds = [_kind(e) for e in events]
+    assert kinds[0] == "task" and kinds[-1] == "statusUpdate"
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    chunks = [
+        e["artifactUpdate"]
+        for e in events
+        if _kind(e) == "artifactUpdate" and e["artifactUpdate"]["artifact"]["name"] == "echo-stream"
+    ]
+    assert [bool(c.get("append")) for c in chunks] == [False, True, True, True]
+    assert [bool(c.get("lastChunk")) for c in chunks] == [False, False, False, True]
+    assert "".join(_text(c["artifact"]["parts"]) for c in chunks) == STREAMED
+    stored = [a for a in r["stream_stored"]["artifacts"] if a["name"] == "echo-stream"]
+    assert [_text(a["parts"]) for a in stored] == [STREAMED]
+    if mode.startswith("compat"):  # 0.3: the ended task's final state
+        assert [_kind(e) for e in r["subscribe_ended"]] == ["task"]
+    else:  # 1.0: UnsupportedOperationError, as the spec says
+        assert r["subscribe_ended"] == "UnsupportedOperationError"
+    # Subscribed mid-run: the task as it stood (its artifact so far), then the rest.
+    resumed = r["resubscribed"]
+    assert _kind(resumed[0]) == "task" and _kind(resumed[-1]) == "statusUpdate"
+    so_far = [a for a in resumed[0]["task"].get("artifacts", []) if a["name"] == "echo-stream"]
+    text = _text(so_far[0]["parts"]) if so_far else ""
+    for e in resumed[1:]:
+        update = e.get("artifactUpdate")
+        if update and update["artifact"]["name"] == "echo-stream":
+            piece = _text(update["artifact"]["parts"])
+            text = text + piece if update.get("append") else piece
+    assert text == STREAMED

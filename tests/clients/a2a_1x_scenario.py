@@ -24,6 +24,7 @@ from a2a.types import (
     GetTaskRequest,
     ListTasksRequest,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -69,6 +70,33 @@ async def data_values(client: Any) -> Any:
     return got["history"][0]["parts"]
 
 
+STREAMED = "Chunks of a longer answer, as the agent produces them."
+
+
+async def streams(report: dict[str, Any], client: Any, polling: Any, streaming: Any) -> None:
+    """A streaming send, subscribing to the ended task, and subscribing mid-run."""
+    chunked = {"echo": {"chunks": 4, "delayMs": 200}}
+    events = streaming.send_message(request({"text": STREAMED}, metadata=chunked))
+    report["stream"] = [MessageToDict(e) async for e in events]
+    task_id = report["stream"][0]["task"]["id"]
+    report["stream_stored"] = plain(await client.get_task(GetTaskRequest(id=task_id)))
+    try:
+        ended = streaming.subscribe(SubscribeToTaskRequest(id=task_id))
+        report["subscribe_ended"] = [MessageToDict(e) async for e in ended]
+    except Exception as exc:
+        report["subscribe_ended"] = error_name(exc)
+    slow = {"echo": {"chunks": 4, "delayMs": 1600}}
+    sent = await send(polling, request({"text": STREAMED}, metadata=slow))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        task = await client.get_task(GetTaskRequest(id=sent.id))
+        if any(a.name == "echo-stream" for a in task.artifacts):
+            break
+        await asyncio.sleep(0.05)
+    resumed = streaming.subscribe(SubscribeToTaskRequest(id=sent.id))
+    report["resubscribed"] = [MessageToDict(e) async for e in resumed]
+
+
 async def scenario(base: str, key: str, mode: str) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
@@ -77,10 +105,22 @@ async def scenario(base: str, key: str, mode: str) -> dict[str, Any]:
         if mode.startswith("compat"):
             card_json.pop("supportedInterfaces")  # a 0.3-only card
         card = parse_agent_card(card_json)
-        config = ClientConfig(httpx_client=http, supported_protocol_bindings=[binding])
+        # Blocking and polling sends (the card offers streaming, which the client would
+        # otherwise use for every send), and a streaming client.
+        bindings = [binding]
+        config = ClientConfig(httpx_client=http, supported_protocol_bindings=bindings)
+        config.streaming = False
         client = ClientFactory(config).create(card)
         polling = ClientFactory(
-            ClientConfig(httpx_client=http, supported_protocol_bindings=[binding], polling=True)
+            ClientConfig(
+                httpx_client=http,
+                supported_protocol_bindings=bindings,
+                polling=True,
+                streaming=False,
+            )
+        ).create(card)
+        streaming = ClientFactory(
+            ClientConfig(httpx_client=http, supported_protocol_bindings=bindings)
         ).create(card)
         report: dict[str, Any] = {"transport": type(client._transport).__name__}
 
@@ -121,6 +161,8 @@ async def scenario(base: str, key: str, mode: str) -> dict[str, Any]:
             report["invalid"] = "no error"
         except Exception as exc:
             report["invalid"] = error_name(exc)
+
+        await streams(report, client, polling, streaming)
 
         if not mode.startswith("compat"):
             report["values"] = await data_values(client)
