@@ -5,15 +5,19 @@ in this process): streams are read while they are under way."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from redis.asyncio import Redis
 
 from tests.conftest import API_KEYS, auth, message
+from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.sse import Sse, collect, events, served_gateway
 from tests.waiting import until
 
@@ -257,3 +261,43 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
         tail = [e async for e in stream if e.comment is None]
         assert (await deleted).status_code == 204
     assert all(normal(e.data)[0] != "task" for e in tail)
+
+
+@slow_process_test
+async def test_a_stream_survives_its_replica_killed_mid_run(
+    tmp_path: Path, redis_url: str, redis: Redis
+) -> None:
+    """Stream on replica A, which runs the task; A is killed (SIGKILL) mid-run; the client
+    resubscribes on replica B with its Last-Event-ID: no event missed, none repeated, and the
+    run, resumed by B after the job's lease, finishes."""
+    env = {"REDIS_URL": redis_url, "GATEWAY_JOB_LEASE_SECONDS": "1",
+           "GATEWAY_API_KEYS": orjson.dumps(API_KEYS).decode()}  # fmt: skip
+    _, body = _request("jsonrpc-0.3", TEXT, echo(8, 8000))
+    async with httpx.AsyncClient(timeout=60, headers=auth("alice")) as c:
+        with serving(tmp_path, **env) as (a, base_a):
+            async with c.stream("POST", f"{base_a}/", json=body) as r:
+                seen = await _until_chunks(events(r), 3)
+                a.send_signal(signal.SIGKILL)
+                a.wait(timeout=PROCESS_SECONDS)
+        tid = normal(seen[0].data)[1]["id"]
+        with serving(tmp_path, **env) as (_, base_b):
+            resume = {"Last-Event-ID": seen[-1].id or ""}
+            resubscribe = rpc("tasks/resubscribe", {"id": tid})
+            async with c.stream("POST", f"{base_b}/", json=resubscribe, headers=resume) as r:
+                rest = await collect(r)
+            # The whole log, from the first event on, as B serves it.
+            resume = {"Last-Event-ID": seen[0].id or ""}
+            async with c.stream("GET", f"{base_b}/v1/tasks/{tid}:subscribe", headers=resume) as r:
+                log = await collect(r)
+            stored = (await c.get(f"{base_b}/v1/tasks/{tid}")).json()
+    ids = [e.id for e in seen + rest]
+    assert len(ids) == len(set(ids)) and ids[1:] == [e.id for e in log]
+    received = [normal(e.data) for e in seen + rest]
+    assert state(*received[-1]) == "completed"
+    # B ran it again from the start: its first chunk replaced what A had streamed.
+    starts = [p for k, p in received if k == "artifact" and not p["append"]]
+    assert [p["artifact"]["name"] for p in starts] == ["echo-stream", "echo-stream", "echo"]
+    assert streamed_text(received) == TEXT
+    assert [a["parts"] for a in stored["artifacts"] if a["name"] == "echo-stream"] == [
+        [{"kind": "text", "text": TEXT}]
+    ]
