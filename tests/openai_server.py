@@ -10,17 +10,25 @@ Replies come from ``script`` in order: ``{"content": ...}``, ``{"tool_calls": [(
 arguments json)]}``, ``{"refusal": ...}``, ``{"status": 429}`` (an error status) or
 ``{"delay": seconds}`` before the next entry's answer. An empty script answers
 ``"ok"``.
+
+A request with ``stream: true`` is answered as the API streams: server-sent
+``chat.completion.chunk`` objects (the role, the content a word at a time, or the tool
+calls, or the refusal; then the finish reason; the usage when ``stream_options`` asks for
+it) and ``data: [DONE]``. ``streamed`` records each streamed content piece.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.http_double import ServedDouble
@@ -70,6 +78,8 @@ def problems_of(body: Any, model: str) -> list[str]:
     tools = body.get("tools") or ()
     if any(t.get("type") != "function" or not t.get("function", {}).get("name") for t in tools):
         found.append("malformed tool")
+    if body.get("stream_options") is not None and body.get("stream") is not True:
+        found.append("stream_options is only for streamed requests")
     fmt = body.get("response_format")
     if fmt is not None and fmt.get("type") not in ("json_object", "json_schema", "text"):
         found.append("bad response_format")
@@ -84,6 +94,7 @@ class ChatServer(ServedDouble):
         self.errors: list[str] = []
         self.script: list[dict[str, Any]] = []
         self.auth: list[str | None] = []
+        self.streamed: list[str] = []
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
         self.serve(app)
         self._calls = 0
@@ -92,7 +103,7 @@ class ChatServer(ServedDouble):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    async def _chat(self, request: Request) -> JSONResponse:
+    async def _chat(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
         self.auth.append(request.headers.get("authorization"))
@@ -121,6 +132,11 @@ class ChatServer(ServedDouble):
         if "refusal" in step:
             message["refusal"], message["content"] = step["refusal"], None
         prompt = sum(len(str(m.get("content") or "")) for m in body["messages"]) // 4
+        usage = {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7}
+        if body.get("stream") is True:
+            with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = self._chunks(message, finish, usage if with_usage else None)
+            return StreamingResponse(chunks, media_type="text/event-stream")
         return JSONResponse(
             {
                 "id": f"chatcmpl-{self._calls}",
@@ -128,10 +144,31 @@ class ChatServer(ServedDouble):
                 "created": int(time.time()),
                 "model": self.model,
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": 7,
-                    "total_tokens": prompt + 7,
-                },
+                "usage": usage,
             }
         )
+
+    async def _chunks(
+        self, message: dict[str, Any], finish: str, usage: dict[str, int] | None
+    ) -> AsyncIterator[bytes]:
+        def chunk(delta: dict[str, Any] | None, reason: str | None = None, **more: Any) -> bytes:
+            body = {"id": f"chatcmpl-{self._calls}", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": self.model, **more}  # fmt: skip
+            if delta is not None:
+                body["choices"] = [{"index": 0, "delta": delta, "finish_reason": reason}]
+            return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in re.findall(r"\S*\s*", message.get("content") or ""):
+            if piece:
+                self.streamed.append(piece)
+                yield chunk({"content": piece})
+                await asyncio.sleep(0)
+        for n, call in enumerate(message.get("tool_calls") or []):
+            yield chunk({"tool_calls": [{"index": n, **call}]})
+        if message.get("refusal"):
+            yield chunk({"refusal": message["refusal"]})
+        yield chunk({}, finish)
+        if usage is not None:
+            yield chunk(None, choices=[], usage=usage)
+        yield b"data: [DONE]\n\n"

@@ -17,6 +17,7 @@ from gateway.longterm.render import cortadel_user_id
 from tests.conftest import API_KEYS, AppFactory, auth, message, send_task
 from tests.cortadel_server import CortadelServer
 from tests.openai_server import ChatServer
+from tests.sse import collect
 from tests.waiting import until
 
 SYSTEM = "You are a careful clinical assistant."
@@ -307,3 +308,38 @@ def test_the_test_server_refuses_what_the_api_refuses() -> None:
         {**good, "response_format": {"type": "yaml"}},
     ]  # fmt: skip
     assert all(problems_of(body, "m") for body in bad)
+
+
+async def test_the_answer_streams_as_artifact_chunks(gateway: Any, chat: ChatServer) -> None:
+    answer = "Stay: 3 days. Pneumonia, treated; home on amoxicillin, review in a week."
+    chat.script = [{"content": answer}, {"content": "Not streamed."}]
+    async with gateway() as c:
+        body = {"message": message("Summarise the stay.")}
+        async with c.stream("POST", "/agents/llm/v1/message:stream", json=body,
+                            headers=auth("alice")) as r:  # fmt: skip
+            got = await collect(r)
+        chunks = [e.data for e in got if e.data.get("kind") == "artifact-update"]
+        tid = got[0].data["id"]
+        stored = (await c.get(f"/agents/llm/v1/tasks/{tid}", headers=auth("alice"))).json()
+        # Streaming off: one artifact at the end, a plain request.
+        off = {"config": {"stream": False}}
+        assert (await c.patch("/agents/llm", json=off, headers=auth("admin"))).status_code == 200
+        streamed = list(chat.streamed)
+        done = await send(c, "Again.")
+    assert "stream" not in chat.requests[-1] and chat.streamed == streamed
+    assert text_of(done) == "Not streamed."
+    assert chat.requests[0]["stream"] is True
+    # The model's pieces, in order, one artifact; the last chunk closes it.
+    pieces = [c["artifact"]["parts"][0]["text"] for c in chunks if c["artifact"]["parts"]]
+    assert pieces == streamed and len(pieces) > 5
+    assert [c["append"] for c in chunks] == [False] + [True] * (len(chunks) - 1)
+    assert chunks[-1]["lastChunk"] and not any(c["lastChunk"] for c in chunks[:-1])
+    assert len({c["artifact"]["artifactId"] for c in chunks}) == 1
+    assert got[-1].data["status"]["state"] == "completed"
+    # Stored once: the concatenation, and the same text as the agent's reply.
+    assert stored["artifacts"] == [
+        {"artifactId": chunks[0]["artifact"]["artifactId"], "name": "response",
+         "parts": [{"kind": "text", "text": answer}]}
+    ]  # fmt: skip
+    assert stored["history"][-1]["parts"] == [{"kind": "text", "text": answer}]
+    assert stored["metadata"]["usage"]["completionTokens"] == 7

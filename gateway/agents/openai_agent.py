@@ -6,6 +6,11 @@ call ``search_memory`` in a bounded tool loop; a failing tool call becomes a too
 not a crash. The SDK retries 429 and 5xx with backoff (``maxRetries``); a timeout, an
 unreachable or refusing endpoint, or a refusal by the model ends the task ``failed`` with
 a safe message. Token usage goes to the task's metadata.
+
+Unless the entry's ``stream`` is false, each call streams: the answer's text goes out as
+artifact chunks as the model produces it (the stored artifact is their concatenation),
+and the call's tool calls, refusal and usage are read from the finished stream. A JSON
+answer (the client accepts only JSON) is not streamed: it is parsed whole.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpe
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
+    ArtifactChunk,
     ArtifactUpdate,
     MetadataUpdate,
     ReplyUpdate,
@@ -128,10 +134,15 @@ class OpenAIAgent(RegisteredAgent):
         )
         json_out = _wants_json(request.accepted_output_modes)
         usage = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0, "calls": 0}
+        answer: list[str | None] = [None]
         text: str | None = None
         failure: str | None = None
+        streamed = False
         try:
-            text = await self._converse(client, messages, request, json_out, usage)
+            async for delta in self._converse(client, messages, request, json_out, usage, answer):
+                yield ArtifactChunk([{"kind": "text", "text": delta}], "response", streamed)
+                streamed = True
+            text = answer[0]
             if text is None:
                 failure = REFUSED_TEXT
         except APITimeoutError:
@@ -146,9 +157,27 @@ class OpenAIAgent(RegisteredAgent):
             yield StatusUpdate("failed", failure or REFUSED_TEXT)
             return
         parts = _reply_parts(text, json_out)
-        yield ArtifactUpdate(parts, name="response")
+        if streamed:
+            yield ArtifactChunk([], "response", append=True, last=True)
+        else:
+            yield ArtifactUpdate(parts, name="response")
         yield ReplyUpdate(parts)
         yield StatusUpdate("completed")
+
+    def _call_options(
+        self, messages: list[dict[str, Any]], json_out: bool, tools: bool
+    ) -> dict[str, Any]:
+        config = self._config
+        kwargs: dict[str, Any] = {"model": config.model, "messages": messages}
+        if config.temperature is not None:
+            kwargs["temperature"] = config.temperature
+        if config.maxOutputTokens is not None:
+            kwargs["max_tokens"] = config.maxOutputTokens
+        if json_out:
+            kwargs["response_format"] = {"type": "json_object"}
+        if tools:
+            kwargs["tools"] = [SEARCH_TOOL]
+        return kwargs
 
     async def _converse(
         self,
@@ -157,29 +186,33 @@ class OpenAIAgent(RegisteredAgent):
         request: AgentRequest,
         json_out: bool,
         usage: dict[str, int],
-    ) -> str | None:
-        """The model's final answer (None: it refused)."""
+        answer: list[str | None],
+    ) -> AsyncIterator[str]:
+        """Yields the text of the answer as it streams; the model's final answer (None: it
+        refused) is left in ``answer[0]``."""
         config = self._config
         tools_left = config.maxToolSteps if request.search is not None else 0
         while True:
-            kwargs: dict[str, Any] = {"model": config.model, "messages": messages}
-            if config.temperature is not None:
-                kwargs["temperature"] = config.temperature
-            if config.maxOutputTokens is not None:
-                kwargs["max_tokens"] = config.maxOutputTokens
-            if json_out:
-                kwargs["response_format"] = {"type": "json_object"}
-            if tools_left > 0:
-                kwargs["tools"] = [SEARCH_TOOL]
-            completion = await client.chat.completions.create(**kwargs)
+            kwargs = self._call_options(messages, json_out, tools_left > 0)
+            if config.stream and not json_out:
+                kwargs["stream_options"] = {"include_usage": True}
+                async with client.chat.completions.stream(**kwargs) as events:
+                    async for event in events:
+                        if event.type == "content.delta" and event.delta:
+                            yield event.delta
+                    completion: Any = await events.get_final_completion()
+            else:
+                completion = await client.chat.completions.create(**kwargs)
             _count(usage, completion.usage)
             choice = completion.choices[0]
             message = choice.message
             if getattr(message, "refusal", None) or choice.finish_reason == "content_filter":
-                return None
+                answer[0] = None
+                return
             calls = message.tool_calls or []
             if not calls or tools_left <= 0:
-                return message.content or ""
+                answer[0] = message.content or ""
+                return
             tools_left -= 1
             messages.append(
                 {

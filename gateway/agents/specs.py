@@ -109,6 +109,8 @@ class OpenAIConfig(_Keyed):
     historyTokenBudget: JsonInt = Field(default=4000, ge=0, le=1_000_000)
     maxToolSteps: JsonInt = Field(default=4, ge=0, le=20)
     maxFileChars: JsonInt = Field(default=20_000, ge=0, le=1_000_000)
+    # Stream the answer's tokens as artifact chunks (false: one artifact at the end).
+    stream: bool = True
 
 
 class RemoteConfig(_Keyed):
