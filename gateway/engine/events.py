@@ -2,8 +2,9 @@
 
 Every state change is published by the store's scripts on ``gw:ev:<task id>``.
 One pattern subscription per process receives them all and hands each to the
-watchers of that task: blocking requests waiting for an outcome, and runners
-that must stop a canceled run. The listener reconnects by itself.
+watchers of that task: blocking requests waiting for an outcome, runners
+that must stop a canceled run, and stream readers (``signal``: woken by any event
+of the task, ``artifact|<seq>`` included). The listener reconnects by itself.
 """
 
 from __future__ import annotations
