@@ -164,10 +164,11 @@ async def test_resubscribe_with_last_event_id_resumes_without_gap_or_duplicate(
 async def test_subscribing_to_an_ended_task_and_to_another_users_task(
     gw: httpx.AsyncClient,
 ) -> None:
-    path, body = _request("rest", TEXT, echo(2, 0))
+    path, body = _request("rest", TEXT, echo(2, 300))  # a run slower than the snapshot
     async with gw.stream("POST", path, json=body) as r:
         sent = await collect(r)
     tid = sent[0].data["id"]
+    assert len(sent) > 2
     # 0.3: the final state, then the end.
     for method in ("GET", "POST"):
         async with gw.stream(method, f"/v1/tasks/{tid}:subscribe") as r:
