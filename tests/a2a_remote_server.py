@@ -5,7 +5,9 @@ What it does depends on the user's text: ``ask`` → input-required with a quest
 ``slow`` → works for a moment, then completes; ``hang`` → works until canceled;
 ``late`` → records the message, answers a second later with a task that works until
 canceled (a send still in flight when the message is seen); ``fail`` → fails with a
-reason; anything else completes at once with an artifact.
+reason; ``chunks`` → the artifact in three chunks (``append``, ``lastChunk``), a moment
+apart, then completes; anything else completes at once with an artifact. ``streaming``
+makes its card offer streaming (the SDK then streams those events).
 Every message it receives is recorded in ``seen`` (text, context id, task id).
 """
 
@@ -66,6 +68,15 @@ class _Specialist(AgentExecutor):
         elif text.startswith("hang"):
             await updater.start_work()
             await asyncio.sleep(30)
+        elif text.startswith("chunks"):
+            await updater.start_work()
+            pieces = ["specialist ", "opinion on: ", text]
+            for n, piece in enumerate(pieces):
+                await asyncio.sleep(0.1)
+                await updater.add_artifact([Part(root=TextPart(text=piece))], artifact_id="op-1",
+                                           name="opinion", append=n > 0,
+                                           last_chunk=n == len(pieces) - 1)  # fmt: skip
+            await updater.complete(say("Opinion attached."))
         else:
             if text.startswith("slow"):
                 await updater.start_work()
@@ -81,7 +92,7 @@ class _Specialist(AgentExecutor):
 
 
 class RemoteAgentServer(ServedDouble):
-    def __init__(self, transport: str = "JSONRPC") -> None:
+    def __init__(self, transport: str = "JSONRPC", streaming: bool = False) -> None:
         super().__init__()
         self.seen: list[dict[str, Any]] = []
         self.canceled: list[str] = []
@@ -92,7 +103,7 @@ class RemoteAgentServer(ServedDouble):
             version="1.0.0",
             protocol_version="0.3.0",
             preferred_transport=TransportProtocol(transport),
-            capabilities=AgentCapabilities(streaming=False),
+            capabilities=AgentCapabilities(streaming=streaming),
             default_input_modes=["text/plain"],
             default_output_modes=["text/plain"],
             skills=[AgentSkill(id="opinion", name="Opinion", description="Gives one.", tags=[])],

@@ -14,7 +14,8 @@ import pytest
 
 from tests.a2a_remote_server import RemoteAgentServer
 from tests.clients.sdk1x import Remote1x
-from tests.conftest import API_KEYS, AppFactory, auth, send_task
+from tests.conftest import API_KEYS, AppFactory, auth, message, send_task
+from tests.sse import collect
 from tests.waiting import until
 
 
@@ -184,3 +185,40 @@ async def test_no_recall_for_a_remote_agent_but_its_turns_are_stored(
         assert cortadel.errors == []
     finally:
         cortadel.stop()
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_a_remote_agents_stream_is_relayed(make_app: AppFactory, binding: str) -> None:
+    remote = RemoteAgentServer(binding, streaming=True).start()
+    try:
+        async with make_app(
+            api_keys=orjson.dumps(API_KEYS).decode(),
+            outbound_allowlist=f"127.0.0.1:{remote.port}",
+        ) as c:
+            spec = {"id": "cardio", "name": "Cardiology", "type": "a2a-remote",
+                    "config": {"cardUrl": remote.card_url}}  # fmt: skip
+            assert (await c.post("/agents", json=spec, headers=auth("admin"))).status_code == 201
+            body = {"message": message("chunks: troponin 0.8")}
+            async with c.stream("POST", "/agents/cardio/v1/message:stream", json=body,
+                                headers=auth("alice")) as r:  # fmt: skip
+                got = await collect(r)
+            stored = await read(c, got[0].data["id"])
+            plain = await send(c, "troponin 0.8")  # a whole artifact, streamed once too
+    finally:
+        remote.stop()
+    chunks = [e.data for e in got if e.data.get("kind") == "artifact-update"]
+    assert [(c["append"], c["lastChunk"]) for c in chunks] == [
+        (False, False), (True, False), (True, True)
+    ]  # fmt: skip
+    assert [c["artifact"]["parts"][0]["text"] for c in chunks] == [
+        "specialist ", "opinion on: ", "chunks: troponin 0.8"
+    ]  # fmt: skip
+    assert got[-1].data["status"]["state"] == "completed"
+    # Stored once: the relayed chunks' concatenation, not mirrored again at the end.
+    assert [(a["name"], a["parts"]) for a in stored["artifacts"]] == [
+        ("opinion", [{"kind": "text", "text": "specialist opinion on: chunks: troponin 0.8"}])
+    ]
+    assert stored["history"][-1]["parts"] == [{"kind": "text", "text": "Opinion attached."}]
+    assert [a["parts"][0]["text"] for a in plain["artifacts"]] == [
+        "specialist opinion on: troponin 0.8"
+    ]

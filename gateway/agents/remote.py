@@ -7,8 +7,11 @@ Ids: the remote context and task ids are recorded on each agent message and in t
 task's metadata (``remote``); a later turn of the same gateway context continues the
 remote context, and a continued gateway task continues its remote task when that asked
 for input. A remote task that is still running is polled until it settles; a cancel
-of the gateway task is forwarded. Remote failures end the task ``failed`` with the
-remote's own status text (text parts only, bounded).
+of the gateway task is forwarded. A blocking send to a 0.3 remote whose card offers
+streaming streams: its artifact updates are relayed as they come (as artifact chunks,
+``append`` and ``lastChunk`` kept), and are not mirrored again when the task settles.
+Remote failures end the task ``failed`` with the remote's own status text (text parts
+only, bounded).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -26,6 +29,7 @@ import httpx
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
+    ArtifactChunk,
     ArtifactUpdate,
     MetadataUpdate,
     ReplyUpdate,
@@ -108,7 +112,7 @@ class RemoteAgent(RegisteredAgent):
         for named in [card, *(card.additional_interfaces or ())]:
             await self._allowlist.check(named.url)  # the card names where to send
         config = ClientConfig(
-            streaming=False,
+            streaming=self._config.blocking and bool(card.capabilities.streaming),
             polling=not self._config.blocking,
             httpx_client=self._http,
             supported_transports=[TransportProtocol.jsonrpc, TransportProtocol.http_json],
@@ -177,13 +181,24 @@ class _Sdk03:
         self._client = client
         self._call = ClientCallContext(state={"http_kwargs": {"headers": headers}})
 
-    async def send(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
-        from a2a.types import Message
+    async def send(
+        self, message: dict[str, Any], blocking: bool, relay: Relay | None = None
+    ) -> dict[str, Any]:
+        """The remote's answer; a streamed answer's artifact updates go to ``relay`` as they
+        come (with the remote artifact's id)."""
+        from a2a.types import Message, TaskArtifactUpdateEvent
 
         answer: Any = None
         outgoing = Message.model_validate(message)
         async for event in self._client.send_message(outgoing, context=self._call):
             answer = event[0] if isinstance(event, tuple) else event
+            update = event[1] if isinstance(event, tuple) else None
+            if relay is not None and isinstance(update, TaskArtifactUpdateEvent):
+                artifact = update.artifact
+                parts = [_dump(p) for p in artifact.parts]
+                chunk = ArtifactChunk(parts, artifact.name, bool(update.append),
+                                      bool(update.last_chunk))  # fmt: skip
+                relay(artifact.artifact_id, chunk)
         if answer is None:
             raise RemoteCallError("message/send")
         return _dump(answer)
@@ -199,24 +214,64 @@ class _Sdk03:
         await self._client.cancel_task(TaskIdParams(id=task_id), context=self._call)
 
 
+# Where a streamed answer's artifact updates go: (the remote artifact's id, the chunk).
+Relay = Callable[[str, ArtifactChunk], None]
+
+
 def _state(task: dict[str, Any]) -> str:
     return str((task.get("status") or {}).get("state", "unknown"))
+
+
+async def _relayed(
+    sending: asyncio.Future[Any], relayed: asyncio.Queue[ArtifactChunk]
+) -> AsyncIterator[ArtifactChunk]:
+    """The chunks relayed while the send is under way, until it is done and all are out. A
+    cancel leaves the send running (the caller learns the remote task to cancel from it)."""
+    while not (sending.done() and relayed.empty()):
+        if not relayed.empty():
+            yield relayed.get_nowait()
+            continue
+        news = asyncio.ensure_future(relayed.get())
+        try:
+            await asyncio.wait({sending, news}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not news.done():
+                news.cancel()
+        if news.done() and not news.cancelled():
+            yield news.result()
+
+
+async def _learn_late(sending: asyncio.Future[Any], sent: list[str]) -> None:
+    """Canceled while the send is in flight: the remote may have started a task already.
+    Learn its id (within the cancel's bound) so that the cancel is forwarded to it."""
+    with contextlib.suppress(Exception):
+        late = await asyncio.wait_for(sending, CANCEL_SECONDS)
+        if late.get("kind") != "message":
+            sent.append(late["id"])
 
 
 async def _settled(
     client: RemoteV1 | _Sdk03, outgoing: dict[str, Any], config: RemoteConfig, sent: list[str]
 ) -> AsyncIterator[AgentUpdate]:
-    """Send the message, poll the remote task until it settles, and mirror the outcome."""
-    sending = asyncio.ensure_future(client.send(outgoing, config.blocking))
+    """Send the message (relaying what it streams), poll the remote task until it settles,
+    and mirror the outcome."""
+    relayed: asyncio.Queue[ArtifactChunk] = asyncio.Queue()
+    streamed: set[str] = set()  # remote artifacts relayed as they came
+
+    def relay(artifact_id: str, chunk: ArtifactChunk) -> None:
+        streamed.add(artifact_id)
+        relayed.put_nowait(chunk)
+
+    sending = asyncio.ensure_future(client.send(outgoing, config.blocking, relay))
     try:
-        task = await asyncio.shield(sending)
+        async for chunk in _relayed(sending, relayed):
+            yield chunk
+        task = sending.result()
+    except GeneratorExit:  # the run stopped while a chunk was being written
+        sending.cancel()
+        raise
     except asyncio.CancelledError:
-        # Canceled while the send is in flight: the remote may have started a task already.
-        # Learn its id (within the cancel's bound) so that the cancel is forwarded to it.
-        with contextlib.suppress(Exception):
-            late = await asyncio.wait_for(sending, CANCEL_SECONDS)
-            if late.get("kind") != "message":
-                sent.append(late["id"])
+        await _learn_late(sending, sent)
         raise
     if task.get("kind") == "message":
         for update in _answered(task):
@@ -229,7 +284,7 @@ async def _settled(
         await asyncio.sleep(config.pollIntervalSeconds)
         task = await client.get(task["id"])
     sent.clear()  # settled: nothing left to cancel when the mirroring is cut short
-    for update in _settle(task):
+    for update in _settle(task, streamed):
         yield update
 
 
@@ -264,13 +319,17 @@ async def _remote_ids(request: AgentRequest) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _settle(task: dict[str, Any]) -> list[AgentUpdate]:
-    """The updates that mirror a settled remote task."""
+def _settle(
+    task: dict[str, Any], streamed: set[str] | frozenset[str] = frozenset()
+) -> list[AgentUpdate]:
+    """The updates that mirror a settled remote task (bar the ``streamed`` artifacts)."""
     status = task.get("status") or {}
     state = status.get("state", "failed")
     ids = {"contextId": task.get("contextId"), "taskId": task.get("id"), "state": state}
     updates: list[AgentUpdate] = [MetadataUpdate({"remote": ids})]
     for artifact in task.get("artifacts") or ():
+        if artifact.get("artifactId") in streamed:
+            continue
         updates.append(ArtifactUpdate(artifact.get("parts") or [], name=artifact.get("name")))
     message = status.get("message")
     if state in ("failed", "rejected", "auth-required"):

@@ -85,8 +85,11 @@ class RemoteV1:
             raise RemoteCallError(f"{method} {path.split('/')[1]}: {r.status_code}")
         return r.json()
 
-    async def send(self, message: dict[str, Any], blocking: bool) -> dict[str, Any]:
-        """Send a canonical message: the remote's Task or Message, canonical."""
+    async def send(
+        self, message: dict[str, Any], blocking: bool, relay: object = None
+    ) -> dict[str, Any]:
+        """Send a canonical message: the remote's Task or Message, canonical. (Not streamed:
+        ``relay`` is unused, a 1.0 remote's outcome is mirrored when it settles.)"""
         params = {
             "message": message_v1(message),
             "configuration": {"returnImmediately": not blocking},
