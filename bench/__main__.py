@@ -5,7 +5,8 @@ to a bare Starlette + one-Redis-pipeline endpoint (the floor) and a bare Starlet
 endpoint answering a constant JSON (the ceiling), append and page latency at small vs
 large contexts, Redis bytes per stored message against its JSON size, the gateway's
 peak RSS under load, the queue variants, context memory, long-term memory, and the cost
-of authentication modes, the audit trail and rate limits (``auth``).
+of authentication modes, the audit trail and rate limits (``auth``), and streaming
+(``streaming``: time to first event, events/s, idle subscribers).
 
 Every section records its figures into ``bench.report.REPORT``; the end prints each
 target with its measured value and pass/miss, the total duration, and writes
@@ -41,7 +42,17 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
-SECTIONS = ("core", "bindings", "queues", "memory", "longterm", "scale", "auth", "encryption")
+SECTIONS = (
+    "core",
+    "bindings",
+    "queues",
+    "memory",
+    "longterm",
+    "scale",
+    "auth",
+    "encryption",
+    "streaming",
+)
 # Every gateway the benchmark starts seals content at rest, as by default (see README).
 BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
 os.environ.setdefault("GATEWAY_ENCRYPTION_KEYS", BENCH_KEYRING)
@@ -759,6 +770,12 @@ def auth_section(tmp: Path) -> None:
     auth_bench(tmp)
 
 
+def streaming_section(tmp: Path) -> None:
+    from bench.streaming import streaming_bench
+
+    streaming_bench(tmp)
+
+
 def selected() -> list[str]:
     """The sections BENCH_ONLY names (comma-separated), in their order; all when unset."""
     only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
@@ -801,6 +818,7 @@ def main() -> None:
         "scale": scale_bench,
         "auth": auth_section,
         "encryption": encryption_section,
+        "streaming": streaming_section,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"

@@ -307,6 +307,14 @@ def _server(config: Any) -> Any:
             await super().startup(sockets)
             gc_pauses.settle()
 
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Open streams end first (their clients resubscribe elsewhere): uvicorn waits
+            # for every response to finish, and a stream would only end at its deadline.
+            state = getattr(getattr(self.config.app, "state", None), "gateway", None)
+            if state is not None:
+                state.streams.close()
+            await super().shutdown(sockets)
+
     return Server(config)
 
 

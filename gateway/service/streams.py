@@ -68,6 +68,15 @@ class StreamService:
         self._store, self._events, self._messages = store, events, messages
         self._log = EventLog(store)
         self._keepalive = keepalive_seconds
+        self._readers: set[asyncio.Event] = set()
+        self._closing = False
+
+    def close(self) -> None:
+        """End every stream of this process (the server is stopping): each ends after the
+        event it is writing, and its client resubscribes, with its Last-Event-ID, elsewhere."""
+        self._closing = True
+        for news in self._readers:
+            news.set()
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
@@ -136,23 +145,33 @@ class StreamService:
             if first.final:
                 return
         with self._events.signal(task_id) as news:
-            while True:
-                news.clear()  # before the read: what is published after it wakes us
-                batch = await self._log.after(keys, context_id, task_id, cursor, BATCH)
-                for logged in batch:
-                    event = self._event(logged, task_id, context_id)
+            self._readers.add(news)
+            try:
+                async for event in self._read(keys, context_id, task_id, cursor, news):
                     yield event
-                    cursor = logged.id
-                    if event.final:
-                        return
-                if len(batch) == BATCH:
-                    continue
-                tail = None if batch else await self._ended(keys, context_id, task_id, cursor)
-                if tail is not None:
-                    for logged in tail:
-                        yield self._event(logged, task_id, context_id)
+            finally:
+                self._readers.discard(news)
+
+    async def _read(
+        self, keys: UserKeys, context_id: str, task_id: str, cursor: str, news: asyncio.Event
+    ) -> TaskStream:
+        while not self._closing:
+            news.clear()  # before the read: what is published after it wakes us
+            batch = await self._log.after(keys, context_id, task_id, cursor, BATCH)
+            for logged in batch:
+                event = self._event(logged, task_id, context_id)
+                yield event
+                cursor = logged.id
+                if event.final:
                     return
-                try:
-                    await asyncio.wait_for(news.wait(), self._keepalive)
-                except TimeoutError:
-                    yield None
+            if len(batch) == BATCH:
+                continue
+            tail = None if batch else await self._ended(keys, context_id, task_id, cursor)
+            if tail is not None:
+                for logged in tail:
+                    yield self._event(logged, task_id, context_id)
+                return
+            try:
+                await asyncio.wait_for(news.wait(), self._keepalive)
+            except TimeoutError:
+                yield None
