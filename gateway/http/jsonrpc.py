@@ -53,7 +53,7 @@ from gateway.http.a2a_calls import (
 )
 from gateway.http.audit import note_operation
 from gateway.http.params import json_body
-from gateway.http.sse import Shape, event_v03, event_v1, sse_response
+from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
 from gateway.protojson import normalise_send_request
 from gateway.service.streams import TaskStream
 
@@ -255,7 +255,9 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
         if not isinstance(exc, GatewayError):
             log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
             exc = GatewayError()
-        stream = _failed(exc)
+        if "id" not in entry:
+            return Response(status_code=204)
+        return sse_one(_answer(request_id, error=_error(exc, method.v1)))
     if "id" not in entry:  # a notification: done (a send is stored), no answer
         close = getattr(stream, "aclose", None)
         if close is not None:
@@ -269,12 +271,6 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
         return _answer(request_id, result=result)  # type: ignore[no-any-return]
 
     return sse_response(stream, method.shape, wrap, failure)
-
-
-async def _failed(exc: GatewayError) -> TaskStream:
-    """A stream that ends at once with ``exc``."""
-    raise exc
-    yield None  # an async generator
 
 
 async def jsonrpc_endpoint(request: Request) -> Response:

@@ -24,7 +24,7 @@ from gateway.dialects import V03_PROTO, V1, Dialect, artifact_out, status_out, t
 from gateway.errors import GatewayError
 from gateway.service.streams import StreamEvent, TaskStream
 
-__all__ = ["Shape", "event_v03", "event_v03_proto", "event_v1", "sse_response"]
+__all__ = ["Shape", "event_v03", "event_v03_proto", "event_v1", "sse_one", "sse_response"]
 
 log = logging.getLogger("gateway.http")
 
@@ -107,3 +107,12 @@ def sse_response(
     return StreamingResponse(
         _frames(stream, shape, wrap, failure), media_type="text/event-stream", headers=_HEADERS
     )
+
+
+def sse_one(payload: dict[str, Any]) -> StreamingResponse:
+    """A stream of one event without an id (a JSON-RPC refusal), then its end."""
+
+    async def frame() -> AsyncIterator[bytes]:
+        yield b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    return StreamingResponse(frame(), media_type="text/event-stream", headers=_HEADERS)
