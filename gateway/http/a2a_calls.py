@@ -112,7 +112,9 @@ async def stream_send(call: Call, body: Any) -> TaskStream:
     """message/stream with a canonical body: the task's events (refusals raise first)."""
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     request = validated(SendMessageRequest, body)
-    return await call.state.streams.send(call.principal, call.agent_id, request)
+    task, stream = await call.state.streams.send(call.principal, call.agent_id, request)
+    call.noted(task)
+    return stream
 
 
 async def subscribe(

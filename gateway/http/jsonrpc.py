@@ -243,6 +243,7 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
     it), as is an error that ends the stream early."""
     method = STREAMING[entry["method"]]
     request_id = entry.get("id")
+    note_operation(request.scope, f"jsonrpc:{entry['method']}")
     try:
         if entry.get("jsonrpc") != "2.0" or not _valid_id(request_id):
             request_id = request_id if _valid_id(request_id) else None

@@ -88,7 +88,8 @@ async def send_message(request: Request) -> Response:
 async def stream_message(request: Request) -> Response:
     state, agent_id = await _served(request), _agent_id(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    stream = await state.streams.send(_principal(request), agent_id, body)
+    task, stream = await state.streams.send(_principal(request), agent_id, body)
+    note_ids(request.scope, task=task["id"], context=task["contextId"])
     return sse_response(stream, event_v03)
 
 

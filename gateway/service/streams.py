@@ -80,13 +80,14 @@ class StreamService:
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
-    ) -> TaskStream:
+    ) -> tuple[dict[str, Any], TaskStream]:
         """Store the message as a send does (refusals raise here, before any event), then
-        follow its task: first the task, then its events until the turn ends."""
+        follow its task: first the task, then its events until the turn ends. Returns the
+        task as the send stored it, and the stream."""
         config = request.configuration.model_copy(update={"blocking": False})
         request = request.model_copy(update={"configuration": config})
         task = await self._messages.send(principal, agent_id, request)
-        return await self.subscribe(principal, task["id"], None)
+        return task, await self.subscribe(principal, task["id"], None)
 
     async def subscribe(
         self,
