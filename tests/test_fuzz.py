@@ -122,7 +122,8 @@ EXAMPLES = int(os.environ.get("GATEWAY_FUZZ_EXAMPLES", "25"))
 # key variable does not pass (400).
 RULES = [
     {
-        "include-operation-id-regex": "^(sendMessage|sendAgentMessage)$",
+        # A send stores a message whether it then blocks or streams its task's events.
+        "include-operation-id-regex": "^(sendMessage|sendAgentMessage|streamPost)",
         "checks": {
             "positive_data_acceptance": {
                 "expected-statuses": ["2xx", "400", "401", "403", "404", "409", "415", "501"]
@@ -132,7 +133,7 @@ RULES = [
     },
     {
         # The proto-JSON sends take any object: most generated ones fail validation (400).
-        "include-operation-id-regex": "^(p03send|v1send)",
+        "include-operation-id-regex": "^(p03send|v1send|p03stream|v1stream)",
         "checks": {
             "positive_data_acceptance": {
                 "expected-statuses": ["2xx", "400", "401", "403", "404", "409", "415", "501"]
@@ -153,7 +154,7 @@ RULES = [
         },
     },
     {
-        # Routes refused until streaming and push notifications exist: 501 is their answer.
+        # Routes refused until push notifications exist: 501 is their answer.
         "include-operation-id-regex": "^refuse",
         "checks": {
             "positive_data_acceptance": {"expected-statuses": ["400", "404", "501"]},
