@@ -302,3 +302,23 @@ async def test_a_stream_survives_its_replica_killed_mid_run(
     assert [a["parts"] for a in stored["artifacts"] if a["name"] == "echo-stream"] == [
         [{"kind": "text", "text": TEXT}]
     ]
+
+
+@slow_process_test
+async def test_a_replica_stopping_ends_its_streams_cleanly(
+    tmp_path: Path, redis_url: str, redis: Redis
+) -> None:
+    """A graceful stop (SIGTERM) ends the replica's open streams properly (the body is
+    complete, not cut), so their clients can resubscribe elsewhere with their last id."""
+    env = {"REDIS_URL": redis_url, "GATEWAY_SHUTDOWN_GRACE_SECONDS": "1",
+           "GATEWAY_API_KEYS": orjson.dumps(API_KEYS).decode()}  # fmt: skip
+    path, body = _request("rest", TEXT, {"echo": {"finalState": "working"}})
+    async with httpx.AsyncClient(timeout=60, headers=auth("alice")) as c:
+        with serving(tmp_path, **env) as (a, base):
+            async with c.stream("POST", f"{base}{path}", json=body) as r:
+                stream = events(r)
+                first = await anext(stream)
+                a.send_signal(signal.SIGTERM)
+                rest = [e async for e in stream if e.comment is None]  # no protocol error
+            assert a.wait(timeout=PROCESS_SECONDS) == 0
+    assert normal(first.data)[0] == "task" and rest == []
