@@ -17,6 +17,7 @@ from gateway.embedded_redis import free_port
 from gateway.http.app import create_app
 from gateway.http.server import server_config
 from gateway.settings import Settings
+from tests.conftest import TEST_KEYRING
 from tests.waiting import until
 
 
@@ -49,8 +50,11 @@ async def collect(response: httpx.Response) -> list[Sse]:
 
 @asynccontextmanager
 async def served_gateway(redis_url: str, **overrides: Any) -> AsyncIterator[str]:
-    """A gateway app served by uvicorn on 127.0.0.1 in this event loop; yields its URL."""
-    settings = Settings(redis_url=redis_url, log_requests=False, port=free_port(), **overrides)
+    """A gateway app served by uvicorn on 127.0.0.1 in this event loop, content sealed as
+    by default; yields its URL."""
+    values: dict[str, Any] = {"redis_url": redis_url, "log_requests": False, "port": free_port(),
+                              "encryption_keys": TEST_KEYRING, **overrides}  # fmt: skip
+    settings = Settings(**values)
     server = uvicorn.Server(server_config(create_app(settings), settings, log_level="warning"))
     task = asyncio.create_task(server.serve())
     await until(lambda: server.started or task.done(), what="the gateway to serve", every=0.01)

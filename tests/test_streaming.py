@@ -322,3 +322,24 @@ async def test_a_replica_stopping_ends_its_streams_cleanly(
                 rest = [e async for e in stream if e.comment is None]  # no protocol error
             assert a.wait(timeout=PROCESS_SECONDS) == 0
     assert normal(first.data)[0] == "task" and rest == []
+
+
+async def test_the_event_log_and_the_streamed_artifact_are_sealed(
+    gw: httpx.AsyncClient, redis: Redis
+) -> None:
+    secret = "Sentinel-4f1c diagnosis text that must not be stored in clear"
+    path, body = _request("rest", secret, echo(4, 2000))
+    async with gw.stream("POST", path, json=body) as r:
+        stream = events(r)
+        seen = await _until_chunks(stream, 2)  # mid-stream: the artifact so far is stored
+        stored: list[bytes] = []
+        async for key in redis.scan_iter(match="gw:*"):
+            kind = await redis.type(key)
+            if kind == b"stream":
+                stored += [v for _, fields in await redis.xrange(key) for v in fields.values()]
+            elif kind == b"hash":
+                stored += list((await redis.hgetall(key)).values())
+        rest = [e async for e in stream if e.comment is None]
+    assert [k async for k in redis.scan_iter(match="gw:*:ev:*")]
+    assert not [v for v in stored if b"Sentinel-4f1c" in v or b"diagnosis" in v]
+    assert streamed_text([normal(e.data) for e in seen + rest]) == secret
