@@ -194,8 +194,8 @@ async def test_redis_killed_and_restarted_loses_no_acknowledged_work(tmp_path: P
                     assert [m["role"] for m in got["history"]] == ["user", "agent"]
 
                 async def all_done() -> bool:
-                    states = [(await _task(c, t["id"]))["status"]["state"] for t in queued]
-                    return all(s == "completed" for s in states)
+                    tasks = [await _available(c, t["id"], tmp_path) for t in queued]
+                    return all(t["status"]["state"] == "completed" for t in tasks)
 
                 await until(all_done, timeout=30, what="the queued runs to finish", logs=tmp_path)
     finally:
