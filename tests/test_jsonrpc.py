@@ -73,15 +73,9 @@ async def test_a2a_10_methods_answer_in_the_10_dialect(client: httpx.AsyncClient
     [
         ("message/stream", -32004),
         ("tasks/resubscribe", -32004),
-        ("tasks/pushNotificationConfig/set", -32003),
-        ("tasks/pushNotificationConfig/get", -32003),
-        ("tasks/pushNotificationConfig/list", -32003),
-        ("tasks/pushNotificationConfig/delete", -32003),
         ("agent/getAuthenticatedExtendedCard", -32007),
         ("SendStreamingMessage", -32004),
         ("SubscribeToTask", -32004),
-        ("CreateTaskPushNotificationConfig", -32003),
-        ("ListTaskPushNotificationConfigs", -32003),
         ("GetExtendedAgentCard", -32007),
         ("tasks/list", -32601),
         ("no/such/method", -32601),
@@ -213,9 +207,6 @@ async def test_refused_rest_routes(client: httpx.AsyncClient) -> None:
         ("GET", f"/v1/tasks/{task['id']}:subscribe", -32004),
         ("POST", f"/v1/tasks/{task['id']}:subscribe", -32004),
         ("POST", "/v1/message:stream", -32004),
-        ("GET", f"/v1/tasks/{task['id']}/pushNotificationConfigs", -32003),
-        ("POST", f"/agents/echo/v1/tasks/{task['id']}/pushNotificationConfigs", -32003),
-        ("DELETE", f"/v1/tasks/{task['id']}/pushNotificationConfigs/c1", -32003),
     ]:
         r = await client.request(method, path)
         assert r.status_code == 501 and r.json()["code"] == code, (method, path)

@@ -127,7 +127,7 @@ async def test_cards_are_generated_and_valid(gw: httpx.AsyncClient) -> None:
         assert card["url"] == f"http://gw/agents/{agent_id}"
         assert card["capabilities"] == {
             "streaming": False,
-            "pushNotifications": False,
+            "pushNotifications": True,
             "stateTransitionHistory": False,
         }
         assert "bearer" in card["securitySchemes"] and card["version"] == "1"

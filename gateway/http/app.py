@@ -44,12 +44,14 @@ from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
+from gateway.service.push import PushService
 from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.audit_store import AuditStore
 from gateway.store.memory_store import MemoryStore
+from gateway.store.push_store import PushStore
 from gateway.store.rate_store import RateStore
 
 __all__ = ["create_app"]
@@ -95,6 +97,12 @@ def _stop_metrics_server(server: WSGIServer) -> None:
 
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     runtime = Runtime.build(settings, extra_agents)
+    push = None
+    if runtime.push_keys is not None:  # not on a Redis Cluster
+        allowlist = runtime.allowlist or Allowlist([])
+        push = PushService(
+            runtime.store, PushStore(runtime.store), allowlist, settings.push_artifacts
+        )
     state = AppState(
         settings=settings,
         store=runtime.store,
@@ -113,6 +121,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
                 settings.quota_contexts_per_user,
                 settings.quota_running_tasks_per_user,
             ),
+            push=push,
         ),
         tasks=TaskService(runtime.store),
         contexts=ContextService(
@@ -120,6 +129,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         ),
         search=runtime.search or SearchService(MemoryStore(runtime.store), runtime.embedder),
         registry=AgentService(runtime.agents, runtime.allowlist or Allowlist([])),
+        push=push,
     )
 
     tokens = None

@@ -10,6 +10,7 @@ from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
+from gateway.service.push import PushService
 from gateway.service.search import SearchService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
@@ -30,3 +31,4 @@ class AppState:
     registry: AgentService
     keys: KeyService | None = None
     audit: AuditService | None = None
+    push: PushService | None = None  # None: push notifications are not offered (cluster)

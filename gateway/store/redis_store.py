@@ -74,6 +74,7 @@ class SendWrite:
     # Quotas checked by the send script: messages and bytes per context, contexts per user
     # (0: none).
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
+    push_config_json: bytes = b""  # a webhook for the task (its config, with its id)
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,7 @@ class Store:
                 + ("e" if w.embed else "")
                 + _POLICY_FLAGS[w.policy],
                 ",".join(str(q) for q in w.quotas),
+                w.push_config_json,
                 *w.reference_ids,
             ],
         )
@@ -340,6 +342,8 @@ class Store:
             raise TaskBusyError()
         if kind == "quota":
             raise QuotaExceededError(rest[0], int(rest[1]))
+        if kind == "pushfull":
+            raise InvalidParamsError("A task takes at most 10 push notification configs")
         if kind == "badrefs":
             raise InvalidParamsError(
                 "referenceTaskIds name tasks that are not in this context",
