@@ -21,7 +21,9 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:items``               list    task ids, oldest first
 ``gw:{u}:c:<cid>:tasks``               hash    ``<tid>:st`` state, ``<tid>:s`` status json,
                                                ``<tid>:a`` artifacts json array, ``<tid>:m``
-                                               message seqs "1,2,5", ``<tid>:md`` metadata
+                                               message seqs "1,2,5", ``<tid>:md`` metadata; push
+                                               configs ``<tid>:pn`` (ids), ``<tid>:pn:<id>``,
+                                               ``<tid>:pe`` (event count)
 ``gw:{u}:c:<cid>:msgs``                hash    seq -> message json (whole context, in order)
 ``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
 ``gw:{u}:c:<cid>:vec``                 string  float32 vectors of embedded user messages, appended
