@@ -41,7 +41,17 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
-SECTIONS = ("core", "bindings", "queues", "memory", "longterm", "scale", "auth", "encryption")
+SECTIONS = (
+    "core",
+    "bindings",
+    "queues",
+    "memory",
+    "longterm",
+    "scale",
+    "auth",
+    "encryption",
+    "push",
+)
 # Every gateway the benchmark starts seals content at rest, as by default (see README).
 BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
 os.environ.setdefault("GATEWAY_ENCRYPTION_KEYS", BENCH_KEYRING)
@@ -759,6 +769,12 @@ def auth_section(tmp: Path) -> None:
     auth_bench(tmp)
 
 
+def push_section(tmp: Path) -> None:
+    from bench.push import push_bench
+
+    push_bench(tmp)
+
+
 def selected() -> list[str]:
     """The sections BENCH_ONLY names (comma-separated), in their order; all when unset."""
     only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
@@ -801,6 +817,7 @@ def main() -> None:
         "scale": scale_bench,
         "auth": auth_section,
         "encryption": encryption_section,
+        "push": push_section,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"

@@ -1,6 +1,6 @@
 """A client's webhook, standing in for the receiver of push notifications: an honest HTTP
-server on 127.0.0.1 that answers 503 to its first ``fail`` requests, then 204 and records
-each request (headers and body) it accepts."""
+server on 127.0.0.1 that answers 503 to its first ``fail`` requests (and to every request
+while ``down``), then 204 and records each request (headers and body) it accepts."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class WebhookReceiver(ServedDouble):
     def __init__(self, fail: int = 0) -> None:
         super().__init__()
         self.fail = fail
+        self.down = False
         self.attempts = 0
         self.accepted: list[Delivery] = []
         self.serve(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
@@ -51,7 +52,7 @@ class WebhookReceiver(ServedDouble):
     async def _hook(self, request: Request) -> Response:
         body = await request.body()
         self.attempts += 1
-        if self.attempts <= self.fail:
+        if self.attempts <= self.fail or self.down:
             return Response(status_code=503)
         self.accepted.append(Delivery(dict(request.headers), body))
         return Response(status_code=204)
