@@ -226,7 +226,17 @@ class Runtime:
         if not target.cluster:
             issuer = settings.public_url or "gateway"
             push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
-            push_http = guarded_client(allowlist, httpx, timeout=settings.push_timeout_seconds)
+            # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
+            # would reconnect for most requests).
+            push_http = guarded_client(
+                allowlist,
+                httpx,
+                timeout=settings.push_timeout_seconds,
+                limits=httpx.Limits(
+                    max_connections=settings.push_concurrency,
+                    max_keepalive_connections=settings.push_concurrency,
+                ),
+            )
         if push_keys is not None and push_http is not None and settings.workers:
             pusher = PushDeliverer(
                 store,

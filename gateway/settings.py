@@ -146,7 +146,7 @@ class Settings(BaseSettings):
     push_backoff_first_seconds: float = Field(default=1.0, gt=0, le=3600)
     push_backoff_max_seconds: float = Field(default=300.0, gt=0, le=86_400)
     push_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    push_concurrency: int = Field(default=256, ge=1, le=10_000)
+    push_concurrency: int = Field(default=64, ge=1, le=1_000)
     push_signing_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     push_artifacts: bool = False
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see longterm/options.py).

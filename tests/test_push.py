@@ -240,3 +240,32 @@ async def test_the_card_offers_push_and_the_keys_are_public(gateway: httpx.Async
     assert r.status_code == 200
     (key,) = r.json()["keys"]
     assert key["kty"] == "EC" and key["alg"] == "ES256" and "d" not in key
+
+
+async def test_a_dead_webhook_does_not_hold_up_another(make_app: AppFactory) -> None:
+    """One request slot: events retrying against a dead webhook wait without it, so a live
+    webhook's events still arrive."""
+    dead, live = WebhookReceiver(fail=10**9).start(), WebhookReceiver().start()
+    try:
+        async with make_app(**PUSH_SETTINGS, push_concurrency=1) as gw:
+            gw.headers.update(auth("alice"))
+            for _ in range(3):
+                config = {"pushNotificationConfig": {"url": dead.url}}
+                r = await gw.post(
+                    "/v1/message:send", json={"message": message("hi"), "configuration": config}
+                )
+                assert r.status_code == 200, r.text
+            await until(lambda: dead.attempts >= 6, what="the dead webhook retried")
+            config = {"pushNotificationConfig": {"url": live.url}}
+            r = await gw.post(
+                "/v1/message:send", json={"message": message("hi"), "configuration": config}
+            )
+            task_id = r.json()["task"]["id"]
+            await until(
+                lambda: any(d.json()["status"]["state"] == "completed" for d in live.accepted),
+                what="the live webhook's events",
+            )
+            assert {d.json()["id"] for d in live.accepted} == {task_id}
+    finally:
+        dead.stop()
+        live.stop()

@@ -1,9 +1,11 @@
 """Delivers queued task events to webhooks: the push notification outbox.
 
 Events come from ``gw:{jobs}:push`` (ids only), queued by the script that changed the task,
-in the same atomic step. Each is delivered on its own (one slow or dead webhook holds up no
-other): up to ``concurrency`` deliveries are in flight per process, their entries' leases
-renewed together while they last, so a webhook that is down for hours neither loses its
+in the same atomic step. Each is delivered on its own task: up to ``concurrency`` requests
+are under way per process, and events waiting for a retry hold no request slot, so one slow
+or dead webhook holds up no other — until a process holds ``HELD_PER_SLOT × concurrency``
+events (8,192 by default), when it stops reading until some are done. Their entries' leases
+are renewed together while they last, so a webhook that is down for hours neither loses its
 events nor lets maintenance requeue them. An event is acknowledged once the webhook answers
 2xx (at least once: a crash before the acknowledgement repeats it, under the same event id).
 
@@ -12,7 +14,9 @@ or expired, stops delivery at the next attempt (the entry is dropped). The URL p
 outbound allowlist on every request (name and resolved addresses; redirects are not
 followed). 408, 425, 429, 5xx and transport errors are retried with exponential backoff and
 jitter until ``retry_seconds`` after the event was queued; then, or on any other answer, or
-when the URL is no longer allowed, the event goes to the dead letters. No body, token or
+when the URL is no longer allowed, the event goes to the dead letters. A delivery that
+succeeds wakes the retries waiting for the same origin (scheme, host, port): after an
+outage the backlog drains at once rather than at each event's next retry slot. No body, token or
 URL is logged: only ids and statuses.
 """
 
@@ -45,6 +49,7 @@ __all__ = ["PushDeliverer"]
 log = logging.getLogger("gateway.push")
 
 _RETRYABLE = frozenset({408, 425, 429})
+HELD_PER_SLOT = 32  # events a process holds (most of them waiting to retry) per request slot
 
 
 class _GiveUp(Exception):
@@ -78,11 +83,14 @@ class PushDeliverer(StreamWorker):
         )
         self._store, self._configs = store, PushStore(store)
         self._http, self._keys = http, keys
-        self._concurrency = concurrency
+        self._slots = asyncio.Semaphore(concurrency)
+        self._held = HELD_PER_SLOT * concurrency
         self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._room = asyncio.Event()
         self._renewing: asyncio.Task[None] | None = None
+        # per origin that failed: set (and dropped) when a delivery to it next succeeds
+        self._recovered: dict[str, asyncio.Event] = {}
 
     async def start(self) -> None:
         await super().start()
@@ -99,11 +107,11 @@ class PushDeliverer(StreamWorker):
         await super().stop()
 
     async def read(self) -> list[Entry]:
-        """The next events, as many as there is room for in flight."""
-        while len(self._inflight) >= self._concurrency:
+        """The next events, as many as there is room to hold (at most a batch)."""
+        while len(self._inflight) >= self._held:
             self._room.clear()
             await self._room.wait()
-        room = self._concurrency - len(self._inflight)
+        room = min(self._batch, self._held - len(self._inflight))
         return await self._jobs.read(self._consumer, room, self._block_ms)
 
     async def handle(self, entries: list[Entry]) -> None:
@@ -132,9 +140,11 @@ class PushDeliverer(StreamWorker):
             return
         backoff = Backoff(self._first, self._cap)
         deadline = job.queued_ms / 1000 + self._retry
+        origin = ""
         while True:
             try:
-                delivered = await self._attempt(job)
+                async with self._slots:
+                    delivered, origin = await self._attempt(job)
             except _GiveUp as exc:
                 await self._dead(entry, fields, str(exc))
                 return
@@ -146,13 +156,18 @@ class PushDeliverer(StreamWorker):
                 return
             if delivered:
                 metrics.PUSH_DELIVERIES.labels("delivered").inc()
+                recovered = self._recovered.pop(origin, None)
+                if recovered is not None:
+                    recovered.set()
                 await self._ack(entry)
                 return
             if time.time() >= deadline:
                 await self._dead(entry, fields, f"undelivered after {self._retry:g} s")
                 return
             metrics.PUSH_DELIVERIES.labels("retried").inc()
-            await backoff.wait()
+            recovery = self._recovered.setdefault(origin, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(recovery.wait(), backoff.next())
 
     async def _ack(self, entry: str) -> None:
         backoff = Backoff(0.05, 2.0)
@@ -174,33 +189,36 @@ class PushDeliverer(StreamWorker):
             except GatewayError:
                 await backoff.wait()
 
-    async def _attempt(self, job: PushJob) -> bool | None:
-        """One try: True delivered, False to retry, None when there is nothing to deliver."""
+    async def _attempt(self, job: PushJob) -> tuple[bool | None, str]:
+        """One try: (True delivered, False to retry, None when there is nothing to
+        deliver; the webhook's origin)."""
         keys = UserKeys.of(job.tenant, job.user)
-        raw = await self._configs.one(keys, job.context_id, job.task_id, job.config_id)
-        if raw is None:
-            return None
+        raw, task = await asyncio.gather(
+            self._configs.one(keys, job.context_id, job.task_id, job.config_id),
+            self._store.read_task(keys, job.context_id, job.task_id, 0),
+        )
+        if raw is None or task is None:
+            return None, ""
         config = PushConfig.from_stored(raw)
-        task = await self._store.read_task(keys, job.context_id, job.task_id, 0)
-        if task is None:
-            return None
         body = payload(job, task, config.version)
         if body is None:
-            return None
+            return None, ""
         headers = self._headers(config, job, body)
+        url = httpx.URL(config.url)
+        origin = f"{url.scheme}://{url.host}:{url.port}"
         try:
-            response = await self._http.post(config.url, content=body, headers=headers)
+            response = await self._http.post(url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             if isinstance(exc.__cause__, OutboundRefused):
                 raise _GiveUp("the webhook URL is no longer allowed") from exc
             log.info("webhook unreachable", extra={"error": type(exc).__name__})
-            return False
+            return False, origin
         status = response.status_code
         if 200 <= status < 300:
-            return True
+            return True, origin
         if status in _RETRYABLE or status >= 500:
             log.info("webhook answered an error", extra={"status": status})
-            return False
+            return False, origin
         raise _GiveUp(f"the webhook answered {status}")
 
     def _headers(self, config: PushConfig, job: PushJob, body: bytes) -> dict[str, Any]:
