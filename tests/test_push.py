@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -269,3 +270,66 @@ async def test_a_dead_webhook_does_not_hold_up_another(make_app: AppFactory) -> 
     finally:
         dead.stop()
         live.stop()
+
+
+async def test_artifact_updates_when_configured(
+    make_app: AppFactory, receiver: WebhookReceiver
+) -> None:
+    """With GATEWAY_PUSH_ARTIFACTS a 1.0 webhook also gets each artifact the run adds."""
+    receiver.fail = 0
+    async with make_app(**PUSH_SETTINGS, push_artifacts=True) as gw:
+        gw.headers.update(auth("alice"))
+        body = {
+            "message": {"role": "ROLE_USER", "parts": [{"text": "hi"}], "messageId": "m-art"},
+            "configuration": {"taskPushNotificationConfig": {"url": receiver.url}},
+        }
+        task = (await gw.post("/a2a/message:send", json=body)).json()["task"]
+        updates = await until(
+            lambda: [d.json()["artifactUpdate"] for d in receiver.accepted
+                     if "artifactUpdate" in d.json()],
+            what="an artifact update at the webhook",
+        )  # fmt: skip
+        assert updates[0]["taskId"] == task["id"]
+        assert updates[0]["artifact"] in task["artifacts"]
+
+
+async def test_a_redirect_is_not_followed_and_gives_the_event_up(
+    gateway: httpx.AsyncClient, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    receiver.fail, receiver.status = 0, 307
+    config = {"pushNotificationConfig": {"url": receiver.url}}
+    r = await gateway.post(
+        "/v1/message:send", json={"message": message("hi"), "configuration": config}
+    )
+    assert r.status_code == 200
+    await until(lambda: redis.xlen(PUSH_DEAD), what="the event dead-lettered")
+    dead = await redis.xrange(PUSH_DEAD)
+    assert b"307" in dead[0][1][b"reason"]
+    assert all(d.event_id.endswith(".1") or d.event_id.endswith(".2") for d in receiver.accepted)
+
+
+async def test_several_signing_keys_are_published_and_the_first_signs(
+    make_app: AppFactory, receiver: WebhookReceiver, tmp_path: Path
+) -> None:
+    """Rotation: every configured key is in the JWKS; the first one signs."""
+    from gateway.push.signing import SigningKey, generate_pem
+
+    paths, kids = [], []
+    for name in ("new", "old"):
+        pem, path = generate_pem(), tmp_path / f"{name}.pem"
+        path.write_bytes(pem)
+        paths.append(str(path))
+        kids.append(SigningKey.from_pem(pem).kid)
+    receiver.fail = 0
+    async with make_app(**PUSH_SETTINGS, push_signing_keys=",".join(paths)) as gw:
+        gw.headers.update(auth("alice"))
+        jwks = (await gw.get("/.well-known/jwks.json")).json()
+        assert [k["kid"] for k in jwks["keys"]] == kids
+        config = {"pushNotificationConfig": {"url": receiver.url, "token": "t"}}
+        await gw.post("/v1/message:send", json={"message": message("hi"), "configuration": config})
+        (first, *_) = await until(lambda: receiver.accepted, what="a delivery")
+        assert (
+            jwt.get_unverified_header(first.headers["x-a2a-notification-signature"])["kid"]
+            == kids[0]
+        )
+        await verified(gw, first, "t")

@@ -34,6 +34,7 @@ class WebhookReceiver(ServedDouble):
         super().__init__()
         self.fail = fail
         self.down = False
+        self.status = 204  # what it answers once it accepts (a 3xx, 4xx to test refusals)
         self.attempts = 0
         self.accepted: list[Delivery] = []
         self.serve(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
@@ -55,4 +56,5 @@ class WebhookReceiver(ServedDouble):
         if self.attempts <= self.fail or self.down:
             return Response(status_code=503)
         self.accepted.append(Delivery(dict(request.headers), body))
-        return Response(status_code=204)
+        headers = {"Location": "/elsewhere"} if 300 <= self.status < 400 else None
+        return Response(status_code=self.status, headers=headers)

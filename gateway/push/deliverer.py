@@ -150,6 +150,9 @@ class PushDeliverer(StreamWorker):
                 return
             except GatewayError:  # Redis unavailable: try again
                 delivered = False
+            except Exception as exc:  # a defect: logged (its type only), retried like a failure
+                log.error("webhook delivery failed", extra={"error": type(exc).__name__})
+                delivered = False
             if delivered is None:  # config, task or context gone: nothing to deliver
                 metrics.PUSH_DELIVERIES.labels("dropped").inc()
                 await self._ack(entry)
