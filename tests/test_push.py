@@ -333,3 +333,23 @@ async def test_several_signing_keys_are_published_and_the_first_signs(
             == kids[0]
         )
         await verified(gw, first, "t")
+
+
+async def test_the_allowlist_is_checked_again_at_delivery(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """A config set where the URL was allowed, delivered by a replica whose allowlist no
+    longer allows it: refused before any request is made, and given up."""
+    receiver.fail = 0
+    narrower = {**PUSH_SETTINGS, "outbound_allowlist": "192.0.2.1"}
+    async with make_app(**PUSH_SETTINGS, workers=False) as setter, make_app(**narrower):
+        setter.headers.update(auth("alice"))
+        config = {"blocking": False, "pushNotificationConfig": {"url": receiver.url}}
+        r = await setter.post(
+            "/v1/message:send", json={"message": message("hi"), "configuration": config}
+        )
+        assert r.status_code == 200, r.text
+        await until(lambda: redis.xlen(PUSH_DEAD), what="the event given up")
+        dead = await redis.xrange(PUSH_DEAD)
+        assert b"no longer allowed" in dead[0][1][b"reason"]
+        assert receiver.attempts == 0
