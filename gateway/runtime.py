@@ -224,6 +224,7 @@ class Runtime:
         push_jobs = job_store(PUSH, PUSH_GROUP, PUSH_DEAD)
         push_keys = pusher = push_http = None
         if not target.cluster:
+            store.push_artifacts = settings.push_artifacts
             issuer = settings.public_url or "gateway"
             push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
             # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer

@@ -22,9 +22,9 @@ class PushJob:
     task_id: str
     config_id: str
     number: int  # the task's event count: `<task>.<number>` is the event's id
-    kind: str  # 's': the task's state changed to `state`; 'a': artifact `index` was added
+    kind: str  # 's': the task's state changed to `state`; 'a': `artifact_id` was added
     state: str
-    index: int
+    artifact_id: str
     queued_ms: int
 
     @property
@@ -43,24 +43,24 @@ class PushJob:
             number=int(job["n"]),
             kind=str(job["e"]),
             state=str(job.get("s") or ""),
-            index=int(job.get("i") or 0),
+            artifact_id=str(job.get("i") or ""),
             queued_ms=int(job["q"]),
         )
 
 
 def payload(job: PushJob, task: dict[str, Any], version: str) -> bytes | None:
     """The body for ``job``, built from the task as it stands (None: nothing to send, the
-    artifact is gone). 0.3 webhooks get the Task; 1.0 webhooks a ``StreamResponse``: a
-    ``statusUpdate`` (the event's state; the stored status when the task is still in it)
-    or an ``artifactUpdate``."""
+    artifact is gone: a later attempt of the run replaced it). 0.3 webhooks get the Task;
+    1.0 webhooks a ``StreamResponse``: a ``statusUpdate`` (the event's state; the stored
+    status when the task is still in it) or an ``artifactUpdate``."""
     if version != "1.0":
         return orjson.dumps(task)
     header = {"taskId": task["id"], "contextId": task.get("contextId", "")}
     if job.kind == "a":
-        artifacts = task.get("artifacts") or []
-        if job.index >= len(artifacts):
+        found = [a for a in task.get("artifacts") or () if a.get("artifactId") == job.artifact_id]
+        if not found:
             return None
-        shown = task_out({"id": task["id"], "artifacts": [artifacts[job.index]]}, V1)
+        shown = task_out({"id": task["id"], "artifacts": [found[-1]]}, V1)
         return orjson.dumps({"artifactUpdate": {**header, "artifact": shown["artifacts"][0]}})
     status = task.get("status") or {}
     if status.get("state") != job.state:

@@ -129,6 +129,12 @@ class UpdateResult:
     next_run: tuple[int, bytes] | None = None
 
 
+def _artifact_ids(artifacts: Sequence[bytes]) -> bytes:
+    """The artifactIds of artifacts (JSON), one per line: what an artifact update names."""
+    ids = (str(orjson.loads(a).get("artifactId") or "") for a in artifacts)
+    return "\n".join(i.replace("\n", " ") for i in ids).encode()
+
+
 class Store:
     def __init__(
         self,
@@ -141,6 +147,8 @@ class Store:
         self.client: Redis = client
         self.ttl_ms = ttl_seconds * 1000
         self.cluster = cluster
+        # Webhooks get artifact updates (GATEWAY_PUSH_ARTIFACTS): updates name their artifacts.
+        self.push_artifacts = False
         self.scripts = Scripts.register(client)
         self.sealer = sealer or Sealer(None)
         # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
@@ -406,6 +414,7 @@ class Store:
                 self._seal(keys, context_id, f"{task_id}:xmd", metadata_json),
                 "l" if queued_locally else "r",
                 self._seal(keys, context_id, status_field, next_status_json),
+                _artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
             ],
         )
         outcome = _text(reply[0])

@@ -97,9 +97,9 @@ local function push_set(tid, id, config)
   end
   redis.call('HSET', KEYS[6], tid .. ':pn', ids, tid .. ':pn:' .. id, config)
 end
--- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': its
--- artifact at `index` was added) to each of its webhooks, in the write that made the change.
-local function notify(cid, tid, kind, state, now, index)
+-- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': the
+-- artifact `aid` was added) to each of its webhooks, in the write that made the change.
+local function notify(cid, tid, kind, state, now, aid)
   if not PUSH then return end
   local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
   if not ids then return end
@@ -112,7 +112,7 @@ local function notify(cid, tid, kind, state, now, index)
   local n = redis.call('HINCRBY', KEYS[6], tid .. ':pe', 1)
   for _, w in ipairs(wanted) do
     redis.call('XADD', PUSH, '*', 'job', cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid,
-      p = w[1], n = n, e = kind, s = state, i = index or 0, q = tonumber(now)}))
+      p = w[1], n = n, e = kind, s = state, i = aid or '', q = tonumber(now)}))
   end
 end
 """
@@ -279,6 +279,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 #       15 the agent's task metadata json or '' (replaces the last run's) 16 how the next
 #       waiting message's run is queued: 'r' on the jobs stream, 'l' by this process
 #       17 the status json of a task whose next message's run is queued ('submitted')
+#       18 the artifactIds of the artifacts in 5, one per line, when webhooks get artifact
+#       updates (GATEWAY_PUSH_ARTIFACTS), else ''
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
@@ -319,11 +321,8 @@ if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
 end
 local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-if ARGV[5] ~= '' and PUSH and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
-  local first = #cjson.decode(arts)
-  for i = 0, #cjson.decode('[' .. ARGV[5] .. ']') - 1 do
-    notify(cid, tid, 'a', '', ARGV[7], first + i)
-  end
+if (ARGV[18] or '') ~= '' and PUSH and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
+  for aid in string.gmatch(ARGV[18], '[^\\n]+') do notify(cid, tid, 'a', '', ARGV[7], aid) end
 end
 if ARGV[5] ~= '' then
   if arts == '[]' then arts = '[' .. ARGV[5] .. ']'
