@@ -52,6 +52,7 @@ SECTIONS = (
     "auth",
     "encryption",
     "streaming",
+    "push",
 )
 # Every gateway the benchmark starts seals content at rest, as by default (see README).
 BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
@@ -776,6 +777,12 @@ def streaming_section(tmp: Path) -> None:
     streaming_bench(tmp)
 
 
+def push_section(tmp: Path) -> None:
+    from bench.push import push_bench
+
+    push_bench(tmp)
+
+
 def selected() -> list[str]:
     """The sections BENCH_ONLY names (comma-separated), in their order; all when unset."""
     only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
@@ -819,6 +826,7 @@ def main() -> None:
         "auth": auth_section,
         "encryption": encryption_section,
         "streaming": streaming_section,
+        "push": push_section,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"

@@ -15,5 +15,10 @@ class Backoff:
         self._delay, self._cap = first, cap
 
     async def wait(self) -> None:
-        await asyncio.sleep(self._delay * random.uniform(0.5, 1.5))
+        await asyncio.sleep(self.next())
+
+    def next(self) -> float:
+        """The current delay (with jitter), doubling the next: for waits that may end early."""
+        delay = self._delay * random.uniform(0.5, 1.5)
         self._delay = min(self._delay * 2, self._cap)
+        return delay

@@ -23,6 +23,7 @@ __all__ = [
     "MEMORIES_FORGOTTEN",
     "OUTBOX_AGE",
     "OUTBOX_DEPTH",
+    "PUSH_DELIVERIES",
     "RATE_LIMITED",
     "RECALLS",
     "RECALL_SECONDS",
@@ -137,6 +138,12 @@ MEMORIES_FORGOTTEN = Counter(
 LTM_RETRIES = Counter("gateway_ltm_retries_total", "Cortadel calls retried by the outbox")
 OUTBOX_DEPTH = Gauge("gateway_ltm_outbox_depth", "Long-term memory jobs not yet done")
 OUTBOX_AGE = Gauge("gateway_ltm_outbox_oldest_seconds", "Age of the oldest outbox job")
+# Webhook deliveries (push notifications), by outcome: delivered, retried (an attempt that
+# failed and will be repeated), dead (given up: dead-lettered), dropped (its config, task or
+# context is gone).
+PUSH_DELIVERIES = Counter(
+    "gateway_push_deliveries_total", "Webhook delivery attempts by outcome", ["outcome"]
+)
 # The garbage collector: how long each collection stopped the process, by generation (0-2).
 GC_PAUSE_SECONDS = Histogram(
     "gateway_gc_pause_seconds",

@@ -18,6 +18,7 @@ _CONFIG_FIELDS = {
     "history_length": "historyLength",
     "push_notification_config": "pushNotificationConfig",
     "push_notification": "pushNotificationConfig",
+    "pushNotification": "pushNotificationConfig",  # the 0.3 proto field, as MessageToDict spells it
 }
 _MESSAGE_FIELDS = {
     "message_id": "messageId",

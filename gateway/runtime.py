@@ -35,6 +35,8 @@ from gateway.memory.embedders import Embedder
 from gateway.memory.factory import build_embedder
 from gateway.memory.indexer import Indexer
 from gateway.outbound import Allowlist, guarded_client
+from gateway.push.deliverer import PushDeliverer
+from gateway.push.signing import SigningKeys
 from gateway.service.search import SearchService
 from gateway.settings import Settings
 from gateway.store.agents_store import AgentStore
@@ -49,6 +51,9 @@ from gateway.store.keys import (
     OUTBOX,
     OUTBOX_DEAD,
     OUTBOX_GROUP,
+    PUSH,
+    PUSH_DEAD,
+    PUSH_GROUP,
 )
 from gateway.store.longterm_store import LongTermStore
 from gateway.store.memory_store import MemoryStore
@@ -98,6 +103,10 @@ class Runtime:
     allowlist: Allowlist | None = None
     search: SearchService | None = None
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient] | None = None
+    # Push notifications (None on a Redis Cluster, where the scripts cannot queue them).
+    push_keys: SigningKeys | None = None
+    pusher: PushDeliverer | None = None
+    push_http: httpx.AsyncClient | None = None
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
@@ -212,12 +221,44 @@ class Runtime:
                     else None
                 ),
             )
+        push_jobs = job_store(PUSH, PUSH_GROUP, PUSH_DEAD)
+        push_keys = pusher = push_http = None
+        if not target.cluster:
+            store.push_artifacts = settings.push_artifacts
+            issuer = settings.public_url or "gateway"
+            push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
+            # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
+            # would reconnect for most requests).
+            push_http = guarded_client(
+                allowlist,
+                httpx,
+                timeout=settings.push_timeout_seconds,
+                limits=httpx.Limits(
+                    max_connections=settings.push_concurrency,
+                    max_keepalive_connections=settings.push_concurrency,
+                ),
+            )
+        if push_keys is not None and push_http is not None and settings.workers:
+            pusher = PushDeliverer(
+                store,
+                push_jobs,
+                push_http,
+                push_keys,
+                consumer=consumer_name(),
+                concurrency=settings.push_concurrency,
+                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                lease_seconds=settings.job_lease_seconds,
+                retry_seconds=settings.push_retry_seconds,
+                backoff_first=settings.push_backoff_first_seconds,
+                backoff_cap=settings.push_backoff_max_seconds,
+            )
         maintenance = Maintenance(
             store,
             jobs,
             executor,
             embeds=embeds,
             outbox=outbox_jobs if cortadel is not None else None,
+            push=push_jobs if push_keys is not None else None,
             swept=[outbox_jobs] if cortadel is None else [],
             lease_seconds=settings.job_lease_seconds,
             max_attempts=settings.job_max_attempts,
@@ -242,6 +283,9 @@ class Runtime:
             allowlist,
             search,
             outbound,
+            push_keys,
+            pusher,
+            push_http,
         )
 
     async def start(self) -> None:
@@ -253,7 +297,16 @@ class Runtime:
             self.cortadel.start()
         if self.outbox is not None:
             await self.outbox.start()
-        if self.queue.durable or self.indexer is not None or self.outbox is not None:
+        if self.push_keys is not None:
+            await self.push_keys.ensure(self.client)
+        if self.pusher is not None:
+            await self.pusher.start()
+        if (
+            self.queue.durable
+            or self.indexer is not None
+            or self.outbox is not None
+            or self.pusher is not None
+        ):
             self.maintenance.start()
 
     async def stop(self) -> None:
@@ -263,11 +316,13 @@ class Runtime:
             await self.indexer.stop()
         if self.outbox is not None:
             await self.outbox.stop()
+        if self.pusher is not None:
+            await self.pusher.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
         if self.cortadel is not None:
             with contextlib.suppress(Exception):
                 await self.cortadel.close()
-        for http in self.outbound or ():
+        for http in [*(self.outbound or ()), *([self.push_http] if self.push_http else [])]:
             with contextlib.suppress(Exception):
                 await http.aclose()
         await self.events.stop()

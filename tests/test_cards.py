@@ -42,7 +42,7 @@ async def test_cards_are_valid_and_authenticated(
     }
     assert card["capabilities"] == {
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "stateTransitionHistory": False,
     }
     assert set(card["securitySchemes"]) == {"bearer", "apiKey"}

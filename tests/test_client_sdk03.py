@@ -273,3 +273,103 @@ async def test_resubscribe_mid_run_over_the_official_client(
     task = received[-1][0]  # type: ignore[index]
     assert task.status.state == TaskState.completed
     assert _streamed_text(task) == STREAMED
+
+
+# --- push notification configs --------------------------------------------------------
+
+
+@pytest.fixture
+async def push_gateway(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    settings = {"api_keys": orjson.dumps(API_KEYS).decode(), "outbound_allowlist": "127.0.0.1"}
+    async with make_app(**settings) as c:
+        c.headers.update(auth("alice"))
+        yield c
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_push_configs_over_the_official_client(
+    push_gateway: httpx.AsyncClient, transport: str
+) -> None:
+    """A send carrying a config, set and get with the client; list and delete (which the
+    0.3 client lacks) over the same binding by hand, read back with the SDK's own models.
+    The send's webhook receives the Task with the config's token."""
+    from a2a.grpc import a2a_pb2
+    from a2a.types import (
+        GetTaskPushNotificationConfigParams,
+        PushNotificationConfig,
+        TaskPushNotificationConfig,
+    )
+    from google.protobuf.json_format import ParseDict
+
+    from tests.webhook_receiver import WebhookReceiver
+
+    hook = WebhookReceiver().start()
+    try:
+        # The client's own way to a send's config (a per-call one trips the SDK's copy).
+        first = PushNotificationConfig(id="first", url=hook.url, token="tok-first")
+        card = await A2ACardResolver(push_gateway, "http://gw/agents/echo").get_agent_card()
+        assert card.capabilities.push_notifications is True
+        config = ClientConfig(httpx_client=push_gateway, push_notification_configs=[first])
+        config.supported_transports = [transport]
+        client = ClientFactory(config).create(card)
+        task = await _send(client, _message())
+        assert task.status.state == TaskState.completed
+        delivered = await until(
+            lambda: [d for d in hook.accepted if d.json()["status"]["state"] == "completed"],
+            what="the completed task at the webhook",
+        )
+        assert Task.model_validate(delivered[0].json()).id == task.id
+        assert delivered[0].headers["x-a2a-notification-token"] == "tok-first"
+
+        second = TaskPushNotificationConfig(
+            task_id=task.id,
+            push_notification_config=PushNotificationConfig(id="second", url=hook.url),
+        )
+        set_back = await client.set_task_callback(second)
+        assert set_back.task_id == task.id
+        assert (set_back.push_notification_config.id, set_back.push_notification_config.url) == (
+            "second",
+            hook.url,
+        )
+        got = await client.get_task_callback(
+            GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id="first")
+        )
+        assert got.task_id == task.id
+        assert got.push_notification_config == first
+
+        if transport == TransportProtocol.jsonrpc:
+            listing = await push_gateway.post(
+                "/agents/echo",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tasks/pushNotificationConfig/list",
+                    "params": {"id": task.id},
+                },
+            )
+            configs = [
+                TaskPushNotificationConfig.model_validate(c) for c in listing.json()["result"]
+            ]
+            assert {c.push_notification_config.id for c in configs} == {"first", "second"}
+            deleted = await push_gateway.post(
+                "/agents/echo",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tasks/pushNotificationConfig/delete",
+                    "params": {"id": task.id, "pushNotificationConfigId": "first"},
+                },
+            )
+            assert deleted.json()["result"] is None
+        else:
+            base = f"/agents/echo/a2a/v1/tasks/{task.id}/pushNotificationConfigs"
+            listing = await push_gateway.get(base)
+            parsed = ParseDict(listing.json(), a2a_pb2.ListTaskPushNotificationConfigResponse())
+            assert {c.push_notification_config.id for c in parsed.configs} == {"first", "second"}
+            assert (await push_gateway.delete(f"{base}/first")).status_code == 200
+        with pytest.raises((A2AClientJSONRPCError, A2AClientHTTPError)):
+            await client.get_task_callback(
+                GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id="first")
+            )
+    finally:
+        hook.stop()

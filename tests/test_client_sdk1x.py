@@ -32,7 +32,11 @@ def sdk1x_python() -> Path:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     keys = orjson.dumps(API_KEYS).decode()
-    with serving(tmp_path_factory.mktemp("sdk1x"), GATEWAY_API_KEYS=keys) as (_, base):
+    with serving(
+        tmp_path_factory.mktemp("sdk1x"),
+        GATEWAY_API_KEYS=keys,
+        GATEWAY_OUTBOUND_ALLOWLIST="127.0.0.1",  # the push test's webhook
+    ) as (_, base):
         yield base
 
 
@@ -154,3 +158,53 @@ def streams(r: dict[str, Any], mode: str) -> None:
             piece = _text(update["artifact"]["parts"])
             text = text + piece if update.get("append") else piece
     assert text == STREAMED
+
+
+PUSH_SCENARIO = Path(__file__).parent / "clients" / "a2a_1x_push.py"
+
+
+@pytest.mark.parametrize("mode", ["jsonrpc", "rest"])
+def test_push_configs_with_the_1x_client(sdk1x_python: Path, served: str, mode: str) -> None:
+    """Create (in the send's configuration and on its own), get, list and delete configs
+    with the 1.x client; the send's webhook receives StreamResponse objects with its token;
+    a URL the allowlist refuses is the SDK's InvalidParamsError."""
+    from tests.waiting import until_sync
+    from tests.webhook_receiver import WebhookReceiver
+
+    hook = WebhookReceiver().start()
+    try:
+        done = subprocess.run(
+            [sdk1x_python, PUSH_SCENARIO, served, "key-alice", mode, hook.url],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        r = json.loads(done.stdout)
+        assert r["push_capability"] is True
+        assert r["state"] == "TASK_STATE_COMPLETED"
+        assert r["created"] == {
+            "id": "made",
+            "taskId": r["task_id"],
+            "url": hook.url,
+            "token": "tok-2",
+        }
+        assert r["got"]["id"] == "sent" and r["got"]["token"] == "tok-1x"
+        assert r["listed"] == ["made", "sent"]
+        assert r["after_delete"] == ["made"]
+        assert r["get_deleted"] == "TaskNotFoundError"
+        assert r["refused"] == "InvalidParamsError"
+
+        def completed() -> list[Any]:
+            return [
+                d
+                for d in hook.accepted
+                if d.json().get("statusUpdate", {}).get("status", {}).get("state")
+                == "TASK_STATE_COMPLETED"
+            ]
+
+        (delivered, *_) = until_sync(completed, what="the completed event at the webhook")
+        assert delivered.headers["x-a2a-notification-token"] == "tok-1x"
+        assert delivered.json()["statusUpdate"]["taskId"] == r["task_id"]
+    finally:
+        hook.stop()

@@ -162,6 +162,11 @@ RULES = [
         },
     },
     {
+        # Push configs: a generated URL is not in the allowlist (400), a task id unknown (404).
+        "include-operation-id-regex": "^push(03|1)?(Get|Post|Delete)",
+        "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "400", "404"]}},
+    },
+    {
         "include-operation-id-regex": "^(registerAgent|changeAgent)$",
         "checks": {
             "positive_data_acceptance": {

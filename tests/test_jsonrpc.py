@@ -71,13 +71,7 @@ async def test_a2a_10_methods_answer_in_the_10_dialect(client: httpx.AsyncClient
 @pytest.mark.parametrize(
     ("method", "code"),
     [
-        ("tasks/pushNotificationConfig/set", -32003),
-        ("tasks/pushNotificationConfig/get", -32003),
-        ("tasks/pushNotificationConfig/list", -32003),
-        ("tasks/pushNotificationConfig/delete", -32003),
         ("agent/getAuthenticatedExtendedCard", -32007),
-        ("CreateTaskPushNotificationConfig", -32003),
-        ("ListTaskPushNotificationConfigs", -32003),
         ("GetExtendedAgentCard", -32007),
         ("tasks/list", -32601),
         ("no/such/method", -32601),
@@ -201,17 +195,6 @@ async def test_error_bodies_do_not_echo_content(client: httpx.AsyncClient) -> No
     }
     r = await client.post("/", json=rpc("message/send", bad))
     assert r.json()["error"]["code"] == -32602 and secret not in r.text
-
-
-async def test_refused_rest_routes(client: httpx.AsyncClient) -> None:
-    task = (await client.post("/v1/message:send", json={"message": message()})).json()["task"]
-    for method, path, code in [
-        ("GET", f"/v1/tasks/{task['id']}/pushNotificationConfigs", -32003),
-        ("POST", f"/agents/echo/v1/tasks/{task['id']}/pushNotificationConfigs", -32003),
-        ("DELETE", f"/v1/tasks/{task['id']}/pushNotificationConfigs/c1", -32003),
-    ]:
-        r = await client.request(method, path)
-        assert r.status_code == 501 and r.json()["code"] == code, (method, path)
 
 
 async def test_rest_10_tenant_prefix_and_version(keyed: httpx.AsyncClient) -> None:

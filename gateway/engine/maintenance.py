@@ -46,6 +46,7 @@ class Maintenance:
         *,
         embeds: JobStore | None = None,
         outbox: JobStore | None = None,
+        push: JobStore | None = None,
         swept: Sequence[JobStore] = (),
         lease_seconds: float,
         max_attempts: int,
@@ -55,7 +56,7 @@ class Maintenance:
         self._disk_rewrite = disk_rewrite
         self._store, self._executor = store, executor
         self._jobs, self._embeds, self._outbox = jobs, embeds, outbox
-        self._streams = [s for s in (jobs, embeds, outbox) if s is not None]
+        self._streams = [s for s in (jobs, embeds, outbox, push) if s is not None]
         # swept: streams no job of which is reclaimed here, tidied all the same
         self._swept = [*self._streams, *swept]
         self._lease_ms = int(lease_seconds * 1000)

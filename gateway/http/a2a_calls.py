@@ -23,6 +23,7 @@ from gateway.http.audit import note_ids
 from gateway.http.state import AppState
 from gateway.models import SendMessageRequest, _Id, _Model
 from gateway.principal import Principal
+from gateway.push.configs import Version
 from gateway.service.streams import TaskStream
 from gateway.service.tasks import TaskFilter
 from gateway.validation import MAX_INT, JsonInt, validated
@@ -101,11 +102,13 @@ class _ListQuery(_Model):
     includeArtifacts: bool = False
 
 
-async def send(call: Call, body: Any) -> dict[str, Any]:
-    """message/send with a canonical body: the task."""
+async def send(call: Call, body: Any, version: Version = "0.3") -> dict[str, Any]:
+    """message/send with a canonical body: the task. ``version``: the binding's, whose
+    payloads a push config in the send's configuration gets."""
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     request = validated(SendMessageRequest, body)
-    return call.noted(await call.state.messages.send(call.principal, call.agent_id, request))
+    sent = await call.state.messages.send(call.principal, call.agent_id, request, version)
+    return call.noted(sent)
 
 
 async def stream_send(call: Call, body: Any) -> TaskStream:

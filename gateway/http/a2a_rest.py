@@ -34,8 +34,8 @@ from gateway.dialects import V03_PROTO, V1, read_v1_send, rpc_status, task_out
 from gateway.errors import (
     ExtendedCardNotConfiguredError,
     GatewayError,
-    PushNotificationNotSupportedError,
 )
+from gateway.http import push
 from gateway.http.a2a_calls import (
     Call,
     cancel_task,
@@ -133,7 +133,7 @@ async def send_v1(request: Request) -> Response:
     body = await json_body(request)
     if isinstance(body, dict):
         Call.of(request).check_tenant(body.get("tenant"))
-    task = await send(Call.of(request), read_v1_send(body))
+    task = await send(Call.of(request), read_v1_send(body), "1.0")
     return JSONResponse({"task": task_out(task, V1)})
 
 
@@ -190,7 +190,6 @@ async def list_v1(request: Request) -> Response:
     return JSONResponse(await list_tasks(Call.of(request), _list_params(request)))
 
 
-_NO_PUSH = _refuse(PushNotificationNotSupportedError)
 _NO_EXTENDED_CARD = _refuse(ExtendedCardNotConfiguredError)
 
 
@@ -200,8 +199,12 @@ def _v03_table() -> list[tuple[str, Endpoint, list[str]]]:
         ("/v1/message:stream", stream_v03, ["POST"]),
         ("/v1/tasks/{task_id:id}:cancel", cancel_v03, ["POST"]),
         ("/v1/tasks/{task_id:id}:subscribe", subscribe_v03, ["GET", "POST"]),
-        ("/v1/tasks/{task_id:id}/pushNotificationConfigs", _NO_PUSH, ["GET", "POST"]),
-        ("/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _NO_PUSH, ["GET", "DELETE"]),
+        ("/v1/tasks/{task_id:id}/pushNotificationConfigs", push.v03_configs, ["GET", "POST"]),
+        (
+            "/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}",
+            push.v03_config,
+            ["GET", "DELETE"],
+        ),
         ("/v1/tasks/{task_id:id}", get_v03, ["GET"]),
         ("/v1/card", _NO_EXTENDED_CARD, ["GET"]),
     ]
@@ -214,8 +217,12 @@ def _v1_table() -> list[tuple[str, Endpoint, list[str]]]:
         ("/tasks", list_v1, ["GET"]),
         ("/tasks/{task_id:id}:cancel", cancel_v1, ["POST"]),
         ("/tasks/{task_id:id}:subscribe", subscribe_v1, ["GET", "POST"]),
-        ("/tasks/{task_id:id}/pushNotificationConfigs", _NO_PUSH, ["GET", "POST"]),
-        ("/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _NO_PUSH, ["GET", "DELETE"]),
+        ("/tasks/{task_id:id}/pushNotificationConfigs", push.v1_configs, ["GET", "POST"]),
+        (
+            "/tasks/{task_id:id}/pushNotificationConfigs/{config_id}",
+            push.v1_config,
+            ["GET", "DELETE"],
+        ),
         ("/tasks/{task_id:id}", get_v1, ["GET"]),
         ("/extendedAgentCard", _NO_EXTENDED_CARD, ["GET"]),
     ]

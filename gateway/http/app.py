@@ -44,6 +44,7 @@ from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
+from gateway.service.push import PushService
 from gateway.service.search import SearchService
 from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
@@ -51,6 +52,7 @@ from gateway.settings import Settings
 from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.audit_store import AuditStore
 from gateway.store.memory_store import MemoryStore
+from gateway.store.push_store import PushStore
 from gateway.store.rate_store import RateStore
 
 __all__ = ["create_app"]
@@ -96,6 +98,12 @@ def _stop_metrics_server(server: WSGIServer) -> None:
 
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     runtime = Runtime.build(settings, extra_agents)
+    push = None
+    if runtime.push_keys is not None:  # not on a Redis Cluster
+        allowlist = runtime.allowlist or Allowlist([])
+        push = PushService(
+            runtime.store, PushStore(runtime.store), allowlist, settings.push_artifacts
+        )
     messages = MessageService(
         runtime.store,
         runtime.agents,
@@ -110,6 +118,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             settings.quota_contexts_per_user,
             settings.quota_running_tasks_per_user,
         ),
+        push=push,
     )
     state = AppState(
         settings=settings,
@@ -125,6 +134,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         streams=StreamService(
             runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
         ),
+        push=push,
     )
 
     tokens = None

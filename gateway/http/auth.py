@@ -37,7 +37,9 @@ LOCAL_PRINCIPAL = Principal("default", "local", frozenset({"admin"}), credential
 # The card routes exactly: the default agent's and one agent's (a single path segment).
 _CARD_PATH = re.compile(r"(?:/agents/[^/]+)?(?:/\.well-known)?/agent-card\.json")
 _READ_METHODS = frozenset({"GET", "HEAD"})
-_PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.yaml", "/metrics"})
+_PUBLIC_PATHS = frozenset(
+    {"/healthz", "/readyz", "/openapi.yaml", "/metrics", "/.well-known/jwks.json"}
+)
 
 
 def _digest(key: str) -> bytes:

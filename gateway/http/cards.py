@@ -37,7 +37,9 @@ _SECURITY_SCHEMES = {
 }
 
 
-def agent_card(agent: Agent, url: str, *, authenticated: bool) -> dict[str, Any]:
+def agent_card(
+    agent: Agent, url: str, *, authenticated: bool, push: bool = False
+) -> dict[str, Any]:
     rest = url + REST_SUFFIX
     card: dict[str, Any] = {
         "protocolVersion": "0.3.0",
@@ -67,6 +69,8 @@ def agent_card(agent: Agent, url: str, *, authenticated: bool) -> dict[str, Any]
         "skills": [s.to_json() for s in agent.skills],
         "supportsAuthenticatedExtendedCard": False,
     }
+    # Push notifications: offered unless the store is a Redis Cluster (gateway/push).
+    card["capabilities"]["pushNotifications"] = push
     if authenticated:
         card["securitySchemes"] = _SECURITY_SCHEMES
         card["security"] = [{"bearer": []}, {"apiKey": []}]

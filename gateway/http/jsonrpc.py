@@ -38,9 +38,9 @@ from gateway.errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
-    PushNotificationNotSupportedError,
     UnsupportedOperationError,
 )
+from gateway.http import push
 from gateway.http.a2a_calls import (
     Call,
     cancel_task,
@@ -99,7 +99,7 @@ async def _cancel_v03(call: Call, params: Params) -> Any:
 
 async def _send_v1(call: Call, params: Params) -> Any:
     call.check_tenant(params.get("tenant"))
-    return {"task": task_out(await send(call, read_v1_send(params)), V1)}
+    return {"task": task_out(await send(call, read_v1_send(params), "1.0"), V1)}
 
 
 async def _get_v1(call: Call, params: Params) -> Any:
@@ -152,30 +152,18 @@ STREAMING: dict[str, StreamMethod] = {
     "SubscribeToTask": StreamMethod(_subscribe_v1, event_v1, v1=True),
 }
 
-_PUSH_V03 = ("set", "get", "list", "delete")
-_PUSH_V1 = ("Create", "Get", "List", "Delete")
 METHODS: dict[str, Method] = {
     "message/send": Method(_send_v03, v1=False),
     "tasks/get": Method(_get_v03, v1=False),
     "tasks/cancel": Method(_cancel_v03, v1=False),
     "agent/getAuthenticatedExtendedCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=False),
-    **{
-        f"tasks/pushNotificationConfig/{op}": Method(
-            _refuse(PushNotificationNotSupportedError), v1=False
-        )
-        for op in _PUSH_V03
-    },
+    **{name: Method(handler, v1=False) for name, handler in push.JSONRPC_V03.items()},
     "SendMessage": Method(_send_v1, v1=True),
     "GetTask": Method(_get_v1, v1=True),
     "ListTasks": Method(_list_v1, v1=True),
     "CancelTask": Method(_cancel_v1, v1=True),
     "GetExtendedAgentCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=True),
-    **{
-        f"{op}TaskPushNotificationConfig{'s' if op == 'List' else ''}": Method(
-            _refuse(PushNotificationNotSupportedError), v1=True
-        )
-        for op in _PUSH_V1
-    },
+    **{name: Method(handler, v1=True) for name, handler in push.JSONRPC_V1.items()},
 }
 
 

@@ -14,9 +14,9 @@ from starlette.routing import BaseRoute, Route
 from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.errors import (
     AgentNotFoundError,
-    PushNotificationNotSupportedError,
     UnsupportedOperationError,
 )
+from gateway.http import push
 from gateway.http.audit import note_ids, note_receipt
 from gateway.http.cards import agent_card
 from gateway.http.params import (
@@ -172,11 +172,9 @@ async def card(request: Request) -> Response:
         agent = await state.agents.resolve(principal.tenant, agent_id)
     origin = state.settings.public_url or str(request.base_url).rstrip("/")
     url = origin if "agent_id" not in request.path_params else f"{origin}/agents/{agent_id}"
-    return JSONResponse(agent_card(agent, url, authenticated=not state.settings.open_mode))
-
-
-async def _no_push(request: Request) -> Response:
-    raise PushNotificationNotSupportedError()
+    offers_push = state.push is not None
+    card_json = agent_card(agent, url, authenticated=not state.settings.open_mode, push=offers_push)
+    return JSONResponse(card_json)
 
 
 class _IdConvertor(Convertor[str]):
@@ -202,9 +200,12 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
         ("/v1/tasks/{task_id:id}:cancel", cancel_task, ["POST"]),
         ("/v1/message:stream", stream_message, ["POST"]),
         ("/v1/tasks/{task_id:id}:subscribe", subscribe_task, ["GET", "POST"]),
-        # Not served until push notifications exist: A2A's own error.
-        ("/v1/tasks/{task_id:id}/pushNotificationConfigs", _no_push, ["GET", "POST"]),
-        ("/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}", _no_push, ["GET", "DELETE"]),
+        ("/v1/tasks/{task_id:id}/pushNotificationConfigs", push.canonical_configs, ["GET", "POST"]),
+        (
+            "/v1/tasks/{task_id:id}/pushNotificationConfigs/{config_id}",
+            push.canonical_config,
+            ["GET", "DELETE"],
+        ),
         ("/v1/tasks/{task_id:id}", get_task, ["GET"]),
         ("/v1/contexts", list_contexts, ["GET"]),
         ("/v1/contexts/{context_id:id}:search", search_context, ["POST"]),
@@ -378,5 +379,6 @@ def operational_routes(metrics: bool = True) -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/openapi.yaml", openapi, methods=["GET"]),
+        Route("/.well-known/jwks.json", push.jwks, methods=["GET"]),
         *([Route("/metrics", metrics_text, methods=["GET"])] if metrics else []),
     ]

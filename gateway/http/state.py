@@ -10,6 +10,7 @@ from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
+from gateway.service.push import PushService
 from gateway.service.search import SearchService
 from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
@@ -32,3 +33,4 @@ class AppState:
     streams: StreamService
     keys: KeyService | None = None
     audit: AuditService | None = None
+    push: PushService | None = None  # None: push notifications are not offered (cluster)

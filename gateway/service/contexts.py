@@ -10,7 +10,17 @@ from gateway.errors import ContextNotFoundError
 from gateway.longterm.wire import forget_job
 from gateway.principal import Principal
 from gateway.store.jobs import JobStore
-from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, OUTBOX, OUTBOX_DEAD, OUTBOX_GROUP
+from gateway.store.keys import (
+    EMBEDS,
+    EMBEDS_DEAD,
+    EMBEDS_GROUP,
+    OUTBOX,
+    OUTBOX_DEAD,
+    OUTBOX_GROUP,
+    PUSH,
+    PUSH_DEAD,
+    PUSH_GROUP,
+)
 from gateway.store.redis_store import Store
 
 __all__ = ["ContextService"]
@@ -24,13 +34,18 @@ class ContextService:
     job_streams: Sequence[JobStore] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        client = self.store.client
         if not self.job_streams:
-            client = self.store.client
             self.job_streams = (
                 JobStore(client),
                 JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD),
                 JobStore(client, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD),
+                JobStore(client, PUSH, PUSH_GROUP, PUSH_DEAD),
             )
+        # Webhook deliveries still queued for the context go with it: the push stream read
+        # as "dead letters" is the queue itself (a delivery under way stops at its next
+        # attempt, which finds the context gone).
+        self._push_queue = JobStore(client, PUSH, PUSH_GROUP, PUSH)
 
     async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
         items, total = await self.store.list_contexts(principal.keys, limit, offset)
@@ -59,13 +74,16 @@ class ContextService:
         dead = 0
         for stream in self.job_streams:
             dead += await stream.forget_context(principal.tenant, principal.user, context_id)
+        deliveries = await self._push_queue.forget_context(
+            principal.tenant, principal.user, context_id
+        )
         if receipt is None:
             raise ContextNotFoundError()
         return {
             "messages": receipt.messages,
             "tasks": receipt.tasks,
             "vectors": receipt.vectors,
-            "pendingJobs": receipt.pending_jobs,
+            "pendingJobs": receipt.pending_jobs + deliveries,
             "deadLetters": dead,
             "memoriesQueued": receipt.memories_queued,
         }

@@ -25,7 +25,9 @@ from gateway.ids import new_id
 from gateway.memory.text import embeddable_text
 from gateway.models import SendMessageRequest
 from gateway.principal import Principal
+from gateway.push.configs import Version
 from gateway.service.output_modes import accepts_any
+from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
 from gateway.store.records import assemble_task
 from gateway.store.redis_store import RunPolicy, SendResult, SendWrite, Store
@@ -70,14 +72,19 @@ class MessageService:
     run_policy: RunPolicy = "enqueue"
     # messages, bytes per context; contexts, running tasks per user (0: none)
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
+    push: PushService | None = None  # None: sends with a push config are refused
 
     async def send(
-        self, principal: Principal, agent_id: str, request: SendMessageRequest
+        self,
+        principal: Principal,
+        agent_id: str,
+        request: SendMessageRequest,
+        push_version: Version = "0.3",
     ) -> dict[str, Any]:
         agent = await self.agents.resolve(principal.tenant, agent_id)
         registered = self.agents.builtin(agent_id) is None
         config = request.configuration
-        if config.pushNotificationConfig is not None:
+        if config.pushNotificationConfig is not None and self.push is None:
             raise PushNotificationNotSupportedError()
         if not accepts_any(agent.output_modes, config.acceptedOutputModes):
             raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
@@ -88,6 +95,11 @@ class MessageService:
             write, template = await self._prepare(
                 principal, agent.id, request, claimant, registered, policy
             )
+            if config.pushNotificationConfig is not None and self.push is not None:
+                push = await self.push.for_send(
+                    principal, write.task_id, config.pushNotificationConfig, push_version
+                )
+                write = replace(write, push_config_json=push)
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(principal.keys, write)

@@ -21,7 +21,9 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:items``               list    task ids, oldest first
 ``gw:{u}:c:<cid>:tasks``               hash    ``<tid>:st`` state, ``<tid>:s`` status json,
                                                ``<tid>:a`` artifacts json array, ``<tid>:m``
-                                               message seqs "1,2,5", ``<tid>:md`` metadata
+                                               message seqs "1,2,5", ``<tid>:md`` metadata; push
+                                               configs ``<tid>:pn`` (ids), ``<tid>:pn:<id>``,
+                                               ``<tid>:pe`` (event count)
 ``gw:{u}:c:<cid>:msgs``                hash    seq -> message json (whole context, in order)
 ``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
 ``gw:{u}:c:<cid>:ev:<tid>``            stream  the task's events for stream readers, written by the
@@ -49,7 +51,9 @@ Global keys share the hash tag ``{jobs}`` (one slot, so they can change together
 ``gw:{jobs}:dead`` holds runs that failed too often; ``gw:{jobs}:embed`` and
 ``gw:{jobs}:ltm`` (with their ``:dead`` streams) queue embeddings and long-term memory
 work (turns to store in Cortadel, memories to delete); ``gw:{jobs}:leader`` names the
-process that runs the maintenance sweeps. Rate limits: ``gw:{rl:<tenant digest>}:u:<user
+process that runs the maintenance sweeps; ``gw:{jobs}:push`` (group ``notifiers``, with its
+``:dead`` stream) queues webhook deliveries, ``gw:{jobs}:push:key`` holds the generated key
+that signs them when none is configured. Rate limits: ``gw:{rl:<tenant digest>}:u:<user
 tag>`` and ``gw:{rl:<tenant digest>}:t`` (strings, a GCRA arrival time each, expiring when
 replenished), ``gw:{af}:<address>`` for failed authentications. Channels: ``gw:ev:<tid>``
 carries a task's new state on every change.
@@ -73,6 +77,9 @@ __all__ = [
     "OUTBOX",
     "OUTBOX_DEAD",
     "OUTBOX_GROUP",
+    "PUSH",
+    "PUSH_DEAD",
+    "PUSH_GROUP",
     "REWRITE_DUE",
     "ContextKeys",
     "TenantAgentKeys",
@@ -92,6 +99,13 @@ JOBS_GROUP = "runners"
 OUTBOX = "gw:{jobs}:ltm"
 OUTBOX_DEAD = "gw:{jobs}:ltm:dead"
 OUTBOX_GROUP = "memorizers"
+# Push notification deliveries (ids only), queued by the scripts that change a task.
+PUSH = "gw:{jobs}:push"
+PUSH_DEAD = "gw:{jobs}:push:dead"
+PUSH_GROUP = "notifiers"
+# The key that signs webhook requests when no key files are configured (PEM), shared by
+# every replica.
+PUSH_SIGNING_KEY = "gw:{jobs}:push:key"
 DEAD_LETTERS = "gw:{jobs}:dead"
 MAINTENANCE_LEADER = "gw:{jobs}:leader"
 # When the Redis files are next rewritten (ms), set by the first scrub since the last rewrite.
@@ -164,6 +178,7 @@ class ContextKeys:
             JOBS,
             EMBEDS,
             OUTBOX,
+            PUSH,  # last: the scripts find it as KEYS[#KEYS]
         ]
 
 

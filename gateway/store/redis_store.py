@@ -80,6 +80,7 @@ class SendWrite:
     # Quotas checked by the send script: messages and bytes per context, contexts per user
     # (0: none).
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
+    push_config_json: bytes = b""  # a webhook for the task (its config, with its id)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,12 @@ class UpdateResult:
     next_run: tuple[int, bytes] | None = None
 
 
+def _artifact_ids(artifacts: Sequence[bytes]) -> bytes:
+    """The artifactIds of artifacts (JSON), one per line: what an artifact update names."""
+    ids = (str(orjson.loads(a).get("artifactId") or "") for a in artifacts)
+    return "\n".join(i.replace("\n", " ") for i in ids).encode()
+
+
 class Store:
     def __init__(
         self,
@@ -146,6 +153,8 @@ class Store:
         self.client: Redis = client
         self.ttl_ms = ttl_seconds * 1000
         self.cluster = cluster
+        # Webhooks get artifact updates (GATEWAY_PUSH_ARTIFACTS): updates name their artifacts.
+        self.push_artifacts = False
         self.scripts = Scripts.register(client)
         self.sealer = sealer or Sealer(None)
         # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
@@ -290,6 +299,7 @@ class Store:
                 + ("e" if w.embed else "")
                 + _POLICY_FLAGS[w.policy],
                 ",".join(str(q) for q in w.quotas),
+                w.push_config_json,
                 *w.reference_ids,
             ],
         )
@@ -350,6 +360,8 @@ class Store:
             raise TaskBusyError()
         if kind == "quota":
             raise QuotaExceededError(rest[0], int(rest[1]))
+        if kind == "pushfull":
+            raise InvalidParamsError("A task takes at most 10 push notification configs")
         if kind == "badrefs":
             raise InvalidParamsError(
                 "referenceTaskIds name tasks that are not in this context",
@@ -423,6 +435,7 @@ class Store:
                 self._seal(keys, context_id, status_field, next_status_json),
                 b"".join(b"%d:%s" % (len(e), e) for e in events),
                 open_artifact,
+                _artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
             ],
         )
         outcome = _text(reply[0])

@@ -93,10 +93,56 @@ local function emit_artifacts(tid, list, ttl)
 end
 """
 
+# Push notifications (``gateway/push``). The deliveries stream is the last key (absent on a
+# cluster, where tasks take no push configs). A task's webhooks are fields of the tasks hash:
+# `<tid>:pn` lists their ids ('a,b'), `<tid>:pn:<id>` holds each config (JSON, with the
+# principal's `t`/`u` and `a` when it wants artifact updates); `<tid>:pe` counts the task's
+# events, so each has a stable id (`<tid>.<n>`) a receiver can dedupe on.
+_PRELUDE += """
+local PUSH = JOBS and KEYS[#KEYS]
+-- Whether the task may take the config `id` (it has it, or fewer than `max`).
+local function push_room(tid, id, max)
+  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  if not ids then return true end
+  local n = 0
+  for i in string.gmatch(ids, '[^,]+') do
+    if i == id then return true end
+    n = n + 1
+  end
+  return n < max
+end
+local function push_set(tid, id, config)
+  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  if not ids then ids = id
+  elseif not string.find(',' .. ids .. ',', ',' .. id .. ',', 1, true) then ids = ids .. ',' .. id
+  end
+  redis.call('HSET', KEYS[6], tid .. ':pn', ids, tid .. ':pn:' .. id, config)
+end
+-- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': the
+-- artifact `aid` was added) to each of its webhooks, in the write that made the change.
+local function notify(cid, tid, kind, state, now, aid)
+  if not PUSH then return end
+  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  if not ids then return end
+  local wanted = {}
+  for id in string.gmatch(ids, '[^,]+') do
+    local ok, cfg = pcall(cjson.decode, redis.call('HGET', KEYS[6], tid .. ':pn:' .. id) or '')
+    if ok and (kind == 's' or cfg.a) then wanted[#wanted + 1] = {id, cfg} end
+  end
+  if #wanted == 0 then return end
+  local n = redis.call('HINCRBY', KEYS[6], tid .. ':pe', 1)
+  for _, w in ipairs(wanted) do
+    redis.call('XADD', PUSH, '*', 'job', cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid,
+      p = w[1], n = n, e = kind, s = state, i = aid or '', q = tonumber(now)}))
+  end
+end
+"""
+
 # ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
 #       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
 #       13 job fields json 14 consumer taking a job now, or '' 15 flags
-#       16 quotas 'messages,bytes,contexts,running' (0: none) 17.. reference ids
+#       16 quotas 'messages,bytes,contexts,running' (0: none) 17 a push config json (with
+#       its `id`) for the task, or '' 18.. reference ids
 # Flags: 'r' queue the run on the jobs stream (with the message: an accepted message always
 # has its run queued), 'l' the run is this process's (in-process queue), 'e' queue the
 # message for embedding; and the run policy for a task whose run is under way (its ':job'
@@ -137,7 +183,7 @@ else
   end
 end
 local unknown = {}
-for i = 17, #ARGV do
+for i = 18, #ARGV do
   if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
@@ -166,6 +212,11 @@ if qb > 0 then
   if mode ~= 'new' then used = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0') end
   if used + #ARGV[7] > qb then return {'quota', 'bytes_per_context', qb} end
 end
+local push = nil
+if ARGV[17] ~= '' then
+  push = cjson.decode(ARGV[17])
+  if continuing and not push_room(tid, push.id, 10) then return {'pushfull'} end
+end
 if mode == 'new' then
   redis.call('HSET', KEYS[4], 'created', now, 'updated', now, 'seq', 0, 'tasks', 0,
              'origin', mid)
@@ -191,6 +242,8 @@ else
   redis.call('HSET', KEYS[2], tid, cid)
   redis.call('HINCRBY', KEYS[4], 'tasks', 1)
 end
+if push then push_set(tid, push.id, ARGV[17]) end
+if not waits then notify(cid, tid, 's', 'submitted', now) end
 redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
@@ -216,7 +269,7 @@ if busy then
   if JOBS then ack(superseded); superseded = '' end
   redis.call('PUBLISH', EVENTS .. tid, 'interrupted|' .. (seq - 1))
 end
-local msg, referenced = run_inputs(seq, 17)
+local msg, referenced = run_inputs(seq, 18)
 if flag('l') then
   redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
   fence(tid, 'local/' .. seq)
@@ -253,6 +306,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 #       17 the status json of a task whose next message's run is queued ('submitted')
 #       18 artifact events for the task's event stream ('<length>:<json>'...) or ''
 #       19 the artifact being streamed, as it stands: json, '' unchanged, '-' none (closed)
+#       20 the artifactIds of the artifacts in 5, one per line, when webhooks get artifact
+#       updates (GATEWAY_PUSH_ARTIFACTS), else ''
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
@@ -293,6 +348,9 @@ if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
 end
 local arts = redis.call('HGET', KEYS[6], tid .. ':a')
+if (ARGV[20] or '') ~= '' and PUSH and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
+  for aid in string.gmatch(ARGV[20], '[^\\n]+') do notify(cid, tid, 'a', '', ARGV[7], aid) end
+end
 if ARGV[5] ~= '' then
   if arts == '[]' then arts = '[' .. ARGV[5] .. ']'
   else arts = string.sub(arts, 1, -2) .. ',' .. ARGV[5] .. ']' end
@@ -348,6 +406,8 @@ end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
+if chained ~= '' then notify(cid, tid, 's', 'submitted', ARGV[7])
+elseif ARGV[3] ~= '' then notify(cid, tid, 's', ARGV[3], ARGV[7]) end
 if chained ~= '' then
   emit(tid, 's', ARGV[17], tonumber(ARGV[8]), false)
   redis.call('PUBLISH', EVENTS .. tid, 'next|' .. ARGV[12])
@@ -375,6 +435,7 @@ redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
 emit(tid, 's', ARGV[3], tonumber(ARGV[5]), true)
 drop_waiting(tid)
 settled(tid)
+notify(cid, tid, 's', 'canceled', ARGV[4])
 redis.call('HSET', KEYS[4], 'updated', ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[4], cid)
 touch(tonumber(ARGV[5]))
@@ -626,6 +687,34 @@ return 1
 """
 
 
+# Push configs of a task (context keys). ARGV: 1 tid 2 config id 3 config json, or '' to
+# delete the config 4 ttl ms 5 most configs a task may have.
+# Returns {'ok'}, {'notask'} (no such task, or its context is gone) or {'full'}. A delete
+# of a config the task does not have is 'ok' (deleting is idempotent).
+_PUSH_CONFIG = (
+    _PRELUDE
+    + """
+local tid, id, config = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('EXISTS', KEYS[4]) == 0 then return {'notask'} end
+if redis.call('HEXISTS', KEYS[6], tid .. ':st') == 0 then return {'notask'} end
+if config ~= '' then
+  if not push_room(tid, id, tonumber(ARGV[5])) then return {'full'} end
+  push_set(tid, id, config)
+else
+  local kept = {}
+  for i in string.gmatch(redis.call('HGET', KEYS[6], tid .. ':pn') or '', '[^,]+') do
+    if i ~= id then kept[#kept + 1] = i end
+  end
+  redis.call('HDEL', KEYS[6], tid .. ':pn:' .. id)
+  if #kept > 0 then redis.call('HSET', KEYS[6], tid .. ':pn', table.concat(kept, ','))
+  else redis.call('HDEL', KEYS[6], tid .. ':pn') end
+end
+touch(tonumber(ARGV[4]))
+return {'ok'}
+"""
+)
+
+
 # Rate limits (GCRA). KEYS: the limits a request counts against (a principal's and its
 # tenant's share one slot; or a client address's failed authentications). ARGV: per key, its
 # emission interval and its tolerance (the window), in ms. A key holds the theoretical
@@ -700,6 +789,7 @@ class Scripts:
     rate: AsyncScript
     use_api_key: AsyncScript
     snapshot: AsyncScript
+    push_config: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -718,4 +808,5 @@ class Scripts:
             rate=client.register_script(_RATE),
             use_api_key=client.register_script(_USE_API_KEY),
             snapshot=client.register_script(_SNAPSHOT),
+            push_config=client.register_script(_PUSH_CONFIG),
         )

@@ -1,0 +1,242 @@
+"""Delivers queued task events to webhooks: the push notification outbox.
+
+Events come from ``gw:{jobs}:push`` (ids only), queued by the script that changed the task,
+in the same atomic step. Each is delivered on its own task: up to ``concurrency`` requests
+are under way per process, and events waiting for a retry hold no request slot, so one slow
+or dead webhook holds up no other — until a process holds ``HELD_PER_SLOT × concurrency``
+events (8,192 by default), when it stops reading until some are done. Their entries' leases
+are renewed together while they last, so a webhook that is down for hours neither loses its
+events nor lets maintenance requeue them. An event is acknowledged once the webhook answers
+2xx (at least once: a crash before the acknowledgement repeats it, under the same event id).
+
+Each attempt reads the config and the task afresh: a config deleted, or a context scrubbed
+or expired, stops delivery at the next attempt (the entry is dropped). The URL passes the
+outbound allowlist on every request (name and resolved addresses; redirects are not
+followed). 408, 425, 429, 5xx and transport errors are retried with exponential backoff and
+jitter until ``retry_seconds`` after the event was queued; then, or on any other answer, or
+when the URL is no longer allowed, the event goes to the dead letters. A delivery that
+succeeds wakes the retries waiting for the same origin (scheme, host, port): after an
+outage the backlog drains at once rather than at each event's next retry slot. No body, token or
+URL is logged: only ids and statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from gateway import metrics
+from gateway.backoff import Backoff
+from gateway.engine.stream_worker import StreamWorker
+from gateway.errors import GatewayError
+from gateway.outbound import OutboundRefused
+from gateway.push.configs import PushConfig
+from gateway.push.events import PushJob, payload
+from gateway.push.signing import SigningKeys
+from gateway.store.jobs import Entry, JobStore
+from gateway.store.keys import UserKeys
+from gateway.store.push_store import PushStore
+from gateway.store.redis_store import Store
+
+__all__ = ["PushDeliverer"]
+
+log = logging.getLogger("gateway.push")
+
+_RETRYABLE = frozenset({408, 425, 429})
+HELD_PER_SLOT = 32  # events a process holds (most of them waiting to retry) per request slot
+
+
+class _GiveUp(Exception):
+    """Not worth retrying (the reason holds a status or a cause, never content)."""
+
+
+class PushDeliverer(StreamWorker):
+    name = "push-deliverer"
+
+    def __init__(
+        self,
+        store: Store,
+        jobs: JobStore,
+        http: httpx.AsyncClient,
+        keys: SigningKeys,
+        *,
+        consumer: str,
+        concurrency: int,
+        block_ms: int,
+        lease_seconds: float,
+        retry_seconds: float,
+        backoff_first: float,
+        backoff_cap: float,
+    ) -> None:
+        super().__init__(
+            jobs,
+            consumer=consumer,
+            batch=concurrency,
+            block_ms=block_ms,
+            lease_seconds=lease_seconds,
+        )
+        self._store, self._configs = store, PushStore(store)
+        self._http, self._keys = http, keys
+        self._slots = asyncio.Semaphore(concurrency)
+        self._held = HELD_PER_SLOT * concurrency
+        self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._room = asyncio.Event()
+        self._renewing: asyncio.Task[None] | None = None
+        # per origin that failed: set (and dropped) when a delivery to it next succeeds
+        self._recovered: dict[str, asyncio.Event] = {}
+
+    async def start(self) -> None:
+        await super().start()
+        self._renewing = asyncio.create_task(self._renew(), name="push-leases")
+
+    async def stop(self) -> None:
+        """Stop reading; deliveries under way are cut short and stay pending (the group's
+        reclaimer gets them, and maintenance requeues them after the lease)."""
+        self._closing = True
+        for task in [*self._inflight.values(), *([self._renewing] if self._renewing else [])]:
+            task.cancel()
+        if self._inflight:
+            await asyncio.wait(set(self._inflight.values()), timeout=5.0)
+        await super().stop()
+
+    async def read(self) -> list[Entry]:
+        """The next events, as many as there is room to hold (at most a batch)."""
+        while len(self._inflight) >= self._held:
+            self._room.clear()
+            await self._room.wait()
+        room = min(self._batch, self._held - len(self._inflight))
+        return await self._jobs.read(self._consumer, room, self._block_ms)
+
+    async def handle(self, entries: list[Entry]) -> None:
+        for entry, fields in entries:
+            if entry not in self._inflight:
+                task = asyncio.create_task(self._deliver(entry, fields))
+                self._inflight[entry] = task
+                task.add_done_callback(functools.partial(self._done, entry))
+
+    def _done(self, entry: str, _: object = None) -> None:
+        self._inflight.pop(entry, None)
+        self._room.set()
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            if self._inflight:
+                with contextlib.suppress(GatewayError):
+                    await self._jobs.heartbeat(self._consumer, list(self._inflight))
+
+    async def _deliver(self, entry: str, fields: dict[bytes, bytes]) -> None:
+        try:
+            job = PushJob.from_wire(fields)
+        except (KeyError, ValueError, TypeError):
+            await self._dead(entry, fields, "unreadable event")
+            return
+        backoff = Backoff(self._first, self._cap)
+        deadline = job.queued_ms / 1000 + self._retry
+        origin = ""
+        while True:
+            try:
+                async with self._slots:
+                    delivered, origin = await self._attempt(job)
+            except _GiveUp as exc:
+                await self._dead(entry, fields, str(exc))
+                return
+            except GatewayError:  # Redis unavailable: try again
+                delivered = False
+            except Exception as exc:  # a defect: logged (its type only), retried like a failure
+                log.error("webhook delivery failed", extra={"error": type(exc).__name__})
+                delivered = False
+            if delivered is None:  # config, task or context gone: nothing to deliver
+                metrics.PUSH_DELIVERIES.labels("dropped").inc()
+                await self._ack(entry)
+                return
+            if delivered:
+                metrics.PUSH_DELIVERIES.labels("delivered").inc()
+                recovered = self._recovered.pop(origin, None)
+                if recovered is not None:
+                    recovered.set()
+                await self._ack(entry)
+                return
+            if time.time() >= deadline:
+                await self._dead(entry, fields, f"undelivered after {self._retry:g} s")
+                return
+            metrics.PUSH_DELIVERIES.labels("retried").inc()
+            recovery = self._recovered.setdefault(origin, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(recovery.wait(), backoff.next())
+
+    async def _ack(self, entry: str) -> None:
+        backoff = Backoff(0.05, 2.0)
+        while True:
+            try:
+                await self._jobs.ack([entry])
+                return
+            except GatewayError:
+                await backoff.wait()
+
+    async def _dead(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
+        metrics.PUSH_DELIVERIES.labels("dead").inc()
+        log.warning("webhook event given up", extra={"entry": entry, "reason": reason})
+        backoff = Backoff(0.05, 2.0)
+        while True:
+            try:
+                await self._jobs.dead_letter(entry, fields, reason)
+                return
+            except GatewayError:
+                await backoff.wait()
+
+    async def _attempt(self, job: PushJob) -> tuple[bool | None, str]:
+        """One try: (True delivered, False to retry, None when there is nothing to
+        deliver; the webhook's origin)."""
+        keys = UserKeys.of(job.tenant, job.user)
+        raw, task = await asyncio.gather(
+            self._configs.one(keys, job.context_id, job.task_id, job.config_id),
+            self._store.read_task(keys, job.context_id, job.task_id, 0),
+        )
+        if raw is None or task is None:
+            return None, ""
+        config = PushConfig.from_stored(raw)
+        body = payload(job, task, config.version)
+        if body is None:
+            return None, ""
+        headers = self._headers(config, job, body)
+        url = httpx.URL(config.url)
+        origin = f"{url.scheme}://{url.host}:{url.port}"
+        try:
+            response = await self._http.post(url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            if isinstance(exc.__cause__, OutboundRefused):
+                raise _GiveUp("the webhook URL is no longer allowed") from exc
+            log.info("webhook unreachable", extra={"error": type(exc).__name__})
+            return False, origin
+        status = response.status_code
+        if 200 <= status < 300:
+            return True, origin
+        if status in _RETRYABLE or status >= 500:
+            log.info("webhook answered an error", extra={"status": status})
+            return False, origin
+        raise _GiveUp(f"the webhook answered {status}")
+
+    def _headers(self, config: PushConfig, job: PushJob, body: bytes) -> dict[str, Any]:
+        signature = self._keys.sign(body, job.event_id, job.task_id)
+        headers = {
+            "Content-Type": "application/json"
+            if config.version != "1.0"
+            else "application/a2a+json",
+            "X-A2A-Notification-Id": job.event_id,
+            "X-A2A-Notification-Signature": signature,
+        }
+        if config.token:
+            headers["X-A2A-Notification-Token"] = config.token
+        if config.schemes and config.credentials:
+            headers["Authorization"] = f"{config.schemes[0]} {config.credentials}"
+        else:
+            headers["Authorization"] = f"Bearer {signature}"
+        return headers

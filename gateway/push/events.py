@@ -1,0 +1,69 @@
+"""A queued delivery (ids only) and the body a webhook gets for it (pure; no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.dialects import V1, task_out
+
+__all__ = ["PushJob", "payload"]
+
+
+@dataclass(frozen=True)
+class PushJob:
+    """One event of a task for one of its webhooks, as the scripts queue it."""
+
+    tenant: str
+    user: str
+    context_id: str
+    task_id: str
+    config_id: str
+    number: int  # the task's event count: `<task>.<number>` is the event's id
+    kind: str  # 's': the task's state changed to `state`; 'a': `artifact_id` was added
+    state: str
+    artifact_id: str
+    queued_ms: int
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.task_id}.{self.number}"
+
+    @classmethod
+    def from_wire(cls, fields: dict[bytes, bytes]) -> PushJob:
+        job = orjson.loads(fields[b"job"])
+        return cls(
+            tenant=str(job["t"]),
+            user=str(job["u"]),
+            context_id=str(job["c"]),
+            task_id=str(job["k"]),
+            config_id=str(job["p"]),
+            number=int(job["n"]),
+            kind=str(job["e"]),
+            state=str(job.get("s") or ""),
+            artifact_id=str(job.get("i") or ""),
+            queued_ms=int(job["q"]),
+        )
+
+
+def payload(job: PushJob, task: dict[str, Any], version: str) -> bytes | None:
+    """The body for ``job``, built from the task as it stands (None: nothing to send, the
+    artifact is gone: a later attempt of the run replaced it). 0.3 webhooks get the Task;
+    1.0 webhooks a ``StreamResponse``: a ``statusUpdate`` (the event's state; the stored
+    status when the task is still in it) or an ``artifactUpdate``."""
+    if version != "1.0":
+        return orjson.dumps(task)
+    header = {"taskId": task["id"], "contextId": task.get("contextId", "")}
+    if job.kind == "a":
+        found = [a for a in task.get("artifacts") or () if a.get("artifactId") == job.artifact_id]
+        if not found:
+            return None
+        shown = task_out({"id": task["id"], "artifacts": [found[-1]]}, V1)
+        return orjson.dumps({"artifactUpdate": {**header, "artifact": shown["artifacts"][0]}})
+    status = task.get("status") or {}
+    if status.get("state") != job.state:
+        status = {"state": job.state}
+    shown = task_out({"id": task["id"], "status": status}, V1)
+    return orjson.dumps({"statusUpdate": {**header, "status": shown["status"]}})

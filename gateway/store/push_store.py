@@ -1,0 +1,56 @@
+"""Push configs in Redis: fields of their task in the context's tasks hash (``<tid>:pn``
+lists the ids, ``<tid>:pn:<id>`` holds each config), so they expire and are scrubbed with
+their context and cost no key of their own. Deliveries are queued by the scripts that
+change a task (``notify`` in ``scripts.py``), never here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.store.keys import UserKeys
+from gateway.store.records import text_of as _text
+from gateway.store.redis_store import Store
+from gateway.store.translate import translated as _translated
+
+__all__ = ["PushStore"]
+
+
+class PushStore:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._client: Any = store.client
+
+    @_translated
+    async def write(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        task_id: str,
+        config_id: str,
+        config_json: bytes,
+        most: int,
+    ) -> str:
+        """Set (``config_json``) or delete (``b""``) one config: 'ok', 'notask' or 'full'."""
+        reply = await self._store.scripts.push_config(
+            keys=self._store._keys(keys, context_id),
+            args=[task_id, config_id, config_json, self._store.ttl_ms, most],
+        )
+        return _text(reply[0])
+
+    @_translated
+    async def read(self, keys: UserKeys, context_id: str, task_id: str) -> dict[str, bytes] | None:
+        """The task's configs by id, or None when there is no such task."""
+        tasks = keys.context(context_id).tasks
+        state, ids = await self._client.hmget(tasks, [f"{task_id}:st", f"{task_id}:pn"])
+        if state is None:
+            return None
+        names = [i for i in _text(ids).split(",") if i] if ids else []
+        if not names:
+            return {}
+        raw = await self._client.hmget(tasks, [f"{task_id}:pn:{i}" for i in names])
+        return {i: r for i, r in zip(names, raw, strict=True) if r is not None}
+
+    @_translated
+    async def one(self, keys: UserKeys, context_id: str, task_id: str, config_id: str) -> Any:
+        """One config's JSON (None when the task, its context or the config is gone)."""
+        return await self._client.hget(keys.context(context_id).tasks, f"{task_id}:pn:{config_id}")

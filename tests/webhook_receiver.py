@@ -1,0 +1,60 @@
+"""A client's webhook, standing in for the receiver of push notifications: an honest HTTP
+server on 127.0.0.1 that answers 503 to its first ``fail`` requests (and to every request
+while ``down``), then 204 and records each request (headers and body) it accepts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.http_double import ServedDouble
+
+
+@dataclass(frozen=True)
+class Delivery:
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def event_id(self) -> str:
+        return self.headers["x-a2a-notification-id"]
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+class WebhookReceiver(ServedDouble):
+    def __init__(self, fail: int = 0) -> None:
+        super().__init__()
+        self.fail = fail
+        self.down = False
+        self.status = 204  # what it answers once it accepts (a 3xx, 4xx to test refusals)
+        self.attempts = 0
+        self.accepted: list[Delivery] = []
+        self.serve(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def unique(self) -> dict[str, Delivery]:
+        """What a receiver that dedupes on the event id keeps (the first of each)."""
+        out: dict[str, Delivery] = {}
+        for delivery in self.accepted:
+            out.setdefault(delivery.event_id, delivery)
+        return out
+
+    async def _hook(self, request: Request) -> Response:
+        body = await request.body()
+        self.attempts += 1
+        if self.attempts <= self.fail or self.down:
+            return Response(status_code=503)
+        self.accepted.append(Delivery(dict(request.headers), body))
+        headers = {"Location": "/elsewhere"} if 300 <= self.status < 400 else None
+        return Response(status_code=self.status, headers=headers)
