@@ -309,7 +309,9 @@ async def test_push_configs_over_the_official_client(
         first = PushNotificationConfig(id="first", url=hook.url, token="tok-first")
         card = await A2ACardResolver(push_gateway, "http://gw/agents/echo").get_agent_card()
         assert card.capabilities.push_notifications is True
-        config = ClientConfig(httpx_client=push_gateway, push_notification_configs=[first])
+        config = ClientConfig(
+            httpx_client=push_gateway, streaming=False, push_notification_configs=[first]
+        )
         config.supported_transports = [transport]
         client = ClientFactory(config).create(card)
         task = await _send(client, _message())

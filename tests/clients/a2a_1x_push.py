@@ -33,9 +33,9 @@ async def scenario(base: str, key: str, mode: str, webhook: str) -> dict[str, An
         card_json = (await http.get(f"{base}/agents/echo/.well-known/agent-card.json")).json()
         binding = "HTTP+JSON" if mode == "rest" else "JSONRPC"
         card = parse_agent_card(card_json)
-        client = ClientFactory(
-            ClientConfig(httpx_client=http, supported_protocol_bindings=[binding])
-        ).create(card)
+        config = ClientConfig(httpx_client=http, supported_protocol_bindings=[binding])
+        config.streaming = False  # the card offers streaming; these sends block
+        client = ClientFactory(config).create(card)
         report: dict[str, Any] = {"push_capability": card.capabilities.push_notifications}
         send = ParseDict(
             {
