@@ -81,10 +81,16 @@ def state(kind: str, payload: dict[str, Any]) -> str:
 
 
 def streamed_text(received: list[tuple[str, dict[str, Any]]], name: str = "echo-stream") -> str:
-    """The text of the named artifact as a client builds it from the events it got
-    (``append`` adds, otherwise the artifact starts again)."""
+    """The text of the named artifact as a client builds it from the events it got: from
+    the task as it stood when the stream began (on a busy host the run may already have
+    streamed its first chunks), then each chunk (``append`` adds, otherwise the artifact
+    starts again)."""
     text = ""
     for kind, payload in received:
+        if kind == "task":
+            for artifact in payload.get("artifacts") or []:
+                if artifact.get("name") == name:
+                    text = "".join(p.get("text", "") for p in artifact["parts"])
         if kind == "artifact" and payload["artifact"].get("name") == name:
             pieces = "".join(p.get("text", "") for p in payload["artifact"]["parts"])
             text = text + pieces if payload.get("append") else pieces
