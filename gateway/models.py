@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.memory.ranking import Mode
+from gateway.search_mode import Mode
 from gateway.validation import MAX_INT, JsonInt
 
 __all__ = [

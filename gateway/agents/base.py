@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.memory.ranking import Mode
+from gateway.search_mode import Mode
 
 __all__ = [
     "Agent",

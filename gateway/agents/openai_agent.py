@@ -23,6 +23,7 @@ import httpx2
 import orjson
 from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI
 
+from gateway.a2a import accepts_any
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
@@ -35,9 +36,8 @@ from gateway.agents.base import (
 from gateway.agents.prompt import build_messages
 from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, OpenAIConfig
-from gateway.memory.ranking import MODES
 from gateway.outbound import Allowlist, OutboundRefused
-from gateway.service.output_modes import accepts_any
+from gateway.search_mode import MODES
 
 __all__ = ["OpenAIAgent"]
 

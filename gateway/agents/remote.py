@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from gateway.a2a import settled
 from gateway.agents.base import (
     AgentRequest,
     AgentUpdate,
@@ -48,7 +49,6 @@ UNREACHABLE_TEXT = "The remote agent could not be reached."
 NOT_ALLOWED_TEXT = "The remote agent is not allowed by the gateway's outbound allowlist."
 TIMEOUT_TEXT = "The remote agent did not finish in time."
 REMOTE_FAILED_TEXT = "The remote agent failed."
-_SETTLED = {"completed", "failed", "canceled", "rejected", "input-required", "auth-required"}
 _MAX_ERROR_CHARS = 500
 # How long a forwarded cancel (and learning the id of a task the remote is still answering
 # for) may take before the run gives up on it.
@@ -278,9 +278,9 @@ async def _settled(
             yield update
         return
     sent.append(task["id"])
-    if _state(task) not in _SETTLED:
+    if not settled(_state(task)):
         yield StatusUpdate("working", "The remote agent is working.")
-    while _state(task) not in _SETTLED:
+    while not settled(_state(task)):
         await asyncio.sleep(config.pollIntervalSeconds)
         task = await client.get(task["id"])
     sent.clear()  # settled: nothing left to cancel when the mirroring is cut short

@@ -49,8 +49,8 @@ from gateway.engine.status import (
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed
 from gateway.longterm.wire import store_job
-from gateway.memory.ranking import Mode
 from gateway.principal import Principal
+from gateway.search_mode import Mode
 from gateway.service.search import SearchService
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store

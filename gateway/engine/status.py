@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from gateway.states import TERMINAL, settled
+from gateway.a2a import TERMINAL, settled
 from gateway.store.records import iso_from_ms, now_ms
 
 __all__ = [

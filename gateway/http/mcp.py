@@ -24,8 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import ContentTypeNotSupportedError, GatewayError
 from gateway.http.responses import JSONResponse, error_response
-from gateway.memory.ranking import Mode
 from gateway.principal import Principal
+from gateway.search_mode import Mode
 from gateway.service.search import SearchService
 from gateway.validation import JsonInt
 

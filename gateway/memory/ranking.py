@@ -12,15 +12,14 @@ scaled so that a message ranked first by both scores 1 (first by one ranking onl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
 
+from gateway.search_mode import MODES, Mode
+
 __all__ = ["FUSED", "MODES", "RRF_K", "Mode", "Ranked", "rank"]
 
-Mode = Literal["hybrid", "vector", "text"]
-MODES: tuple[Mode, ...] = get_args(Mode)
 RRF_K = 60
 FUSED = 100  # each ranking contributes its first 100 messages
 

@@ -10,6 +10,7 @@ from typing import Any, get_args
 import orjson
 
 from gateway import metrics, tracing
+from gateway.a2a import accepts_any
 from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.jobs import JobQueue, RunJob
@@ -26,7 +27,6 @@ from gateway.memory.text import embeddable_text
 from gateway.models import SendMessageRequest
 from gateway.principal import Principal
 from gateway.push.configs import Version
-from gateway.service.output_modes import accepts_any
 from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
 from gateway.store.records import assemble_task

@@ -18,12 +18,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gateway.a2a import settled
 from gateway.engine.events import TaskEvents
 from gateway.errors import TaskNotFoundError, UnsupportedOperationError
 from gateway.models import SendMessageRequest
 from gateway.principal import Principal
 from gateway.service.messages import MessageService
-from gateway.states import settled
 from gateway.store.event_log import EventLog, LoggedEvent, event_id
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store

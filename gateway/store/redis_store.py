@@ -14,6 +14,7 @@ from typing import Any, Literal
 import orjson
 from redis.asyncio import Redis
 
+from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -24,7 +25,6 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.states import INTERRUPTED, TERMINAL
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
 from gateway.store.records import (

@@ -1,10 +1,23 @@
-"""Media-type negotiation for ``acceptedOutputModes`` (pure)."""
+"""Neutral A2A helpers (pure): which task states end a task or hand the turn back to the
+client, and media-type negotiation for ``acceptedOutputModes``.
+
+The store's Lua scripts spell the terminal states once more (``store/scripts.py``), since a
+script cannot import Python.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["accepts_any"]
+__all__ = ["INTERRUPTED", "TERMINAL", "accepts_any", "settled"]
+
+TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
+INTERRUPTED = frozenset({"input-required", "auth-required"})
+
+
+def settled(state: str) -> bool:
+    """Whether a blocking request should return on this state."""
+    return state in TERMINAL or state in INTERRUPTED
 
 
 def _base(media_type: str) -> str:
