@@ -14,8 +14,8 @@ import orjson
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from gateway.identity.options import JwtIssuer
-from gateway.longterm.options import CortadelSettings
+from gateway.options.identity import JwtIssuer
+from gateway.options.longterm import CortadelSettings
 from gateway.ratelimit import Rate, TenantLimits
 from gateway.store.sealing import Keyring
 
@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     # Streams (SSE): a keep-alive comment after this long without an event.
     sse_keepalive_seconds: float = Field(default=15.0, gt=0, le=300)
     api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
-    # Identity providers whose bearer tokens are accepted (identity/options.py), the clock
+    # Identity providers whose bearer tokens are accepted (options/identity.py), the clock
     # skew allowed on exp/nbf, how long their keys are cached and how often at most they
     # are refetched for a key id not seen yet.
     jwt_issuers: Annotated[list[JwtIssuer], NoDecode] = Field(default_factory=list)
@@ -151,7 +151,7 @@ class Settings(BaseSettings):
     push_concurrency: int = Field(default=64, ge=1, le=1_000)
     push_signing_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     push_artifacts: bool = False
-    # Long-term memory: every GATEWAY_CORTADEL_* variable (see longterm/options.py).
+    # Long-term memory: every GATEWAY_CORTADEL_* variable (see options/longterm.py).
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
     log_level: str = "INFO"
     log_requests: bool = True

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
-from gateway.longterm.options import CortadelSettings
+from gateway.options.longterm import CortadelSettings
 from gateway.store.jobs import RECLAIMER, JobStore
 from gateway.store.keys import (
     DEAD_LETTERS,

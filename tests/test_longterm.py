@@ -19,8 +19,8 @@ from gateway.agents.base import (
     ReplyUpdate,
     StatusUpdate,
 )
-from gateway.longterm.options import CortadelSettings, MemoryOptions
 from gateway.longterm.render import cortadel_user_id, strip_block
+from gateway.options.longterm import CortadelSettings, MemoryOptions
 from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore

@@ -12,8 +12,8 @@ import httpx
 import orjson
 import pytest
 
-from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
+from gateway.options.longterm import CortadelSettings
 from tests.conftest import API_KEYS, AppFactory, auth, message, send_task
 from tests.cortadel_server import CortadelServer
 from tests.openai_server import ChatServer

@@ -155,7 +155,7 @@ async def test_remote_failures_surface_as_failed(gateway: Any, remote: RemoteAge
 async def test_no_recall_for_a_remote_agent_but_its_turns_are_stored(
     make_app: AppFactory, remote: RemoteAgentServer
 ) -> None:
-    from gateway.longterm.options import CortadelSettings
+    from gateway.options.longterm import CortadelSettings
     from tests.cortadel_server import CortadelServer
 
     cortadel = CortadelServer().start()

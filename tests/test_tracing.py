@@ -27,8 +27,8 @@ from starlette.routing import Route
 
 from gateway import tracing
 from gateway.embedded_redis import free_port
-from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
+from gateway.options.longterm import CortadelSettings
 from gateway.store.keys import EMBEDS
 from tests.a2a_remote_server import RemoteAgentServer
 from tests.conftest import API_KEYS, AppFactory, auth, message

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from gateway.longterm.options import MemoryOptions
+from gateway.options.longterm import MemoryOptions
 from gateway.validation import JsonInt
 
 __all__ = [

@@ -22,7 +22,7 @@ from jwt import PyJWK
 
 from gateway.errors import UnauthenticatedError, UnavailableError
 from gateway.identity.jwks import JwksCache
-from gateway.identity.options import JwtIssuer
+from gateway.options.identity import JwtIssuer
 from gateway.principal import Principal
 
 __all__ = ["TokenVerifier", "looks_like_jwt"]

@@ -22,8 +22,8 @@ import httpx
 
 from gateway import tracing
 from gateway.backoff import Backoff
-from gateway.longterm.options import CortadelSettings
 from gateway.longterm.render import cortadel_user_id
+from gateway.options.longterm import CortadelSettings
 
 if TYPE_CHECKING:
     from cortadel import CortadelClient

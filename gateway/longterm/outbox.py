@@ -28,7 +28,6 @@ import orjson
 from gateway import metrics, tracing
 from gateway.audit.entry import AuditEntry
 from gateway.backoff import Backoff
-from gateway.engine.stream_worker import StreamWorker
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
@@ -37,6 +36,7 @@ from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
 from gateway.store.records import now_ms
+from gateway.stream_worker import StreamWorker
 
 __all__ = ["Outbox"]
 

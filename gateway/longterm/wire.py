@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway import tracing
-from gateway.longterm.options import MemoryOptions
+from gateway.options.longterm import MemoryOptions
 
 __all__ = ["OutboxJob", "forget_job", "store_job"]
 

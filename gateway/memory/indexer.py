@@ -20,7 +20,6 @@ import orjson
 
 from gateway import metrics, tracing
 from gateway.backoff import Backoff
-from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
 from gateway.memory.embedders import Embedder, EmbedderError, Matrix
 from gateway.memory.reembed import reembed
@@ -28,6 +27,7 @@ from gateway.memory.text import embeddable_text
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore, VectorBatch
+from gateway.stream_worker import StreamWorker
 
 __all__ = ["Indexer"]
 
