@@ -171,7 +171,7 @@ class Runtime:
             context_window=settings.agent_context_messages,
             working_after=settings.working_after_ms / 1000,
             longterm=longterm,
-            search=search,
+            search_for=search.for_run,
             retry_seconds=settings.job_lease_seconds,
         )
         queue: JobQueue

@@ -49,15 +49,15 @@ from gateway.engine.status import (
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed
 from gateway.longterm.wire import store_job
-from gateway.principal import Principal
-from gateway.search_mode import Mode
-from gateway.service.search import SearchService
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
 
-__all__ = ["RunExecutor", "retrying"]
+__all__ = ["RunExecutor", "SearchFor", "retrying"]
 
 T = TypeVar("T")
+
+# (tenant, user, context id) -> the search over that context a run is given, or None.
+SearchFor = Callable[[str, str, str], ContextSearch | None]
 
 log = logging.getLogger("gateway.runs")
 
@@ -281,12 +281,14 @@ class RunExecutor:
         context_window: int,
         working_after: float,
         longterm: LongTermMemory | None = None,
-        search: SearchService | None = None,
+        search_for: SearchFor | None = None,
         retry_seconds: float = 0.0,
     ) -> None:
-        """``retry_seconds``: how long a run's writes are retried through a store outage."""
+        """``search_for``: the context search a run's agent is given (injected by the
+        composition root); ``retry_seconds``: how long a run's writes are retried through a
+        store outage."""
         self._store, self._agents, self._events = store, agents, events
-        self._longterm, self._search = longterm, search
+        self._longterm, self._search_for = longterm, search_for
         self._window, self._working_after = context_window, working_after
         self._retry_seconds = retry_seconds
         self._markers: set[asyncio.Task[None]] = set()
@@ -442,27 +444,16 @@ class RunExecutor:
                 recalled=memory.lines if memory else (),
                 memory=memory,
                 accepted_output_modes=job.output_modes,
-                search=self._search_for(job),
+                search=(
+                    self._search_for(job.tenant, job.user, job.context_id)
+                    if self._search_for is not None
+                    else None
+                ),
             )
             with self._events.running_here(job.task_id):
                 await self._consume(run, agent.run(request))
         finally:
             timer.cancel()
-
-    def _search_for(self, job: RunJob) -> ContextSearch | None:
-        search = self._search
-        if search is None or search.embedder is None:
-            return None
-        principal = Principal(job.tenant, job.user)
-
-        async def context_search(
-            query: str, top_k: int, mode: Mode = "hybrid"
-        ) -> list[dict[str, Any]]:
-            assert search is not None
-            found = await search.search(principal, job.context_id, query, top_k, mode=mode)
-            return found.hits
-
-        return context_search
 
     def _mark(self, run: _Run) -> None:
         marker = asyncio.create_task(run.mark_working())

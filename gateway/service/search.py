@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gateway.agents.base import ContextSearch
 from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOperationError
 from gateway.memory.embedders import Embedder, EmbedderError
 from gateway.memory.lexical import LexicalIndex, counted
@@ -171,6 +172,21 @@ class SearchService:
             if message is not None
         ]
         return Found(hits, mode)
+
+    def for_run(self, tenant: str, user: str, context_id: str) -> ContextSearch | None:
+        """The search a run's agent is given: over the run's own context (None when context
+        memory is off). The composition root hands this to the executor."""
+        if self.embedder is None:
+            return None
+        principal = Principal(tenant, user)
+
+        async def context_search(
+            query: str, top_k: int, mode: Mode = "hybrid"
+        ) -> list[dict[str, Any]]:
+            found = await self.search(principal, context_id, query, top_k, mode=mode)
+            return found.hits
+
+        return context_search
 
     async def _refresh(self, held: _Held, keys: UserKeys, context_id: str) -> StoredVectors:
         """Bring what is held of the context up to date: the vector rows written since the
