@@ -23,6 +23,7 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.memory.embedders import HashingEmbedder
 from gateway.principal import Principal
 from gateway.service.search import SearchService
+from gateway.store.keys import keys_of
 from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.store.redis_store import SendWrite, Store
 from gateway.store.rotation import Rotation
@@ -96,7 +97,7 @@ async def _fill(store: Store, principal: Principal, cid: str, embedder: HashingE
             "parts": [{"kind": "text", "text": text}],
         }
         result = await store.send(
-            principal.keys,
+            keys_of(principal),
             SendWrite(
                 context_id=cid,
                 task_id=tid,
@@ -118,7 +119,11 @@ async def _fill(store: Store, principal: Principal, cid: str, embedder: HashingE
             (s, row.astype("<f4").tobytes()) for s, row in zip(seqs[i:], matrix, strict=False)
         ]
         await MemoryStore(store).add_vectors(
-            [VectorBatch(principal.keys, cid, embedder.model_id, embedder.dimensions, vectors, 0)]
+            [
+                VectorBatch(
+                    keys_of(principal), cid, embedder.model_id, embedder.dimensions, vectors, 0
+                )
+            ]
         )
 
 

@@ -50,6 +50,7 @@ def _rss_mb() -> float:
 
 async def fill(store: Any, principal: Any, cid: str, texts: list[str]) -> list[int]:
     """A context of one user message per text, through the store's send; their seqs."""
+    from gateway.store.keys import keys_of
     from gateway.store.redis_store import SendWrite
 
     seqs = []
@@ -64,7 +65,7 @@ async def fill(store: Any, principal: Any, cid: str, texts: list[str]) -> list[i
             "parts": [{"kind": "text", "text": text}],
         }
         result = await store.send(
-            principal.keys,
+            keys_of(principal),
             SendWrite(
                 context_id=cid,
                 task_id=tid,
@@ -88,7 +89,7 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
 
     from gateway.memory.indexer import Indexer, _Item
     from gateway.store.jobs import JobStore
-    from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP
+    from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, keys_of
     from gateway.store.memory_store import MemoryStore
     from gateway.store.redis_store import Store
 
@@ -100,7 +101,7 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
         MemoryStore(store), jobs, embedder, consumer="bench", batch_size=64, max_chars=8000,
         block_ms=1, lease_seconds=60,
     )  # fmt: skip
-    items = [_Item(f"0-{n + 1}", principal.keys, cid, seq) for n, seq in enumerate(seqs)]
+    items = [_Item(f"0-{n + 1}", keys_of(principal), cid, seq) for n, seq in enumerate(seqs)]
     started = time.perf_counter()
     for i in range(0, len(items), 64):
         await indexer.index(items[i : i + 64])

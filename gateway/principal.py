@@ -1,11 +1,9 @@
-"""Who is calling: a user within a tenant."""
+"""Who is calling: a user within a tenant. The keys of their data are the store's to name
+(``gateway.store.keys.keys_of``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
-
-from gateway.store.keys import UserKeys
 
 __all__ = ["Principal"]
 
@@ -18,7 +16,3 @@ class Principal:
     # What the caller authenticated with, for the audit trail: "key:<id>" (a managed key),
     # "static:<id>" (GATEWAY_API_KEYS), "jwt:<subject>" (a bearer token), "open" (open mode).
     credential: str = field(default="", compare=False)
-
-    @cached_property
-    def keys(self) -> UserKeys:
-        return UserKeys.of(self.tenant, self.user)

@@ -10,6 +10,7 @@ import orjson
 from redis.asyncio import Redis
 
 from gateway.principal import Principal
+from gateway.store.keys import keys_of
 from gateway.store.redis_store import SendWrite, Store
 from tests.conftest import AppFactory, message
 
@@ -31,7 +32,7 @@ async def _fill(redis: Redis, context_id: str, count: int) -> None:
                 "taskId": tid,
             }
             await store.send(
-                LOCAL.keys,
+                keys_of(LOCAL),
                 SendWrite(
                     context_id=context_id,
                     task_id=tid,

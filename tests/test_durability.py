@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.store.jobs import JobStore
-from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP
+from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, keys_of
 from tests.agents import Partial, StoreFlaky
 from tests.conftest import AppFactory, message, post_message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test, working
@@ -276,7 +276,7 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: Redis) ->
         async def _queue_job(self, *args: Any, **kwargs: Any) -> str:
             raise StoreUnavailableError()
 
-    keys = Principal("t", "u").keys
+    keys = keys_of(Principal("t", "u"))
     msg = {
         "kind": "message",
         "role": "user",

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
 from gateway.memory.embedders import HashingEmbedder, WordLlamaEmbedder
-from gateway.store.keys import EMBEDS_DEAD
+from gateway.store.keys import EMBEDS_DEAD, keys_of
 from tests.agents import TestAgent
 from tests.conftest import AppFactory, auth, send_task
 from tests.embeddings_server import EmbeddingsServer
@@ -168,7 +168,7 @@ async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
     from gateway.memory.indexer import _Item
     from gateway.principal import Principal
 
-    late = _Item("0-1", Principal("default", "local").keys, cid, 1)
+    late = _Item("0-1", keys_of(Principal("default", "local")), cid, 1)
     await runtime.indexer.index([late])
     assert [k async for k in redis.scan_iter(match=f"*{cid}*")] == []
     assert (await _search(client, cid, "renal")).status_code == 404

@@ -20,6 +20,7 @@ from gateway.store.keys import (
     PUSH,
     PUSH_DEAD,
     PUSH_GROUP,
+    keys_of,
 )
 from gateway.store.redis_store import Store
 
@@ -48,13 +49,13 @@ class ContextService:
         self._push_queue = JobStore(client, PUSH, PUSH_GROUP, PUSH)
 
     async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
-        items, total = await self.store.list_contexts(principal.keys, limit, offset)
+        items, total = await self.store.list_contexts(keys_of(principal), limit, offset)
         return {"items": items, "total": total, "limit": limit, "offset": offset}
 
     async def read(
         self, principal: Principal, context_id: str, limit: int, offset: int
     ) -> dict[str, Any]:
-        page = await self.store.read_context(principal.keys, context_id, limit, offset)
+        page = await self.store.read_context(keys_of(principal), context_id, limit, offset)
         if page is None:
             raise ContextNotFoundError()
         return page
@@ -70,7 +71,7 @@ class ContextService:
         forget = b""
         if self.forget_memories:
             forget = forget_job(principal.tenant, principal.user, context_id, request_id)
-        receipt = await self.store.scrub(principal.keys, context_id, forget)
+        receipt = await self.store.scrub(keys_of(principal), context_id, forget)
         dead = 0
         for stream in self.job_streams:
             dead += await stream.forget_context(principal.tenant, principal.user, context_id)

@@ -29,6 +29,7 @@ from gateway.principal import Principal
 from gateway.push.configs import Version
 from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
+from gateway.store.keys import keys_of
 from gateway.store.records import assemble_task
 from gateway.store.redis_store import RunPolicy, SendResult, SendWrite, Store
 
@@ -102,7 +103,7 @@ class MessageService:
                 write = replace(write, push_config_json=push)
             # Watch before writing: a durable job may be done before send() returns.
             with self.events.watch(write.task_id) as events:
-                result = await self.store.send(principal.keys, write)
+                result = await self.store.send(keys_of(principal), write)
                 tracing.sent(agent.id, result)
                 if not result.duplicate and not result.waiting:  # a task opened or reopened
                     _SUBMITTED.inc()
@@ -123,7 +124,7 @@ class MessageService:
                 event.metadata_json,
             )
         task = await self.store.read_task(
-            principal.keys, result.context_id, result.task_id, history_length
+            keys_of(principal), result.context_id, result.task_id, history_length
         )
         if task is None:
             raise ContextNotFoundError()
@@ -144,7 +145,7 @@ class MessageService:
             return None
         return await wait_until_settled(
             self.store,
-            principal.keys,
+            keys_of(principal),
             result.context_id,
             result.task_id,
             events,
@@ -189,7 +190,7 @@ class MessageService:
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
-            context_id = await self.store.task_context(principal.keys, task_id)
+            context_id = await self.store.task_context(keys_of(principal), task_id)
             if context_id is None:
                 raise TaskNotFoundError()
         new_context = context_id is None
@@ -235,7 +236,7 @@ class MessageService:
 
     async def _wait_existing(self, principal: Principal, result: SendResult) -> None:
         """A replayed messageId: wait for its run like the first call did."""
-        keys, cid, tid = principal.keys, result.context_id, result.task_id
+        keys, cid, tid = keys_of(principal), result.context_id, result.task_id
         with self.events.watch(tid) as events:
             if await self.store.run_settled(keys, cid, tid, result.seq):
                 return

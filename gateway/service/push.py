@@ -12,6 +12,7 @@ from gateway.errors import InvalidParamsError, TaskNotFoundError
 from gateway.outbound import Allowlist, OutboundRefused
 from gateway.principal import Principal
 from gateway.push.configs import MAX_CONFIGS, PushConfig, Version, read_config
+from gateway.store.keys import keys_of
 from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
 
@@ -30,7 +31,7 @@ class PushService:
     artifacts: bool = False  # configs also get artifact updates (GATEWAY_PUSH_ARTIFACTS)
 
     async def _context_of(self, principal: Principal, task_id: str) -> str:
-        context_id = await self.store.task_context(principal.keys, task_id)
+        context_id = await self.store.task_context(keys_of(principal), task_id)
         if context_id is None:
             raise TaskNotFoundError()
         return context_id
@@ -61,7 +62,7 @@ class PushService:
         context_id = await self._context_of(principal, task_id)
         config = await self.checked(raw, task_id, version, "pushNotificationConfig")
         outcome = await self.configs.write(
-            principal.keys,
+            keys_of(principal),
             context_id,
             task_id,
             config.id,
@@ -78,14 +79,14 @@ class PushService:
 
     async def list(self, principal: Principal, task_id: str) -> list[PushConfig]:
         context_id = await self._context_of(principal, task_id)
-        found = await self.configs.read(principal.keys, context_id, task_id)
+        found = await self.configs.read(keys_of(principal), context_id, task_id)
         if found is None:
             raise TaskNotFoundError()
         return [PushConfig.from_stored(raw) for raw in found.values()]
 
     async def get(self, principal: Principal, task_id: str, config_id: str | None) -> PushConfig:
         context_id = await self._context_of(principal, task_id)
-        found = await self.configs.read(principal.keys, context_id, task_id)
+        found = await self.configs.read(keys_of(principal), context_id, task_id)
         if found is None:
             raise TaskNotFoundError()
         raw = found.get(config_id or task_id)
@@ -97,7 +98,7 @@ class PushService:
         """Idempotent: deleting a config the task does not have succeeds."""
         context_id = await self._context_of(principal, task_id)
         outcome = await self.configs.write(
-            principal.keys, context_id, task_id, config_id, b"", MAX_CONFIGS
+            keys_of(principal), context_id, task_id, config_id, b"", MAX_CONFIGS
         )
         if outcome == "notask":
             raise TaskNotFoundError()

@@ -25,7 +25,7 @@ from gateway.models import SendMessageRequest
 from gateway.principal import Principal
 from gateway.service.messages import MessageService
 from gateway.store.event_log import EventLog, LoggedEvent, event_id
-from gateway.store.keys import UserKeys
+from gateway.store.keys import UserKeys, keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["StreamEvent", "StreamService", "TaskStream"]
@@ -101,7 +101,7 @@ class StreamService:
         missed, none repeated), else the task as it stands first. Not found: another user's
         task as well. ``terminal`` False: a task already ended is ``UnsupportedOperationError``
         (A2A 1.0) rather than its final state."""
-        keys = principal.keys
+        keys = keys_of(principal)
         context_id = await self._store.task_context(keys, task_id)
         if context_id is None:
             raise TaskNotFoundError()

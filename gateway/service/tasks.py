@@ -11,6 +11,7 @@ from gateway import metrics
 from gateway.engine.status import status_json
 from gateway.errors import TaskNotCancelableError, TaskNotFoundError
 from gateway.principal import Principal
+from gateway.store.keys import keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["TaskFilter", "TaskPage", "TaskService"]
@@ -49,7 +50,7 @@ class TaskService:
     store: Store
 
     async def _context_of(self, principal: Principal, task_id: str) -> str:
-        context_id = await self.store.task_context(principal.keys, task_id)
+        context_id = await self.store.task_context(keys_of(principal), task_id)
         if context_id is None:
             raise TaskNotFoundError()
         return context_id
@@ -58,7 +59,7 @@ class TaskService:
         self, principal: Principal, task_id: str, history_length: int | None
     ) -> dict[str, Any]:
         context_id = await self._context_of(principal, task_id)
-        task = await self.store.read_task(principal.keys, context_id, task_id, history_length)
+        task = await self.store.read_task(keys_of(principal), context_id, task_id, history_length)
         if task is None:
             raise TaskNotFoundError()
         return task
@@ -66,7 +67,9 @@ class TaskService:
     async def cancel(self, principal: Principal, task_id: str) -> dict[str, Any]:
         context_id = await self._context_of(principal, task_id)
         status = status_json("canceled", context_id, task_id, "Canceled at the client's request.")
-        outcome, state = await self.store.cancel_task(principal.keys, context_id, task_id, status)
+        outcome, state = await self.store.cancel_task(
+            keys_of(principal), context_id, task_id, status
+        )
         if outcome == "notask":
             raise TaskNotFoundError()
         if outcome == "terminal":
@@ -76,10 +79,10 @@ class TaskService:
 
     async def list(self, principal: Principal, f: TaskFilter) -> TaskPage:
         """The principal's tasks matching ``f`` (only theirs: the user's own task index)."""
-        index = await self.store.task_contexts(principal.keys)
+        index = await self.store.task_contexts(keys_of(principal))
         pairs = [(t, c) for t, c in index.items() if f.context_id in (None, c)]
         found = await asyncio.gather(
-            *(self.store.read_task(principal.keys, c, t, 0) for t, c in pairs)
+            *(self.store.read_task(keys_of(principal), c, t, 0) for t, c in pairs)
         )
         matching: list[tuple[tuple[str, str], str, str]] = []
         for (tid, cid), task in zip(pairs, found, strict=True):
@@ -98,7 +101,7 @@ class TaskService:
             start = next((i for i, m in enumerate(matching) if m[0] < f.after), len(matching))
         page = matching[start : start + f.page_size]
         tasks = await asyncio.gather(
-            *(self.store.read_task(principal.keys, c, t, f.history_length) for _, t, c in page)
+            *(self.store.read_task(keys_of(principal), c, t, f.history_length) for _, t, c in page)
         )
         shown = [t for t in tasks if t is not None]
         if not f.artifacts:

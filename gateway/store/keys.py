@@ -61,8 +61,11 @@ carries a task's new state on every change.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
+
+from gateway.principal import Principal
 
 __all__ = [
     "CONTEXT_KEY_COUNT",
@@ -85,7 +88,7 @@ __all__ = [
     "TenantAgentKeys",
     "UserKeys",
     "auth_failure_key",
-    "event_channel",
+    "keys_of",
     "rate_keys",
     "user_tag",
 ]
@@ -126,10 +129,6 @@ def rate_keys(tenant: str, user: str) -> tuple[str, str]:
 def auth_failure_key(address: str) -> str:
     """Failed authentications of one client address."""
     return f"gw:{{af}}:{address}"
-
-
-def event_channel(task_id: str) -> str:
-    return f"gw:ev:{task_id}"
 
 
 def user_tag(tenant: str, user: str) -> str:
@@ -244,3 +243,13 @@ class TenantAgentKeys:
 
     def agent(self, agent_id: str) -> str:
         return f"{self.prefix}:agent:{agent_id}"
+
+
+def keys_of(principal: Principal) -> UserKeys:
+    """The keys of a principal's data (its digest is computed once per recent principal)."""
+    return _user_keys(principal.tenant, principal.user)
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_keys(tenant: str, user: str) -> UserKeys:
+    return UserKeys.of(tenant, user)
