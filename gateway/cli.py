@@ -330,7 +330,7 @@ def _shared_port_socket(host: str, port: int) -> socket.socket:
 
 
 def _serve_one(settings: Settings, *, shared_port: bool = False) -> int:
-    from gateway.http.app import create_app
+    from gateway.app import create_app
     from gateway.http.server import server_config
 
     config = server_config(
@@ -403,7 +403,7 @@ def serve(settings: Settings) -> int:
         return 2
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # Imported before any process is forked: each shares the loaded modules.
-    import gateway.http.app
+    import gateway.app
     import gateway.http.server  # noqa: F401
 
     if settings.redis_url is not None and _keys_missing(settings):

@@ -98,11 +98,11 @@ class Runtime:
     maintenance: Maintenance
     embedder: Embedder | None
     indexer: Indexer | None
+    allowlist: Allowlist
+    search: SearchService
+    outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
     cortadel: Cortadel | None = None
     outbox: Outbox | None = None
-    allowlist: Allowlist | None = None
-    search: SearchService | None = None
-    outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient] | None = None
     # Push notifications (None on a Redis Cluster, where the scripts cannot queue them).
     push_keys: SigningKeys | None = None
     pusher: PushDeliverer | None = None
@@ -266,26 +266,26 @@ class Runtime:
             disk_rewrite=store.disk_rewrite,
         )
         return cls(
-            settings,
-            client,
-            events_client,
-            store,
-            jobs,
-            agents,
-            events,
-            executor,
-            queue,
-            maintenance,
-            embedder,
-            indexer,
-            cortadel,
-            outbox,
-            allowlist,
-            search,
-            outbound,
-            push_keys,
-            pusher,
-            push_http,
+            settings=settings,
+            client=client,
+            events_client=events_client,
+            store=store,
+            jobs=jobs,
+            agents=agents,
+            events=events,
+            executor=executor,
+            queue=queue,
+            maintenance=maintenance,
+            embedder=embedder,
+            indexer=indexer,
+            allowlist=allowlist,
+            search=search,
+            outbound=outbound,
+            cortadel=cortadel,
+            outbox=outbox,
+            push_keys=push_keys,
+            pusher=pusher,
+            push_http=push_http,
         )
 
     async def start(self) -> None:
@@ -322,7 +322,10 @@ class Runtime:
         if self.cortadel is not None:
             with contextlib.suppress(Exception):
                 await self.cortadel.close()
-        for http in [*(self.outbound or ()), *([self.push_http] if self.push_http else [])]:
+        clients: list[httpx.AsyncClient | httpx2.AsyncClient] = [*self.outbound]
+        if self.push_http is not None:
+            clients.append(self.push_http)
+        for http in clients:
             with contextlib.suppress(Exception):
                 await http.aclose()
         await self.events.stop()

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
+from gateway.app import create_app
 from gateway.embedded_redis import EmbeddedRedis
-from gateway.http.app import create_app
 from gateway.settings import Settings
 from gateway.store.connection import RedisTarget
 from gateway.store.jobs import JobStore

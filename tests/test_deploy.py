@@ -41,8 +41,8 @@ import yaml
 from pydantic_settings import BaseSettings
 from starlette.routing import Match
 
+from gateway.app import create_app
 from gateway.embedded_redis import free_port
-from gateway.http.app import create_app
 from gateway.settings import Settings
 from tests import processes
 from tests.conftest import TEST_KEYRING

@@ -33,7 +33,6 @@ import httpx
 
 from gateway import metrics
 from gateway.backoff import Backoff
-from gateway.engine.stream_worker import StreamWorker
 from gateway.errors import GatewayError
 from gateway.outbound import OutboundRefused
 from gateway.push.configs import PushConfig
@@ -43,6 +42,7 @@ from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
+from gateway.stream_worker import StreamWorker
 
 __all__ = ["PushDeliverer"]
 

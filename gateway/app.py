@@ -1,4 +1,7 @@
-"""The ASGI application: HTTP in front of a runtime (store, engine, services)."""
+"""The ASGI application: HTTP in front of a runtime (store, engine, services).
+
+The app factory is the composition root of a served process, above ``gateway.http``: it
+builds the runtime, the services over it, and the HTTP routes and middleware in front."""
 
 from __future__ import annotations
 
@@ -37,7 +40,6 @@ from gateway.http.routes import (
 from gateway.http.state import AppState
 from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier
-from gateway.outbound import Allowlist
 from gateway.runtime import Runtime
 from gateway.service.agents import AgentService
 from gateway.service.audit import AuditService
@@ -45,13 +47,11 @@ from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
 from gateway.service.push import PushService
-from gateway.service.search import SearchService
 from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.audit_store import AuditStore
-from gateway.store.memory_store import MemoryStore
 from gateway.store.push_store import PushStore
 from gateway.store.rate_store import RateStore
 
@@ -100,7 +100,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     runtime = Runtime.build(settings, extra_agents)
     push = None
     if runtime.push_keys is not None:  # not on a Redis Cluster
-        allowlist = runtime.allowlist or Allowlist([])
+        allowlist = runtime.allowlist
         push = PushService(
             runtime.store, PushStore(runtime.store), allowlist, settings.push_artifacts
         )
@@ -129,8 +129,8 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         contexts=ContextService(
             runtime.store, forget_memories=settings.cortadel.enabled and settings.cortadel.scrub
         ),
-        search=runtime.search or SearchService(MemoryStore(runtime.store), runtime.embedder),
-        registry=AgentService(runtime.agents, runtime.allowlist or Allowlist([])),
+        search=runtime.search,
+        registry=AgentService(runtime.agents, runtime.allowlist),
         streams=StreamService(
             runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
         ),
@@ -138,7 +138,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     )
 
     tokens = None
-    if settings.jwt_issuers and runtime.outbound is not None:
+    if settings.jwt_issuers:
         tokens = TokenVerifier(
             settings.jwt_issuers,
             runtime.outbound[0],
