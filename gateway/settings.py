@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     rate_limit_tenant: Annotated[Rate | None, NoDecode] = None
     rate_limit_tenants: Annotated[dict[str, TenantLimits], NoDecode] = Field(default_factory=dict)
     auth_failure_limit: Annotated[Rate | None, NoDecode] = Rate(100, 60)
-    # Managed API keys (identity/apikeys.py): the server's HMAC secret turns them on; a key's
+    # Managed API keys (api_keys.py): the server's HMAC secret turns them on; a key's
     # record is reused this long by each process (a revoked key is refused within it).
     api_key_secret: SecretStr | None = Field(default=None, min_length=16)
     api_key_cache_seconds: float = Field(default=1.0, ge=0, le=2)

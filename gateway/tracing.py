@@ -30,7 +30,7 @@ import os
 import random
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -51,9 +51,48 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
-    from gateway.engine.jobs import RunJob
     from gateway.settings import Settings
-    from gateway.store.redis_store import SendResult
+
+
+class RunIds(Protocol):
+    """What a run's span records of it (the engine's ``RunJob``)."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def context_id(self) -> str: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def attempt(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def inputs(self) -> object | None: ...
+    @property
+    def entry(self) -> str: ...
+    @property
+    def trace(self) -> str: ...
+
+
+class SendIds(Protocol):
+    """What a send's span records of the accepted message (the store's ``SendResult``)."""
+
+    @property
+    def context_id(self) -> str: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def duplicate(self) -> bool: ...
+    @property
+    def waiting(self) -> bool: ...
+
 
 __all__ = [
     "TracingMiddleware",
@@ -243,7 +282,7 @@ def job_span(
         yield current
 
 
-def run_span(job: RunJob) -> contextlib.AbstractContextManager[trace.Span]:
+def run_span(job: RunIds) -> contextlib.AbstractContextManager[trace.Span]:
     """The span of one run, a child of the send that queued it (on any replica)."""
     if _state is None:
         return _NOOP
@@ -266,7 +305,7 @@ def run_span(job: RunJob) -> contextlib.AbstractContextManager[trace.Span]:
     return span("gateway.run", attributes, context=_context(job.trace), kind=SpanKind.CONSUMER)
 
 
-def sent(agent_id: str, result: SendResult) -> None:
+def sent(agent_id: str, result: SendIds) -> None:
     """Describe the accepted message on the request's span."""
     if _state is None:
         return

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.store.records import iso_from_ms
+from gateway.clock import iso_from_ms
 
 __all__ = ["ID_FIELDS", "AuditEntry", "outcome_of", "view"]
 

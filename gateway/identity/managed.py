@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
+from gateway.api_keys import KeyRecord, parse_key
 from gateway.errors import UnauthenticatedError
-from gateway.identity.apikeys import KeyRecord, parse_key
 from gateway.principal import Principal
 from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.records import now_ms

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.api_keys import KeyRecord, key_mac, new_key
 from gateway.errors import ApiKeyNotFoundError, ForbiddenError
-from gateway.identity.apikeys import KeyRecord, key_mac, new_key
 from gateway.principal import Principal
 from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.records import now_ms

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gateway.identity.apikeys import KeyRecord
+from gateway.api_keys import KeyRecord
 from gateway.store.records import now_ms
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated

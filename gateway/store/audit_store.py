@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from gateway.audit.entry import AuditEntry
 from gateway.store.records import now_ms
 from gateway.store.translate import translated
 
@@ -26,13 +25,22 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+class StreamEntry(Protocol):
+    """What the store writes of an audit entry (``gateway.audit.entry.AuditEntry``)."""
+
+    @property
+    def tenant(self) -> str | None: ...
+
+    def fields(self) -> dict[str, str]: ...
+
+
 class AuditStore:
     def __init__(self, client: Any, max_entries: int, max_age_seconds: float) -> None:
         self.client = client
         self.max_entries, self.max_age_ms = max_entries, int(max_age_seconds * 1000)
 
     @translated
-    async def append(self, entries: Sequence[AuditEntry]) -> None:
+    async def append(self, entries: Sequence[StreamEntry]) -> None:
         """Write a batch in one round trip (one pipeline), trimming each stream touched."""
         oldest = f"{max(0, now_ms() - self.max_age_ms)}-0"
         streams: set[str] = set()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from gateway.clock import iso_from_ms, now_ms
 
 __all__ = [
     "assemble_task",
@@ -21,15 +22,6 @@ __all__ = [
 def text_of(value: Any) -> str:
     """A Redis reply (bytes) or a plain value, as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def now_ms() -> int:
-    return int(datetime.now(UTC).timestamp() * 1000)
-
-
-def iso_from_ms(ms: int) -> str:
-    stamp = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
 
 
 def message_seqs(raw: bytes | str | None, last: int | None = None) -> list[bytes]:

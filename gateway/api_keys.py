@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.store.records import iso_from_ms
+from gateway.clock import iso_from_ms
 
 __all__ = ["PREFIX", "KeyRecord", "key_mac", "new_key", "parse_key"]
 
