@@ -26,7 +26,7 @@ LAYERS = [
     "store",
     "configuration : settings : options : models : protojson : dialects : validation"
     " : outbound : principal : a2a : search_mode : tracing : metrics : gc_pauses : logs"
-    " : embedded_redis : ratelimit : backoff : ids : errors",
+    " : embedded_redis : ratelimit : backoff : ids : clock : api_keys : errors",
 ]
 
 # (importer, imported) -> why the import may point up or sideways. Keep it empty.
