@@ -14,6 +14,8 @@
      ├── TaskNotCancelableError       (409, -32002)
      ├── TaskNotContinuableError      (409, -32012)
      ├── IdempotencyConflictError     (409, -32013)
+     ├── AgentExistsError             (409, -32014)
+     ├── AgentReadOnlyError           (409, -32015)
      ├── TaskBusyError                (409, -32016)
      ├── PushNotificationNotSupportedError (501, -32003)
      ├── UnsupportedOperationError    (501, -32004)

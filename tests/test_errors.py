@@ -187,3 +187,20 @@ def test_the_router_picks_the_route_a_full_scan_would(client: httpx.AsyncClient)
             scanned = next(r for r in app.routes if r.matches(scope)[0] is Match.FULL)
             indexed = [r for r in app.router.candidates(path) if r.matches(scope)[0] is Match.FULL]
             assert indexed[:1] == [scanned], (method, path)
+
+
+def test_the_error_tree_in_errors_docstring_names_every_error() -> None:
+    """The docstring of gateway/errors.py is where a reader finds every error, its HTTP
+    status and its A2A code."""
+    from gateway import errors
+
+    tree = errors.__doc__ or ""
+    for name in errors.__all__:
+        error = getattr(errors, name)
+        if error is errors.GatewayError or not issubclass(error, errors.GatewayError):
+            continue
+        parent = error.__mro__[1]
+        if (error.status, error.code) == (parent.status, parent.code):  # shares its parent's
+            assert re.search(rf"\b{name}\b", tree), name
+            continue
+        assert re.search(rf"\b{name}\s+\({error.status}, {error.code}\b", tree), name
