@@ -22,6 +22,7 @@ from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
+from gateway.configuration import ConfigurationError
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
 from gateway.engine.jobs import JobQueue
@@ -110,7 +111,8 @@ class Runtime:
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
-        assert settings.redis_url, "a Redis URL is resolved before the runtime is built"
+        if not settings.redis_url:  # `gateway serve` and `worker` resolve one before this
+            raise ConfigurationError(["REDIS_URL: not set; the runtime needs a Redis to use"])
         tracing.configure(settings)
         target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)

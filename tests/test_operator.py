@@ -387,3 +387,21 @@ def test_a_second_serve_on_the_data_directory_refuses_clearly(tmp_path: Path) ->
         assert _redis_servers_of(tmp_path / ".data" / "redis") == 1
         assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
     assert stat.S_IMODE((tmp_path / ".data").stat().st_mode) == 0o700
+
+
+def test_an_app_or_cortadel_client_without_its_url_is_a_configuration_error(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """Built directly (not through `gateway serve`, which starts a Redis when none is set),
+    a missing URL is named, not an assertion."""
+    from gateway.app import create_app
+    from gateway.longterm.cortadel import Cortadel
+    from gateway.options.longterm import CortadelSettings
+    from gateway.settings import Settings
+
+    with pytest.raises(ConfigurationError) as raised:
+        create_app(Settings())
+    assert [p.split(":")[0] for p in raised.value.problems] == ["REDIS_URL"]
+    with pytest.raises(ConfigurationError) as raised:
+        Cortadel(CortadelSettings())
+    assert [p.split(":")[0] for p in raised.value.problems] == ["GATEWAY_CORTADEL_URL"]

@@ -22,6 +22,7 @@ import httpx
 
 from gateway import tracing
 from gateway.backoff import Backoff
+from gateway.configuration import ConfigurationError
 from gateway.longterm.render import cortadel_user_id
 from gateway.options.longterm import CortadelSettings
 
@@ -56,7 +57,8 @@ def retryable(exc: BaseException) -> bool:
 
 class Cortadel:
     def __init__(self, settings: CortadelSettings) -> None:
-        assert settings.url, "Cortadel is configured"
+        if not settings.url:
+            raise ConfigurationError(["GATEWAY_CORTADEL_URL: not set; long-term memory needs it"])
         self.settings = settings
         self.url = settings.url.rstrip("/")
         self._http = httpx.AsyncClient(
