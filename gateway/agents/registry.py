@@ -134,6 +134,3 @@ class AgentRegistry:
     def forget(self, tenant: str, agent_id: str) -> None:
         """Drop a cached agent (its entry changed here)."""
         self._cache.pop((tenant, agent_id), None)
-
-    def ids(self) -> list[str]:
-        return sorted(self._builtin)
