@@ -139,13 +139,14 @@ class SearchService:
     ) -> Found:
         if self.embedder is None:
             raise UnsupportedOperationError("Context memory is off (GATEWAY_EMBEDDER=none)")
-        held = self._held.get(f"{keys_of(principal).prefix}|{context_id}")
+        keys = keys_of(principal)
+        held = self._held.get(f"{keys.prefix}|{context_id}")
         async with held.lock:
-            stored = await self._refresh(held, keys_of(principal), context_id)
+            stored = await self._refresh(held, keys, context_id)
         model = self.embedder.model_id
         if stored.dimensions and stored.model != model:  # never scored across spaces
             job = job_json(principal.tenant, principal.user, context_id)
-            await reembed(self.store, keys_of(principal), context_id, model, job)
+            await reembed(self.store, keys, context_id, model, job)
             mode = "text"
         elif stored.reembedding:
             mode = "text"  # by words until every message is embedded by this model
@@ -159,7 +160,7 @@ class SearchService:
                 raise UnavailableError("The embedder is unavailable; retry later") from exc
             vector = held.cosines(query_vector, ids)
         ranked = rank(mode, top_k, vector, text, min_score)
-        wanted = [(keys_of(principal), context_id, int(ids[r.index])) for r in ranked]
+        wanted = [(keys, context_id, int(ids[r.index])) for r in ranked]
         messages = await self.store.messages_by_seq(wanted)
         hits = [
             {

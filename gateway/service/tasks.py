@@ -79,11 +79,10 @@ class TaskService:
 
     async def list(self, principal: Principal, f: TaskFilter) -> TaskPage:
         """The principal's tasks matching ``f`` (only theirs: the user's own task index)."""
-        index = await self.store.task_contexts(keys_of(principal))
+        keys = keys_of(principal)
+        index = await self.store.task_contexts(keys)
         pairs = [(t, c) for t, c in index.items() if f.context_id in (None, c)]
-        found = await asyncio.gather(
-            *(self.store.read_task(keys_of(principal), c, t, 0) for t, c in pairs)
-        )
+        found = await asyncio.gather(*(self.store.read_task(keys, c, t, 0) for t, c in pairs))
         matching: list[tuple[tuple[str, str], str, str]] = []
         for (tid, cid), task in zip(pairs, found, strict=True):
             if task is None:
@@ -101,7 +100,7 @@ class TaskService:
             start = next((i for i, m in enumerate(matching) if m[0] < f.after), len(matching))
         page = matching[start : start + f.page_size]
         tasks = await asyncio.gather(
-            *(self.store.read_task(keys_of(principal), c, t, f.history_length) for _, t, c in page)
+            *(self.store.read_task(keys, c, t, f.history_length) for _, t, c in page)
         )
         shown = [t for t in tasks if t is not None]
         if not f.artifacts:
