@@ -15,9 +15,9 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.options.identity import JwtIssuer
+from gateway.options.keyring import Keyring
 from gateway.options.longterm import CortadelSettings
 from gateway.ratelimit import Rate, TenantLimits
-from gateway.store.sealing import Keyring
 
 __all__ = ["ApiKeyEntry", "Settings"]
 
