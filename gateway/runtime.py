@@ -81,6 +81,12 @@ def sealer_of(settings: Settings) -> Sealer:
     return sealer_for(settings)
 
 
+def _redis_url(settings: Settings) -> str:
+    if not settings.redis_url:  # `gateway serve` and `worker` resolve one before this
+        raise ConfigurationError(["REDIS_URL: not set; the runtime needs a Redis to use"])
+    return settings.redis_url
+
+
 def consumer_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -111,10 +117,8 @@ class Runtime:
 
     @classmethod
     def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
-        if not settings.redis_url:  # `gateway serve` and `worker` resolve one before this
-            raise ConfigurationError(["REDIS_URL: not set; the runtime needs a Redis to use"])
         tracing.configure(settings)
-        target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
+        target = RedisTarget.parse(_redis_url(settings), settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)
         store = Store(
             client,

@@ -13,8 +13,8 @@ import httpx
 import orjson
 import uvicorn
 
-from gateway.embedded_redis import free_port
 from gateway.app import create_app
+from gateway.embedded_redis import free_port
 from gateway.http.server import server_config
 from gateway.settings import Settings
 from tests.conftest import TEST_KEYRING

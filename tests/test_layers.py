@@ -21,7 +21,7 @@ LAYERS = [
     "service",
     "engine",
     "longterm",
-    "memory | agents",
+    "memory | agents | push",
     "identity | audit | stream_worker",
     "store",
     "configuration : settings : options : models : protojson : dialects : validation"
