@@ -5,6 +5,7 @@ dedupe; a scrub stops them; a URL the allowlist refuses is refused when set."""
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.store.jobs import JobStore
-from gateway.store.keys import PUSH, PUSH_DEAD, PUSH_GROUP
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from gateway.store.keys import PUSH, PUSH_DEAD, PUSH_GROUP, UserKeys
+from gateway.store.rotation import Rotation
+from gateway.store.sealing import Keyring, Sealer, key_id_of
+from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, auth, message
 from tests.waiting import stays, until
 from tests.webhook_receiver import Delivery, WebhookReceiver
 
@@ -28,6 +31,8 @@ PUSH_SETTINGS: dict[str, Any] = {
     "push_backoff_max_seconds": 0.2,
 }
 REFUSED_URL = "http://10.11.12.13:9/hook"
+OLD_ONLY = orjson.dumps({"k9": orjson.loads(TEST_KEYRING)["k9"]}).decode()
+NEW_ONLY = orjson.dumps({"k0": orjson.loads(TEST_KEYRING)["k0"]}).decode()
 
 
 @pytest.fixture
@@ -353,3 +358,40 @@ async def test_the_allowlist_is_checked_again_at_delivery(
         dead = await redis.xrange(PUSH_DEAD)
         assert b"no longer allowed" in dead[0][1][b"reason"]
         assert receiver.attempts == 0
+
+
+async def test_configs_are_sealed_at_rest_and_rotate_data_reseals_them(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """With encryption on, Redis holds neither a config's URL nor its token (only what the
+    scripts route by); get and list return them, delivery uses them, and after rotate-data
+    they are sealed with the new key and still read once the old one is gone."""
+    receiver.fail = 0
+    secret = uuid.uuid4().hex
+    url, token = f"{receiver.url}?ward={secret}", f"tok-{secret}"
+    config = {"id": "sealed", "url": url, "token": token}
+    async with make_app(**PUSH_SETTINGS, encryption_keys=OLD_ONLY) as gw:
+        gw.headers.update(auth("alice"))
+        body = {"message": message("hi"), "configuration": {"pushNotificationConfig": config}}
+        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+        tasks = UserKeys.of("t1", "alice").context(task["contextId"]).tasks
+        stored = await redis.hget(tasks, f"{task['id']}:pn:sealed")
+        assert stored is not None and orjson.loads(stored)["t"] == "t1"
+        raw = b"".join(v for v in (await redis.hgetall(tasks)).values())
+        assert secret.encode() not in raw and b"127.0.0.1" not in raw
+        got = await rpc(
+            gw,
+            "tasks/pushNotificationConfig/get",
+            {"id": task["id"], "pushNotificationConfigId": "sealed"},
+        )
+        assert got["result"]["pushNotificationConfig"] == config
+        (first, *_) = await until(lambda: receiver.accepted, what="a delivery")
+        assert first.headers["x-a2a-notification-token"] == token
+    figures = await Rotation(redis, Sealer(Keyring.parse(TEST_KEYRING))).run()
+    assert figures.resealed >= 1 and figures.unreadable == 0, figures
+    resealed = orjson.loads(await redis.hget(tasks, f"{task['id']}:pn:sealed"))
+    assert key_id_of(resealed["x"].encode()) == "k0" and secret not in str(resealed)
+    async with make_app(**PUSH_SETTINGS, encryption_keys=NEW_ONLY) as gw:
+        gw.headers.update(auth("alice"))
+        listed = await rpc(gw, "tasks/pushNotificationConfig/list", {"id": task["id"]})
+        assert listed["result"][0]["pushNotificationConfig"] == config

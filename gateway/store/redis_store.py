@@ -27,6 +27,7 @@ from gateway.errors import (
 )
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
+from gateway.store.push_records import seal_config
 from gateway.store.records import (
     assemble_task,
     iso_from_ms,
@@ -299,7 +300,7 @@ class Store:
                 + ("e" if w.embed else "")
                 + _POLICY_FLAGS[w.policy],
                 ",".join(str(q) for q in w.quotas),
-                w.push_config_json,
+                seal_config(self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json),
                 *w.reference_ids,
             ],
         )
