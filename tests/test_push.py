@@ -17,10 +17,11 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.store.jobs import JobStore
-from gateway.store.keys import PUSH, PUSH_DEAD, PUSH_GROUP, UserKeys
+from gateway.store.keys import CONTEXT_KEY_COUNT, PUSH, PUSH_DEAD, PUSH_GROUP, UserKeys
+from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
-from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, auth, message
+from tests.conftest import API_KEYS, CLUSTER, TEST_KEYRING, AppFactory, auth, message
 from tests.waiting import stays, until
 from tests.webhook_receiver import Delivery, WebhookReceiver
 
@@ -395,3 +396,48 @@ async def test_configs_are_sealed_at_rest_and_rotate_data_reseals_them(
         gw.headers.update(auth("alice"))
         listed = await rpc(gw, "tasks/pushNotificationConfig/list", {"id": task["id"]})
         assert listed["result"][0]["pushNotificationConfig"] == config
+
+
+@pytest.mark.skipif(not CLUSTER, reason="only a Redis Cluster queues deliveries in two steps")
+async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """A Redis Cluster: a process that ran a change's script (its deliveries wait in the
+    context's slot) and died before its second step loses no event: maintenance moves it to
+    the push stream and the webhook gets it, under the next event id."""
+    receiver.fail = 0
+    async with make_app(**PUSH_SETTINGS, job_lease_seconds=1.0) as gw:
+        gw.headers.update(auth("alice"))
+        body = {
+            "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
+            "configuration": {"pushNotificationConfig": {"url": receiver.url}},
+        }
+        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+        tid, cid = task["id"], task["contextId"]
+        assert task["status"]["state"] == "input-required"
+        await until(
+            lambda: [d for d in receiver.accepted if d.json()["status"]["state"] != "submitted"],
+            what="the input-required event at the webhook",
+        )
+        last = max(int(e.rsplit(".", 1)[1]) for e in receiver.unique())
+        # The dying process: the cancel script runs, its second step never does.
+        ck = UserKeys.of("t1", "alice").context(cid)
+        store = Store(redis, 3600, cluster=True)
+        status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
+        reply = await store.scripts.cancel(
+            keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
+        )
+        assert reply == [b"ok", b"push"]
+        assert await redis.zcard(f"{ck.meta}:push") == 1
+        canceled = await until(
+            lambda: receiver.unique().get(f"{tid}.{last + 1}"),
+            what="the stranded event delivered",
+        )
+        assert canceled.json()["status"]["state"] == "canceled"
+        await until(
+            lambda: _gone(redis, f"{ck.meta}:push"), what="the context's pending deliveries"
+        )
+
+
+async def _gone(redis: Redis, key: str) -> bool:
+    return not await redis.exists(key)
