@@ -370,27 +370,27 @@ async def test_configs_are_sealed_at_rest_and_rotate_data_reseals_them(
     receiver.fail = 0
     secret = uuid.uuid4().hex
     url, token = f"{receiver.url}?ward={secret}", f"tok-{secret}"
-    config = {"id": "sealed", "url": url, "token": token}
+    config = {"id": "a", "url": url, "token": token}  # its field ends like artifacts' (':a')
     async with make_app(**PUSH_SETTINGS, encryption_keys=OLD_ONLY) as gw:
         gw.headers.update(auth("alice"))
         body = {"message": message("hi"), "configuration": {"pushNotificationConfig": config}}
         task = (await gw.post("/v1/message:send", json=body)).json()["task"]
         tasks = UserKeys.of("t1", "alice").context(task["contextId"]).tasks
-        stored = await redis.hget(tasks, f"{task['id']}:pn:sealed")
+        stored = await redis.hget(tasks, f"{task['id']}:pn:a")
         assert stored is not None and orjson.loads(stored)["t"] == "t1"
         raw = b"".join(v for v in (await redis.hgetall(tasks)).values())
         assert secret.encode() not in raw and b"127.0.0.1" not in raw
         got = await rpc(
             gw,
             "tasks/pushNotificationConfig/get",
-            {"id": task["id"], "pushNotificationConfigId": "sealed"},
+            {"id": task["id"], "pushNotificationConfigId": "a"},
         )
         assert got["result"]["pushNotificationConfig"] == config
         (first, *_) = await until(lambda: receiver.accepted, what="a delivery")
         assert first.headers["x-a2a-notification-token"] == token
     figures = await Rotation(redis, Sealer(Keyring.parse(TEST_KEYRING))).run()
     assert figures.resealed >= 1 and figures.unreadable == 0, figures
-    resealed = orjson.loads(await redis.hget(tasks, f"{task['id']}:pn:sealed"))
+    resealed = orjson.loads(await redis.hget(tasks, f"{task['id']}:pn:a"))
     assert key_id_of(resealed["x"].encode()) == "k0" and secret not in str(resealed)
     async with make_app(**PUSH_SETTINGS, encryption_keys=NEW_ONLY) as gw:
         gw.headers.update(auth("alice"))
@@ -441,3 +441,33 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
 
 async def _gone(redis: Redis, key: str) -> bool:
     return not await redis.exists(key)
+
+
+@pytest.mark.skipif(not CLUSTER, reason="only a Redis Cluster queues deliveries in two steps")
+async def test_a_scrub_deletes_deliveries_still_waiting_in_the_context(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """A Redis Cluster: deliveries a dying process left in the context's slot go with the
+    context's scrub, and never reach the webhook."""
+    receiver.fail = 0
+    async with make_app(**PUSH_SETTINGS) as gw:  # the default lease: the sweep waits 30 s
+        gw.headers.update(auth("alice"))
+        body = {
+            "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
+            "configuration": {"pushNotificationConfig": {"url": receiver.url}},
+        }
+        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+        tid, cid = task["id"], task["contextId"]
+        ck = UserKeys.of("t1", "alice").context(cid)
+        status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
+        reply = await Store(redis, 3600, cluster=True).scripts.cancel(
+            keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
+        )
+        assert reply == [b"ok", b"push"]
+        assert (await gw.delete(f"/v1/contexts/{cid}")).status_code == 204
+        assert not await redis.exists(f"{ck.meta}:push")
+        await stays(
+            lambda: all(d.json()["status"]["state"] != "canceled" for d in receiver.accepted),
+            1.0,
+            what="no delivery of the scrubbed event",
+        )
