@@ -99,7 +99,7 @@ def _stop_metrics_server(server: WSGIServer) -> None:
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     runtime = Runtime.build(settings, extra_agents)
     push = None
-    if runtime.push_keys is not None:  # not on a Redis Cluster
+    if runtime.push_keys is not None:
         allowlist = runtime.allowlist
         push = PushService(
             runtime.store, PushStore(runtime.store), allowlist, settings.push_artifacts

@@ -110,7 +110,7 @@ class Runtime:
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
     cortadel: Cortadel | None = None
     outbox: Outbox | None = None
-    # Push notifications (None on a Redis Cluster, where the scripts cannot queue them).
+    # Push notifications (the deliverer is None in a process without workers).
     push_keys: SigningKeys | None = None
     pusher: PushDeliverer | None = None
     push_http: httpx.AsyncClient | None = None
@@ -228,23 +228,23 @@ class Runtime:
                 ),
             )
         push_jobs = job_store(PUSH, PUSH_GROUP, PUSH_DEAD)
-        push_keys = pusher = push_http = None
-        if not target.cluster:
-            store.push_artifacts = settings.push_artifacts
-            issuer = settings.public_url or "gateway"
-            push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
-            # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
-            # would reconnect for most requests).
-            push_http = guarded_client(
-                allowlist,
-                httpx,
-                timeout=settings.push_timeout_seconds,
-                limits=httpx.Limits(
-                    max_connections=settings.push_concurrency,
-                    max_keepalive_connections=settings.push_concurrency,
-                ),
-            )
-        if push_keys is not None and push_http is not None and settings.workers:
+        pusher = None
+        store.push_artifacts = settings.push_artifacts
+        store.push_lease_ms = int(settings.job_lease_seconds * 1000)
+        issuer = settings.public_url or "gateway"
+        push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
+        # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
+        # would reconnect for most requests).
+        push_http = guarded_client(
+            allowlist,
+            httpx,
+            timeout=settings.push_timeout_seconds,
+            limits=httpx.Limits(
+                max_connections=settings.push_concurrency,
+                max_keepalive_connections=settings.push_concurrency,
+            ),
+        )
+        if settings.workers:
             pusher = PushDeliverer(
                 store,
                 push_jobs,
@@ -264,7 +264,7 @@ class Runtime:
             executor,
             embeds=embeds,
             outbox=outbox_jobs if cortadel is not None else None,
-            push=push_jobs if push_keys is not None else None,
+            push=push_jobs,
             swept=[outbox_jobs] if cortadel is None else [],
             lease_seconds=settings.job_lease_seconds,
             max_attempts=settings.job_max_attempts,

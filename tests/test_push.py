@@ -5,6 +5,7 @@ dedupe; a scrub stops them; a URL the allowlist refuses is refused when set."""
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,11 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.store.jobs import JobStore
-from gateway.store.keys import PUSH, PUSH_DEAD, PUSH_GROUP
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from gateway.store.keys import CONTEXT_KEY_COUNT, PUSH, PUSH_DEAD, PUSH_GROUP, UserKeys
+from gateway.store.redis_store import Store
+from gateway.store.rotation import Rotation
+from gateway.store.sealing import Keyring, Sealer, key_id_of
+from tests.conftest import API_KEYS, CLUSTER, TEST_KEYRING, AppFactory, auth, message
 from tests.waiting import stays, until
 from tests.webhook_receiver import Delivery, WebhookReceiver
 
@@ -28,6 +32,8 @@ PUSH_SETTINGS: dict[str, Any] = {
     "push_backoff_max_seconds": 0.2,
 }
 REFUSED_URL = "http://10.11.12.13:9/hook"
+OLD_ONLY = orjson.dumps({"k9": orjson.loads(TEST_KEYRING)["k9"]}).decode()
+NEW_ONLY = orjson.dumps({"k0": orjson.loads(TEST_KEYRING)["k0"]}).decode()
 
 
 @pytest.fixture
@@ -353,3 +359,115 @@ async def test_the_allowlist_is_checked_again_at_delivery(
         dead = await redis.xrange(PUSH_DEAD)
         assert b"no longer allowed" in dead[0][1][b"reason"]
         assert receiver.attempts == 0
+
+
+async def test_configs_are_sealed_at_rest_and_rotate_data_reseals_them(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """With encryption on, Redis holds neither a config's URL nor its token (only what the
+    scripts route by); get and list return them, delivery uses them, and after rotate-data
+    they are sealed with the new key and still read once the old one is gone."""
+    receiver.fail = 0
+    secret = uuid.uuid4().hex
+    url, token = f"{receiver.url}?ward={secret}", f"tok-{secret}"
+    config = {"id": "a", "url": url, "token": token}  # its field ends like artifacts' (':a')
+    async with make_app(**PUSH_SETTINGS, encryption_keys=OLD_ONLY) as gw:
+        gw.headers.update(auth("alice"))
+        body = {"message": message("hi"), "configuration": {"pushNotificationConfig": config}}
+        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+        tasks = UserKeys.of("t1", "alice").context(task["contextId"]).tasks
+        stored = await redis.hget(tasks, f"{task['id']}:pn:a")
+        assert stored is not None and orjson.loads(stored)["t"] == "t1"
+        raw = b"".join(v for v in (await redis.hgetall(tasks)).values())
+        assert secret.encode() not in raw and b"127.0.0.1" not in raw
+        got = await rpc(
+            gw,
+            "tasks/pushNotificationConfig/get",
+            {"id": task["id"], "pushNotificationConfigId": "a"},
+        )
+        assert got["result"]["pushNotificationConfig"] == config
+        (first, *_) = await until(lambda: receiver.accepted, what="a delivery")
+        assert first.headers["x-a2a-notification-token"] == token
+    figures = await Rotation(redis, Sealer(Keyring.parse(TEST_KEYRING))).run()
+    assert figures.resealed >= 1 and figures.unreadable == 0, figures
+    resealed = orjson.loads(await redis.hget(tasks, f"{task['id']}:pn:a"))
+    assert key_id_of(resealed["x"].encode()) == "k0" and secret not in str(resealed)
+    async with make_app(**PUSH_SETTINGS, encryption_keys=NEW_ONLY) as gw:
+        gw.headers.update(auth("alice"))
+        listed = await rpc(gw, "tasks/pushNotificationConfig/list", {"id": task["id"]})
+        assert listed["result"][0]["pushNotificationConfig"] == config
+
+
+@pytest.mark.skipif(not CLUSTER, reason="only a Redis Cluster queues deliveries in two steps")
+async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """A Redis Cluster: a process that ran a change's script (its deliveries wait in the
+    context's slot) and died before its second step loses no event: maintenance moves it to
+    the push stream and the webhook gets it, under the next event id."""
+    receiver.fail = 0
+    async with make_app(**PUSH_SETTINGS, job_lease_seconds=1.0) as gw:
+        gw.headers.update(auth("alice"))
+        body = {
+            "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
+            "configuration": {"pushNotificationConfig": {"url": receiver.url}},
+        }
+        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+        tid, cid = task["id"], task["contextId"]
+        assert task["status"]["state"] == "input-required"
+        await until(
+            lambda: [d for d in receiver.accepted if d.json()["status"]["state"] != "submitted"],
+            what="the input-required event at the webhook",
+        )
+        last = max(int(e.rsplit(".", 1)[1]) for e in receiver.unique())
+        # The dying process: the cancel script runs, its second step never does.
+        ck = UserKeys.of("t1", "alice").context(cid)
+        store = Store(redis, 3600, cluster=True)
+        status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
+        reply = await store.scripts.cancel(
+            keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
+        )
+        assert reply == [b"ok", b"push"]
+        assert await redis.zcard(f"{ck.meta}:push") == 1
+        canceled = await until(
+            lambda: receiver.unique().get(f"{tid}.{last + 1}"),
+            what="the stranded event delivered",
+        )
+        assert canceled.json()["status"]["state"] == "canceled"
+        await until(
+            lambda: _gone(redis, f"{ck.meta}:push"), what="the context's pending deliveries"
+        )
+
+
+async def _gone(redis: Redis, key: str) -> bool:
+    return not await redis.exists(key)
+
+
+@pytest.mark.skipif(not CLUSTER, reason="only a Redis Cluster queues deliveries in two steps")
+async def test_a_scrub_deletes_deliveries_still_waiting_in_the_context(
+    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+) -> None:
+    """A Redis Cluster: deliveries a dying process left in the context's slot go with the
+    context's scrub, and never reach the webhook."""
+    receiver.fail = 0
+    async with make_app(**PUSH_SETTINGS) as gw:  # the default lease: the sweep waits 30 s
+        gw.headers.update(auth("alice"))
+        body = {
+            "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
+            "configuration": {"pushNotificationConfig": {"url": receiver.url}},
+        }
+        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+        tid, cid = task["id"], task["contextId"]
+        ck = UserKeys.of("t1", "alice").context(cid)
+        status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
+        reply = await Store(redis, 3600, cluster=True).scripts.cancel(
+            keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
+        )
+        assert reply == [b"ok", b"push"]
+        assert (await gw.delete(f"/v1/contexts/{cid}")).status_code == 204
+        assert not await redis.exists(f"{ck.meta}:push")
+        await stays(
+            lambda: all(d.json()["status"]["state"] != "canceled" for d in receiver.accepted),
+            1.0,
+            what="no delivery of the scrubbed event",
+        )

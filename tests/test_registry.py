@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from gateway.outbound import Allowlist, OutboundRefused
 from tests.a2a_schema import assert_a2a
-from tests.conftest import API_KEYS, CLUSTER, AppFactory, auth, message
+from tests.conftest import API_KEYS, AppFactory, auth, message
 from tests.waiting import until
 
 SECRET = "sk-very-secret-value-123"
@@ -127,7 +127,7 @@ async def test_cards_are_generated_and_valid(gw: httpx.AsyncClient) -> None:
         assert card["url"] == f"http://gw/agents/{agent_id}"
         assert card["capabilities"] == {
             "streaming": True,
-            "pushNotifications": not CLUSTER,  # not offered on a Redis Cluster
+            "pushNotifications": True,
             "stateTransitionHistory": False,
         }
         assert "bearer" in card["securitySchemes"] and card["version"] == "1"

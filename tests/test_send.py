@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import CLUSTER, Send, message
+from tests.conftest import Send, message
 from tests.waiting import until
 
 
@@ -246,10 +246,6 @@ async def test_role_must_be_user(send: Send) -> None:
 
 async def test_a_push_config_to_a_host_not_allowed_is_refused(send: Send) -> None:
     r = await send("x", configuration={"pushNotificationConfig": {"url": "https://x"}})
-    if CLUSTER:  # push notifications are not offered on a Redis Cluster
-        assert r.status_code == 501
-        assert r.json()["error"] == "PushNotificationNotSupportedError"
-        return
     assert r.status_code == 400
     assert r.json()["error"] == "InvalidParamsError"
     assert r.json()["data"]["errors"][0]["field"] == "configuration.pushNotificationConfig.url"

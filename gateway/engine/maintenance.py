@@ -9,7 +9,9 @@ retention, consumers of processes that died) run only in the process holding the
 a Redis key that expires within three reclaim intervals unless its holder renews it
 (which it does on every interval, and gives up when it stops). Each job is idempotent,
 so a change of leader mid-way is harmless. Queue figures are read by every process, so
-each replica's /metrics reports them.
+each replica's /metrics reports them. On a Redis Cluster the leader also moves webhook
+deliveries left in their context's slot by a process that died between a write and its
+second step (``Store.sweep_pushes``), every lease.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Maintenance:
         self._store, self._executor = store, executor
         self._jobs, self._embeds, self._outbox = jobs, embeds, outbox
         self._streams = [s for s in (jobs, embeds, outbox, push) if s is not None]
+        self._push = push
         # swept: streams no job of which is reclaimed here, tidied all the same
         self._swept = [*self._streams, *swept]
         self._lease_ms = int(lease_seconds * 1000)
@@ -82,6 +85,8 @@ class Maintenance:
         every(self._tick, seconds=self._reclaim_every)
         every(self.prune, seconds=self._prune_every)
         every(self.publish_figures, seconds=5)
+        if self._push is not None and self._store.cluster:
+            every(self.sweep_pushes, seconds=self._lease_ms / 1000)
         self._scheduler.start()
 
     async def stop(self) -> None:
@@ -157,6 +162,17 @@ class Maintenance:
         try:
             return await self._store.prune_indexes()
         except GatewayError:
+            return 0
+
+    async def sweep_pushes(self) -> int:
+        """Cluster mode: move deliveries stranded in their context's slot to the push
+        stream (returns how many; 0 unless this process leads)."""
+        if not await self._leading():
+            return 0
+        try:
+            return await self._store.sweep_pushes()
+        except GatewayError:
+            log.warning("push sweep interrupted: store unavailable")
             return 0
 
     async def publish_figures(self) -> None:

@@ -69,7 +69,7 @@ def agent_card(
         "skills": [s.to_json() for s in agent.skills],
         "supportsAuthenticatedExtendedCard": False,
     }
-    # Push notifications: offered unless the store is a Redis Cluster (gateway/push).
+    # Push notifications (gateway/push): offered when the app serves their configs.
     card["capabilities"]["pushNotifications"] = push
     if authenticated:
         card["securitySchemes"] = _SECURITY_SCHEMES

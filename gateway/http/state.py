@@ -33,4 +33,4 @@ class AppState:
     streams: StreamService
     keys: KeyService | None = None
     audit: AuditService | None = None
-    push: PushService | None = None  # None: push notifications are not offered (cluster)
+    push: PushService | None = None  # None: push notifications are not offered

@@ -28,6 +28,8 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:mids``                hash    messageId -> "<tid>|<digest>" (idempotency)
 ``gw:{u}:c:<cid>:ev:<tid>``            stream  the task's events for stream readers, written by the
                                                context scripts (see ``event_log.py``)
+``gw:{u}:c:<cid>:push``                zset    Redis Cluster: webhook deliveries a script queued,
+                                               until the store moves them to ``gw:{jobs}:push``
 ``gw:{u}:c:<cid>:vec``                 string  float32 vectors of embedded user messages, appended
                                                (sealed: length-prefixed frames of such rows)
 ``gw:{u}:c:<cid>:vix``                 string  uint32 message seq of each vector, appended

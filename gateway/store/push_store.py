@@ -1,13 +1,15 @@
 """Push configs in Redis: fields of their task in the context's tasks hash (``<tid>:pn``
 lists the ids, ``<tid>:pn:<id>`` holds each config), so they expire and are scrubbed with
-their context and cost no key of their own. Deliveries are queued by the scripts that
-change a task (``notify`` in ``scripts.py``), never here."""
+their context and cost no key of their own. A config's URL, token and credentials are sealed
+here on their way in and opened on their way out (``push_records.py``). Deliveries are
+queued by the scripts that change a task (``notify`` in ``scripts.py``), never here."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.store.keys import UserKeys
+from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
@@ -31,15 +33,16 @@ class PushStore:
         most: int,
     ) -> str:
         """Set (``config_json``) or delete (``b""``) one config: 'ok', 'notask' or 'full'."""
+        sealed = seal_config(self._store.sealer, keys.prefix, context_id, task_id, config_json)
         reply = await self._store.scripts.push_config(
             keys=self._store._keys(keys, context_id),
-            args=[task_id, config_id, config_json, self._store.ttl_ms, most],
+            args=[task_id, config_id, sealed, self._store.ttl_ms, most],
         )
         return _text(reply[0])
 
     @_translated
     async def read(self, keys: UserKeys, context_id: str, task_id: str) -> dict[str, bytes] | None:
-        """The task's configs by id, or None when there is no such task."""
+        """The task's configs by id (clear JSON), or None when there is no such task."""
         tasks = keys.context(context_id).tasks
         state, ids = await self._client.hmget(tasks, [f"{task_id}:st", f"{task_id}:pn"])
         if state is None:
@@ -47,10 +50,19 @@ class PushStore:
         names = [i for i in _text(ids).split(",") if i] if ids else []
         if not names:
             return {}
-        raw = await self._client.hmget(tasks, [f"{task_id}:pn:{i}" for i in names])
-        return {i: r for i, r in zip(names, raw, strict=True) if r is not None}
+        raw = await self._client.hmget(tasks, [config_field(task_id, i) for i in names])
+        return {
+            i: self._open(keys, context_id, task_id, r)
+            for i, r in zip(names, raw, strict=True)
+            if r is not None
+        }
 
     @_translated
     async def one(self, keys: UserKeys, context_id: str, task_id: str, config_id: str) -> Any:
-        """One config's JSON (None when the task, its context or the config is gone)."""
-        return await self._client.hget(keys.context(context_id).tasks, f"{task_id}:pn:{config_id}")
+        """One config's clear JSON (None when the task, its context or the config is gone)."""
+        tasks = keys.context(context_id).tasks
+        raw = await self._client.hget(tasks, config_field(task_id, config_id))
+        return None if raw is None else self._open(keys, context_id, task_id, raw)
+
+    def _open(self, keys: UserKeys, context_id: str, task_id: str, raw: bytes) -> bytes:
+        return open_config(self._store.sealer, keys.prefix, context_id, task_id, raw)

@@ -26,7 +26,16 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.store.disk_rewrite import DiskRewrite
-from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, JOBS, JOBS_GROUP, OUTBOX, UserKeys
+from gateway.store.keys import (
+    CONTEXT_KEY_COUNT,
+    EMBEDS,
+    JOBS,
+    JOBS_GROUP,
+    OUTBOX,
+    PUSH,
+    UserKeys,
+)
+from gateway.store.push_records import seal_config
 from gateway.store.records import (
     assemble_task,
     iso_from_ms,
@@ -155,6 +164,9 @@ class Store:
         self.cluster = cluster
         # Webhooks get artifact updates (GATEWAY_PUSH_ARTIFACTS): updates name their artifacts.
         self.push_artifacts = False
+        # Cluster mode: a delivery taken to be moved to the push stream is taken again by
+        # another mover (maintenance) if it is still there this long after.
+        self.push_lease_ms = 30_000
         self.scripts = Scripts.register(client)
         self.sealer = sealer or Sealer(None)
         # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
@@ -262,6 +274,44 @@ class Store:
                 pipe.xdel(JOBS, entry)
                 await pipe.execute()
 
+    async def _moved_pushes(self, keys: UserKeys, context_id: str, flag: Any) -> None:
+        """Cluster mode's second step of a write whose script said 'push': its deliveries,
+        waiting in the context's slot, go to the push stream."""
+        if self.cluster and _text(flag) == "push":
+            await self.move_pushes(f"{keys.meta(context_id)}:push")
+
+    async def move_pushes(self, pending: str, *, stale_only: bool = False) -> int:
+        """Move the deliveries waiting in ``pending`` (a context's '<meta>:push') to the push
+        stream: each is taken (so no other mover takes it within ``push_lease_ms``), added to
+        the stream, then removed. A crash in between leaves it for the sweep (the event id
+        is in the delivery: a repeat reaches the webhook under the same id). ``stale_only``:
+        only those waiting (or taken) for longer than the lease. Returns how many moved."""
+        moved, batch = 0, 100
+        while True:
+            taken = await self.scripts.take_pushes(
+                keys=[pending],
+                args=[now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch],
+            )
+            if not taken:
+                return moved
+            async with self.client.pipeline(transaction=False) as pipe:
+                for job in taken:
+                    pipe.xadd(PUSH, {b"job": job})
+                await pipe.execute()
+            await self.client.zrem(pending, *taken)
+            moved += len(taken)
+            if len(taken) < batch:
+                return moved
+
+    @_translated
+    async def sweep_pushes(self) -> int:
+        """Cluster mode: move deliveries a process left in their context's slot (it died
+        between a write and its second step) to the push stream; returns how many."""
+        moved = 0
+        async for key in self.client.scan_iter(match="gw:{*}:c:*:push", count=500, _type="zset"):
+            moved += await self.move_pushes(_text(key), stale_only=True)
+        return moved
+
     @_translated
     async def ping(self) -> bool:
         return bool(await self.client.ping())
@@ -299,7 +349,7 @@ class Store:
                 + ("e" if w.embed else "")
                 + _POLICY_FLAGS[w.policy],
                 ",".join(str(q) for q in w.quotas),
-                w.push_config_json,
+                seal_config(self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json),
                 *w.reference_ids,
             ],
         )
@@ -331,6 +381,7 @@ class Store:
         inputs = self._run_inputs(keys, context_id, w.reference_ids, seq, reply[3], reply[4])
         entry, claimed_entry, raw, superseded = _text(reply[5]), _text(reply[6]), reply[7], reply[8]
         if self.cluster:
+            await self._moved_pushes(keys, context_id, reply[9] if len(reply) > 9 else "")
             await self._ack_job(_text(superseded))
             if w.queue_run:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
@@ -452,6 +503,7 @@ class Store:
                 next_run = (next_seq, next_job)
             else:  # a cluster: queue it before this run's job is acknowledged
                 await self._queue_job(keys, context_id, task_id, next_job, next_seq)
+        await self._moved_pushes(keys, context_id, reply[6])
         if finish:
             await self._ack_job(entry)
         artifacts_json = self._open_artifacts(keys, context_id, task_id, reply[1])
@@ -471,7 +523,11 @@ class Store:
                 self.ttl_ms,
             ],
         )
-        return _text(reply[0]), _text(reply[1]) if len(reply) > 1 else None
+        outcome = _text(reply[0])
+        if outcome == "ok":
+            await self._moved_pushes(keys, context_id, reply[1])
+            return outcome, None
+        return outcome, _text(reply[1]) if len(reply) > 1 else None
 
     @_translated
     async def scrub(

@@ -1,7 +1,8 @@
 """`gateway encryption rotate-data`: re-seal stored content with the current key.
 
-Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each), their
-memory vectors and the registered agents' entries, and rewrites
+Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each; push configs
+are task fields, see ``push_records.py``), their memory vectors and the registered agents'
+entries, and rewrites
 every content value that is not already as a new write would be: sealed with the current
 key (values of older keys, and clear values written while encryption was off), or, with
 ``GATEWAY_ENCRYPTION=off``, clear. Each value is replaced only if it is unchanged since it
@@ -29,6 +30,7 @@ from gateway.errors import StoredDataUnreadableError
 from gateway.settings import Settings
 from gateway.store.agents_store import entry_aad
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
+from gateway.store.push_records import is_current, open_config, seal_config
 from gateway.store.records import text_of
 from gateway.store.scripts import Scripts
 from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
@@ -42,6 +44,7 @@ _MATCH = "gw:{*}:*"
 _HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
 _AGENT = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")  # a registered agent's entry (a string)
 _TASK_CONTENT = (":s", ":md", ":xmd", ":a")
+_PUSH_CONFIG = re.compile(r"^(.+):pn:[^:]+$")  # a task's push config (its URL, token sealed)
 
 # KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
 _SWAP = """
@@ -119,6 +122,11 @@ class Rotation:
         swaps: list[Any] = []
         for raw_field, value in page.items():
             field = text_of(raw_field)
+            push = _PUSH_CONFIG.match(field) if kind == "tasks" else None
+            if push is not None:  # before the suffixes: a config id may end like one
+                swap = self._push_swap(prefix, context_id, push.group(1), value, figures)
+                swaps += [raw_field, value, swap] if swap is not None else []
+                continue
             if kind == "msgs":
                 aad_field = "msg"
             elif field.endswith(_TASK_CONTENT):
@@ -135,6 +143,21 @@ class Rotation:
                 continue
             swaps += [raw_field, value, new]
         return swaps
+
+    def _push_swap(
+        self, prefix: str, context_id: str, task_id: str, value: bytes, figures: RotationFigures
+    ) -> bytes | None:
+        """A push config re-sealed as a write now would store it (None: already so, or its
+        sealed part does not open here)."""
+        figures.values += 1
+        if is_current(value, self.target or ""):
+            return None
+        try:
+            clear = open_config(self.sealer, prefix, context_id, task_id, value)
+        except StoredDataUnreadableError:
+            figures.unreadable += 1
+            return None
+        return seal_config(self.sealer, prefix, context_id, task_id, clear)
 
     async def _rotate_hash(self, key: str, figures: RotationFigures) -> None:
         match = _HASH.match(key)

@@ -93,13 +93,19 @@ local function emit_artifacts(tid, list, ttl)
 end
 """
 
-# Push notifications (``gateway/push``). The deliveries stream is the last key (absent on a
-# cluster, where tasks take no push configs). A task's webhooks are fields of the tasks hash:
+# Push notifications (``gateway/push``). The deliveries stream is the last key. On a cluster
+# it is in another slot, so a delivery waits in the context's own zset '<meta key>:push'
+# (member: the delivery's json; score: minus the ms it was queued, until a mover takes it,
+# then when it was taken) and the script returns 'push' where its reply says so: the store
+# then moves it to the stream (``Store.move_pushes``), or maintenance does after a crash
+# between the two steps. A task's webhooks are fields of the tasks hash:
 # `<tid>:pn` lists their ids ('a,b'), `<tid>:pn:<id>` holds each config (JSON, with the
 # principal's `t`/`u` and `a` when it wants artifact updates); `<tid>:pe` counts the task's
 # events, so each has a stable id (`<tid>.<n>`) a receiver can dedupe on.
 _PRELUDE += """
 local PUSH = JOBS and KEYS[#KEYS]
+local PUSH_PENDING = KEYS[4] .. ':push'
+local PUSHED = ''  -- 'push': deliveries wait in PUSH_PENDING for the store to move them
 -- Whether the task may take the config `id` (it has it, or fewer than `max`).
 local function push_room(tid, id, max)
   local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
@@ -120,8 +126,7 @@ local function push_set(tid, id, config)
 end
 -- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': the
 -- artifact `aid` was added) to each of its webhooks, in the write that made the change.
-local function notify(cid, tid, kind, state, now, aid)
-  if not PUSH then return end
+local function notify(cid, tid, kind, state, now, ttl, aid)
   local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
   if not ids then return end
   local wanted = {}
@@ -132,8 +137,14 @@ local function notify(cid, tid, kind, state, now, aid)
   if #wanted == 0 then return end
   local n = redis.call('HINCRBY', KEYS[6], tid .. ':pe', 1)
   for _, w in ipairs(wanted) do
-    redis.call('XADD', PUSH, '*', 'job', cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid,
-      p = w[1], n = n, e = kind, s = state, i = aid or '', q = tonumber(now)}))
+    local job = cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid, p = w[1], n = n,
+      e = kind, s = state, i = aid or '', q = tonumber(now)})
+    if PUSH then redis.call('XADD', PUSH, '*', 'job', job)
+    else redis.call('ZADD', PUSH_PENDING, -tonumber(now), job) end
+  end
+  if not PUSH then
+    redis.call('PEXPIRE', PUSH_PENDING, ttl)
+    PUSHED = 'push'
   end
 end
 """
@@ -150,7 +161,8 @@ end
 # 'i' interrupt (the run is superseded: fenced off, its job dropped, and earlier messages
 # count as run).
 # Returns {'ok', tid, seq, message, referenced, entry, claimed entry, its fields,
-# superseded entry} (so the run needs no second read; '' where there is none), {'wait', tid,
+# superseded entry[, 'push' or '' on a cluster: see notify]} (so the run needs no second
+# read; '' where there is none), {'wait', tid,
 # seq} (stored; runs after the runs before it), {'dup', tid, digest, seq}, or a refusal.
 _SEND = (
     _PRELUDE
@@ -243,7 +255,7 @@ else
   redis.call('HINCRBY', KEYS[4], 'tasks', 1)
 end
 if push then push_set(tid, push.id, ARGV[17]) end
-if not waits then notify(cid, tid, 's', 'submitted', now) end
+if not waits then notify(cid, tid, 's', 'submitted', now, ttl) end
 redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
@@ -273,14 +285,16 @@ local msg, referenced = run_inputs(seq, 18)
 if flag('l') then
   redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
   fence(tid, 'local/' .. seq)
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded}
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
-if not flag('r') then return {'ok', tid, seq, msg, referenced, '', '', {}, superseded} end
+if not flag('r') then
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
+end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
   redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. seq)
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded}
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
 local entry = redis.call('XADD', JOBS, '*', 'job', ARGV[13], 'seq', seq)
 redis.call('HSET', KEYS[6], tid .. ':job', entry)
@@ -313,7 +327,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
 # Returns {'ok', artifacts json array, 'store' or '', '1' when the next run was queued or '',
-# next job json, next seq} ('' for the last two unless the caller queues that run itself),
+# next job json, next seq, 'push' or ''} ('' for next job and seq unless the caller queues
+# that run itself; 'push' on a cluster when deliveries wait to be moved),
 # {'skipped'} (state not as required), {'fenced'} (another attempt owns the run),
 # {'moot'} (the message already counts as run), {'terminal'} or {'gone'}. Terminal tasks take
 # no writes: a late result after a cancel is dropped. A finishing write records the run as
@@ -348,8 +363,10 @@ if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
 end
 local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-if (ARGV[20] or '') ~= '' and PUSH and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
-  for aid in string.gmatch(ARGV[20], '[^\\n]+') do notify(cid, tid, 'a', '', ARGV[7], aid) end
+if (ARGV[20] or '') ~= '' and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
+  for aid in string.gmatch(ARGV[20], '[^\\n]+') do
+    notify(cid, tid, 'a', '', ARGV[7], tonumber(ARGV[8]), aid)
+  end
 end
 if ARGV[5] ~= '' then
   if arts == '[]' then arts = '[' .. ARGV[5] .. ']'
@@ -406,8 +423,8 @@ end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
-if chained ~= '' then notify(cid, tid, 's', 'submitted', ARGV[7])
-elseif ARGV[3] ~= '' then notify(cid, tid, 's', ARGV[3], ARGV[7]) end
+if chained ~= '' then notify(cid, tid, 's', 'submitted', ARGV[7], tonumber(ARGV[8]))
+elseif ARGV[3] ~= '' then notify(cid, tid, 's', ARGV[3], ARGV[7], tonumber(ARGV[8])) end
 if chained ~= '' then
   emit(tid, 's', ARGV[17], tonumber(ARGV[8]), false)
   redis.call('PUBLISH', EVENTS .. tid, 'next|' .. ARGV[12])
@@ -417,11 +434,12 @@ elseif ARGV[3] ~= '' then
 elseif ARGV[18] ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. ARGV[12])
 end
-return {'ok', arts, store, chained, nextjob, nextseq}
+return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
 
 # ARGV: 1 cid 2 tid 3 status json 4 now ms 5 ttl ms
+# Returns {'ok', 'push' or ''} (see notify), {'notask'} or {'terminal', state}.
 # Messages waiting for the task's run are dropped with it (they stay in its history).
 _CANCEL = (
     _PRELUDE
@@ -435,12 +453,12 @@ redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
 emit(tid, 's', ARGV[3], tonumber(ARGV[5]), true)
 drop_waiting(tid)
 settled(tid)
-notify(cid, tid, 's', 'canceled', ARGV[4])
+notify(cid, tid, 's', 'canceled', ARGV[4], tonumber(ARGV[5]))
 redis.call('HSET', KEYS[4], 'updated', ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[4], cid)
 touch(tonumber(ARGV[5]))
 redis.call('PUBLISH', EVENTS .. tid, 'canceled')
-return {'ok'}
+return {'ok', PUSHED}
 """
 )
 
@@ -624,6 +642,7 @@ for i = 1, #tids do
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
            KEYS[12], KEYS[13])
+redis.call('DEL', PUSH_PENDING)  -- deliveries a cluster had not moved to the stream yet
 redis.call('ZREM', KEYS[1], cid)
 for i = 1, #forget do receipt[#receipt + 1] = forget[i] end
 return receipt
@@ -715,6 +734,21 @@ return {'ok'}
 )
 
 
+# KEYS: 1 a context's pending deliveries ('<meta key>:push', cluster mode). ARGV: 1 now ms
+# 2 lease ms 3 'all' (the writer's second step: every delivery not taken) or 'stale' (the
+# sweep: only those queued or taken more than a lease ago) 4 most to take.
+# Takes deliveries to move to the stream: each is marked taken now, so no other mover takes
+# it within the lease; one whose mover died is taken again after it. Returns their json.
+_TAKE_PUSHES = """
+local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+local low = '-inf'
+if ARGV[3] == 'stale' then low = lease - now end
+local taken = redis.call('ZRANGEBYSCORE', KEYS[1], low, now - lease, 'LIMIT', 0, tonumber(ARGV[4]))
+for _, job in ipairs(taken) do redis.call('ZADD', KEYS[1], 'XX', now, job) end
+return taken
+"""
+
+
 # Rate limits (GCRA). KEYS: the limits a request counts against (a principal's and its
 # tenant's share one slot; or a client address's failed authentications). ARGV: per key, its
 # emission interval and its tolerance (the window), in ms. A key holds the theoretical
@@ -790,6 +824,7 @@ class Scripts:
     use_api_key: AsyncScript
     snapshot: AsyncScript
     push_config: AsyncScript
+    take_pushes: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -809,4 +844,5 @@ class Scripts:
             use_api_key=client.register_script(_USE_API_KEY),
             snapshot=client.register_script(_SNAPSHOT),
             push_config=client.register_script(_PUSH_CONFIG),
+            take_pushes=client.register_script(_TAKE_PUSHES),
         )
