@@ -17,7 +17,14 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.store.jobs import JobStore
-from gateway.store.keys import CONTEXT_KEY_COUNT, PUSH, PUSH_DEAD, PUSH_GROUP, UserKeys
+from gateway.store.keys import (
+    CONTEXT_KEY_COUNT,
+    PUSH,
+    PUSH_CONTEXTS,
+    PUSH_DEAD,
+    PUSH_GROUP,
+    UserKeys,
+)
 from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
@@ -416,7 +423,9 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
         tid, cid = task["id"], task["contextId"]
         assert task["status"]["state"] == "input-required"
         await until(
-            lambda: [d for d in receiver.accepted if d.json()["status"]["state"] != "submitted"],
+            lambda: [
+                d for d in receiver.accepted if d.json()["status"]["state"] == "input-required"
+            ],
             what="the input-required event at the webhook",
         )
         last = max(int(e.rsplit(".", 1)[1]) for e in receiver.unique())
@@ -429,6 +438,8 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
         )
         assert reply == [b"ok", b"push"]
         assert await redis.zcard(f"{ck.meta}:push") == 1
+        # maintenance finds it through the contexts noted when the webhook was set
+        assert await redis.zscore(PUSH_CONTEXTS, f"{ck.meta}:push") is not None
         canceled = await until(
             lambda: receiver.unique().get(f"{tid}.{last + 1}"),
             what="the stranded event delivered",

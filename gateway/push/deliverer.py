@@ -33,7 +33,7 @@ import httpx
 
 from gateway import metrics
 from gateway.backoff import Backoff
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, StoredDataUnreadableError
 from gateway.outbound import OutboundRefused
 from gateway.push.configs import PushConfig
 from gateway.push.events import PushJob, payload
@@ -196,10 +196,13 @@ class PushDeliverer(StreamWorker):
         """One try: (True delivered, False to retry, None when there is nothing to
         deliver; the webhook's origin)."""
         keys = UserKeys.of(job.tenant, job.user)
-        raw, task = await asyncio.gather(
-            self._configs.one(keys, job.context_id, job.task_id, job.config_id),
-            self._store.read_task(keys, job.context_id, job.task_id, 0),
-        )
+        try:
+            raw, task = await asyncio.gather(
+                self._configs.one(keys, job.context_id, job.task_id, job.config_id),
+                self._store.read_task(keys, job.context_id, job.task_id, 0),
+            )
+        except StoredDataUnreadableError as exc:  # its key is gone: no later attempt opens it
+            raise _GiveUp("stored data unreadable") from exc
         if raw is None or task is None:
             return None, ""
         config = PushConfig.from_stored(raw)

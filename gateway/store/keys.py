@@ -83,6 +83,7 @@ __all__ = [
     "OUTBOX_DEAD",
     "OUTBOX_GROUP",
     "PUSH",
+    "PUSH_CONTEXTS",
     "PUSH_DEAD",
     "PUSH_GROUP",
     "REWRITE_DUE",
@@ -107,6 +108,9 @@ OUTBOX_GROUP = "memorizers"
 # Push notification deliveries (ids only), queued by the scripts that change a task.
 PUSH = "gw:{jobs}:push"
 PUSH_DEAD = "gw:{jobs}:push:dead"
+# Cluster mode: the contexts whose tasks took a webhook (their '<meta>:push' sets), noted
+# before the config is written, so maintenance sweeps these rather than the keyspace.
+PUSH_CONTEXTS = "gw:{jobs}:push:contexts"
 PUSH_GROUP = "notifiers"
 # The key that signs webhook requests when no key files are configured (PEM), shared by
 # every replica.

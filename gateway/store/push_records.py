@@ -4,9 +4,10 @@ stay clear, the rest is sealed like any content (``sealing.py``).
 Clear, for the scripts (``notify`` decodes the record): ``id``, ``t`` and ``u`` (the
 principal), ``a`` (wants artifact updates) and ``v`` (the version the webhook gets). Sealed,
 in ``x`` (the text form of a sealed value): the URL, the token and the authentication
-(``{"url", "token", "auth"}``). The associated data binds them to the user, the context and
-the field (``<tid>:pn:<id>``). With encryption off (or for a config written before sealing)
-those fields are in the record itself, clear, and are read as they are.
+(``{"url", "token", "auth"}``). The associated data binds them to the user, the context, the
+field (``<tid>:pn:<id>``) and the routing facts beside them. With encryption off (or for a
+config written before sealing) those fields are in the record itself, clear, and are read as
+they are.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = ["config_field", "is_current", "open_config", "seal_config"]
 
 # What the scripts read; everything else in a config is sealed.
 _ROUTING = ("id", "t", "u", "a", "v")
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 def config_field(task_id: str, config_id: str) -> str:
@@ -28,8 +30,10 @@ def config_field(task_id: str, config_id: str) -> str:
     return f"{task_id}:pn:{config_id}"
 
 
-def _aad(prefix: str, context_id: str, task_id: str, config_id: str) -> bytes:
-    return context_of(prefix, context_id, config_field(task_id, config_id))
+def _aad(prefix: str, context_id: str, task_id: str, routing: dict[str, Any]) -> bytes:
+    """Binds the sealed part to its field and to the clear routing facts beside it."""
+    field = config_field(task_id, str(routing["id"]))
+    return context_of(prefix, context_id, field) + orjson.dumps(routing, option=_SORTED)
 
 
 def seal_config(sealer: Sealer, prefix: str, context_id: str, task_id: str, record: bytes) -> bytes:
@@ -40,7 +44,7 @@ def seal_config(sealer: Sealer, prefix: str, context_id: str, task_id: str, reco
     routing = {k: clear.pop(k) for k in _ROUTING if k in clear}
     if not clear:
         return orjson.dumps(routing)
-    aad = _aad(prefix, context_id, task_id, str(routing["id"]))
+    aad = _aad(prefix, context_id, task_id, routing)
     secret = sealer.seal_token(orjson.dumps(clear), aad).decode()
     return orjson.dumps({**routing, "x": secret})
 
@@ -52,7 +56,7 @@ def open_config(sealer: Sealer, prefix: str, context_id: str, task_id: str, stor
     secret = record.pop("x", None)
     if secret is None:
         return stored
-    aad = _aad(prefix, context_id, task_id, str(record["id"]))
+    aad = _aad(prefix, context_id, task_id, record)
     return orjson.dumps({**record, **orjson.loads(sealer.open_token(secret.encode(), aad))})
 
 

@@ -33,6 +33,8 @@ class PushStore:
         most: int,
     ) -> str:
         """Set (``config_json``) or delete (``b""``) one config: 'ok', 'notask' or 'full'."""
+        if config_json:
+            await self._store.note_push_context(keys, context_id)
         sealed = seal_config(self._store.sealer, keys.prefix, context_id, task_id, config_json)
         reply = await self._store.scripts.push_config(
             keys=self._store._keys(keys, context_id),

@@ -7,12 +7,14 @@ out (``sealing.py``): nothing above the store sees ciphertext, nothing below it 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.errors import (
@@ -33,6 +35,7 @@ from gateway.store.keys import (
     JOBS_GROUP,
     OUTBOX,
     PUSH,
+    PUSH_CONTEXTS,
     UserKeys,
 )
 from gateway.store.push_records import seal_config
@@ -57,6 +60,8 @@ __all__ = [
     "Store",
     "UpdateResult",
 ]
+
+log = logging.getLogger("gateway.store")
 
 _TASK_FIELDS = (":s", ":a", ":m", ":md", ":xmd")
 _POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
@@ -276,9 +281,22 @@ class Store:
 
     async def _moved_pushes(self, keys: UserKeys, context_id: str, flag: Any) -> None:
         """Cluster mode's second step of a write whose script said 'push': its deliveries,
-        waiting in the context's slot, go to the push stream."""
+        waiting in the context's slot, go to the push stream. Best effort: the write is
+        stored, so a failure here must not report it failed (a retried write would repeat
+        it); what is not moved now, maintenance's sweep moves after the lease."""
         if self.cluster and _text(flag) == "push":
-            await self.move_pushes(f"{keys.meta(context_id)}:push")
+            try:
+                await self.move_pushes(f"{keys.meta(context_id)}:push")
+            except RedisError as error:
+                log.warning("push deliveries left for the sweep: %s", type(error).__name__)
+
+    async def note_push_context(self, keys: UserKeys, context_id: str) -> None:
+        """Cluster mode, before a write that gives a task a webhook: list the context's
+        pending deliveries among those maintenance sweeps (in the jobs slot, so it cannot
+        be in the write's own step; noted first, it is never missing when needed)."""
+        if self.cluster:
+            pending = f"{keys.meta(context_id)}:push"
+            await self.client.zadd(PUSH_CONTEXTS, {pending: now_ms()}, nx=True)
 
     async def move_pushes(self, pending: str, *, stale_only: bool = False) -> int:
         """Move the deliveries waiting in ``pending`` (a context's '<meta>:push') to the push
@@ -308,8 +326,12 @@ class Store:
         """Cluster mode: move deliveries a process left in their context's slot (it died
         between a write and its second step) to the push stream; returns how many."""
         moved = 0
-        async for key in self.client.scan_iter(match="gw:{*}:c:*:push", count=500, _type="zset"):
-            moved += await self.move_pushes(_text(key), stale_only=True)
+        async for member, _ in self.client.zscan_iter(PUSH_CONTEXTS, count=500):
+            pending = _text(member)
+            moved += await self.move_pushes(pending, stale_only=True)
+            # A context whose meta key is gone is dead for good (ids are never reused).
+            if not await self.client.exists(pending.removesuffix(":push")):
+                await self.client.zrem(PUSH_CONTEXTS, pending)
         return moved
 
     @_translated
@@ -327,6 +349,8 @@ class Store:
     async def _send(
         self, keys: UserKeys, w: SendWrite, mode: str, context_id: str, stale: str
     ) -> SendResult:
+        if w.push_config_json:
+            await self.note_push_context(keys, context_id)
         reply = await self.scripts.send(
             keys=self._keys(keys, context_id),
             args=[
@@ -381,12 +405,12 @@ class Store:
         inputs = self._run_inputs(keys, context_id, w.reference_ids, seq, reply[3], reply[4])
         entry, claimed_entry, raw, superseded = _text(reply[5]), _text(reply[6]), reply[7], reply[8]
         if self.cluster:
-            await self._moved_pushes(keys, context_id, reply[9] if len(reply) > 9 else "")
             await self._ack_job(_text(superseded))
             if w.queue_run:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
             if w.embed:
                 await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
+            await self._moved_pushes(keys, context_id, reply[9] if len(reply) > 9 else "")
         claimed = None
         if claimed_entry:
             claimed = (claimed_entry, {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})

@@ -150,11 +150,12 @@ class Rotation:
         """A push config re-sealed as a write now would store it (None: already so, or its
         sealed part does not open here)."""
         figures.values += 1
-        if is_current(value, self.target or ""):
-            return None
         try:
+            if is_current(value, self.target or ""):
+                return None
             clear = open_config(self.sealer, prefix, context_id, task_id, value)
-        except StoredDataUnreadableError:
+        except (StoredDataUnreadableError, ValueError, KeyError, AttributeError):
+            # its key is gone, or the value is not a config record: left as it is
             figures.unreadable += 1
             return None
         return seal_config(self.sealer, prefix, context_id, task_id, clear)

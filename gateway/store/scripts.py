@@ -642,7 +642,9 @@ for i = 1, #tids do
 end
 redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
            KEYS[12], KEYS[13])
-redis.call('DEL', PUSH_PENDING)  -- deliveries a cluster had not moved to the stream yet
+-- deliveries a cluster had not moved to the stream yet (counted with the dropped jobs)
+receipt[5] = receipt[5] + redis.call('ZCARD', PUSH_PENDING)
+redis.call('DEL', PUSH_PENDING)
 redis.call('ZREM', KEYS[1], cid)
 for i = 1, #forget do receipt[#receipt + 1] = forget[i] end
 return receipt
