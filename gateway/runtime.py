@@ -252,6 +252,7 @@ class Runtime:
                 push_keys,
                 consumer=consumer_name(),
                 concurrency=settings.push_concurrency,
+                per_origin=settings.push_per_origin,
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 lease_seconds=settings.job_lease_seconds,
                 retry_seconds=settings.push_retry_seconds,

@@ -2,8 +2,9 @@
 
 Events come from ``gw:{jobs}:push`` (ids only), queued by the script that changed the task,
 in the same atomic step. Each is delivered on its own task: up to ``concurrency`` requests
-are under way per process, and events waiting for a retry hold no request slot, so one slow
-or dead webhook holds up no other — until a process holds ``HELD_PER_SLOT × concurrency``
+are under way per process, at most ``per_origin`` of them to one origin (``origins.py``),
+and events waiting for a retry hold no request slot, so one slow or dead webhook holds up
+no other — until a process holds ``HELD_PER_SLOT × concurrency``
 events (8,192 by default), when it stops reading until some are done. Their entries' leases
 are renewed together while they last, so a webhook that is down for hours neither loses its
 events nor lets maintenance requeue them. An event is acknowledged once the webhook answers
@@ -27,6 +28,7 @@ import contextlib
 import functools
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -37,6 +39,7 @@ from gateway.errors import GatewayError, StoredDataUnreadableError
 from gateway.outbound import OutboundRefused
 from gateway.push.configs import PushConfig
 from gateway.push.events import PushJob, payload
+from gateway.push.origins import OriginLimiter
 from gateway.push.signing import SigningKeys
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
@@ -50,6 +53,17 @@ log = logging.getLogger("gateway.push")
 
 _RETRYABLE = frozenset({408, 425, 429})
 HELD_PER_SLOT = 32  # events a process holds (most of them waiting to retry) per request slot
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    url: httpx.URL
+    body: bytes
+    headers: dict[str, Any]
+
+    @property
+    def origin(self) -> str:
+        return f"{self.url.scheme}://{self.url.host}:{self.url.port}"
 
 
 class _GiveUp(Exception):
@@ -68,6 +82,7 @@ class PushDeliverer(StreamWorker):
         *,
         consumer: str,
         concurrency: int,
+        per_origin: int,
         block_ms: int,
         lease_seconds: float,
         retry_seconds: float,
@@ -84,6 +99,7 @@ class PushDeliverer(StreamWorker):
         self._store, self._configs = store, PushStore(store)
         self._http, self._keys = http, keys
         self._slots = asyncio.Semaphore(concurrency)
+        self._origins = OriginLimiter(per_origin)
         self._held = HELD_PER_SLOT * concurrency
         self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -143,8 +159,7 @@ class PushDeliverer(StreamWorker):
         origin = ""
         while True:
             try:
-                async with self._slots:
-                    delivered, origin = await self._attempt(job)
+                delivered, origin = await self._attempt(job)
             except _GiveUp as exc:
                 await self._dead(entry, fields, str(exc))
                 return
@@ -194,7 +209,25 @@ class PushDeliverer(StreamWorker):
 
     async def _attempt(self, job: PushJob) -> tuple[bool | None, str]:
         """One try: (True delivered, False to retry, None when there is nothing to
-        deliver; the webhook's origin)."""
+        deliver; the webhook's origin). A request slot is held to read and to post, a place
+        at the webhook's origin to post; a request that waited for that place is prepared
+        again (the config, the task or the signature's time may have changed meanwhile)."""
+        async with self._slots:
+            request = await self._prepare(job)
+        if request is None:
+            return None, ""
+        async with self._origins.hold(request.origin) as waited:
+            if waited:
+                async with self._slots:
+                    request = await self._prepare(job)
+                if request is None:
+                    return None, ""
+            async with self._slots:
+                return await self._post(request), request.origin
+
+    async def _prepare(self, job: PushJob) -> _Request | None:
+        """The request for the event, from the config and the task as they stand (None:
+        either is gone, nothing to deliver)."""
         keys = UserKeys.of(job.tenant, job.user)
         try:
             raw, task = await asyncio.gather(
@@ -204,27 +237,30 @@ class PushDeliverer(StreamWorker):
         except StoredDataUnreadableError as exc:  # its key is gone: no later attempt opens it
             raise _GiveUp("stored data unreadable") from exc
         if raw is None or task is None:
-            return None, ""
+            return None
         config = PushConfig.from_stored(raw)
         body = payload(job, task, config.version)
         if body is None:
-            return None, ""
-        headers = self._headers(config, job, body)
-        url = httpx.URL(config.url)
-        origin = f"{url.scheme}://{url.host}:{url.port}"
+            return None
+        return _Request(httpx.URL(config.url), body, self._headers(config, job, body))
+
+    async def _post(self, request: _Request) -> bool:
+        """Whether the webhook took it (False: to retry); ``_GiveUp`` when not worth it."""
         try:
-            response = await self._http.post(url, content=body, headers=headers)
+            response = await self._http.post(
+                request.url, content=request.body, headers=request.headers
+            )
         except httpx.HTTPError as exc:
             if isinstance(exc.__cause__, OutboundRefused):
                 raise _GiveUp("the webhook URL is no longer allowed") from exc
             log.info("webhook unreachable", extra={"error": type(exc).__name__})
-            return False, origin
+            return False
         status = response.status_code
         if 200 <= status < 300:
-            return True, origin
+            return True
         if status in _RETRYABLE or status >= 500:
             log.info("webhook answered an error", extra={"status": status})
-            return False, origin
+            return False
         raise _GiveUp(f"the webhook answered {status}")
 
     def _headers(self, config: PushConfig, job: PushJob, body: bytes) -> dict[str, Any]:
