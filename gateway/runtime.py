@@ -234,7 +234,7 @@ class Runtime:
         issuer = settings.public_url or "gateway"
         push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
         # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
-        # would reconnect for most requests).
+        # would reconnect for most requests; the pool's limits go to the transport).
         push_http = guarded_client(
             allowlist,
             httpx,

@@ -3,6 +3,7 @@
 Events come from ``gw:{jobs}:push`` (ids only), queued by the script that changed the task,
 in the same atomic step. Each is delivered on its own task: up to ``concurrency`` requests
 are under way per process, at most ``per_origin`` of them to one origin (``origins.py``),
+acknowledgements made while one is under way go together (``acks.py``),
 and events waiting for a retry hold no request slot, so one slow or dead webhook holds up
 no other — until a process holds ``HELD_PER_SLOT × concurrency``
 events (8,192 by default), when it stops reading until some are done. Their entries' leases
@@ -37,6 +38,7 @@ from gateway import metrics
 from gateway.backoff import Backoff
 from gateway.errors import GatewayError, StoredDataUnreadableError
 from gateway.outbound import OutboundRefused
+from gateway.push.acks import Acks
 from gateway.push.configs import PushConfig
 from gateway.push.events import PushJob, payload
 from gateway.push.origins import OriginLimiter
@@ -100,6 +102,7 @@ class PushDeliverer(StreamWorker):
         self._http, self._keys = http, keys
         self._slots = asyncio.Semaphore(concurrency)
         self._origins = OriginLimiter(per_origin)
+        self._acks = Acks(jobs)
         self._held = HELD_PER_SLOT * concurrency
         self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -120,6 +123,7 @@ class PushDeliverer(StreamWorker):
             task.cancel()
         if self._inflight:
             await asyncio.wait(set(self._inflight.values()), timeout=5.0)
+        await self._acks.close()
         await super().stop()
 
     async def read(self) -> list[Entry]:
@@ -159,7 +163,7 @@ class PushDeliverer(StreamWorker):
         origin = ""
         while True:
             try:
-                delivered, origin = await self._attempt(job)
+                delivered, origin = await self._attempt(job, origin)
             except _GiveUp as exc:
                 await self._dead(entry, fields, str(exc))
                 return
@@ -188,13 +192,7 @@ class PushDeliverer(StreamWorker):
                 await asyncio.wait_for(recovery.wait(), backoff.next())
 
     async def _ack(self, entry: str) -> None:
-        backoff = Backoff(0.05, 2.0)
-        while True:
-            try:
-                await self._jobs.ack([entry])
-                return
-            except GatewayError:
-                await backoff.wait()
+        await self._acks.ack(entry)
 
     async def _dead(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
         metrics.PUSH_DELIVERIES.labels("dead").inc()
@@ -207,21 +205,26 @@ class PushDeliverer(StreamWorker):
             except GatewayError:
                 await backoff.wait()
 
-    async def _attempt(self, job: PushJob) -> tuple[bool | None, str]:
+    async def _attempt(self, job: PushJob, origin: str) -> tuple[bool | None, str]:
         """One try: (True delivered, False to retry, None when there is nothing to
-        deliver; the webhook's origin). A request slot is held to read and to post, a place
-        at the webhook's origin to post; a request that waited for that place is prepared
-        again (the config, the task or the signature's time may have changed meanwhile)."""
-        async with self._slots:
-            request = await self._prepare(job)
-        if request is None:
-            return None, ""
-        async with self._origins.hold(request.origin) as waited:
-            if waited:
+        deliver; the webhook's origin). The request is prepared (config and task read,
+        body signed) and posted holding a place at the webhook's ``origin`` — known from an
+        earlier try, else from a first preparation, done again if the place had to be waited
+        for (what it read, or the signature's time, may be stale by then). A request slot
+        is held only to read and to post, never while waiting for the origin."""
+        request = None
+        if not origin:
+            async with self._slots:
+                request = await self._prepare(job)
+            if request is None:
+                return None, ""
+            origin = request.origin
+        async with self._origins.hold(origin) as waited:
+            if request is None or waited:
                 async with self._slots:
                     request = await self._prepare(job)
                 if request is None:
-                    return None, ""
+                    return None, origin
             async with self._slots:
                 return await self._post(request), request.origin
 
