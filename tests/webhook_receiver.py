@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.http_double import ServedDouble
 class Delivery:
     headers: dict[str, str]
     body: bytes
+    at: float = 0.0  # when it was received (time.time())
 
     @property
     def event_id(self) -> str:
@@ -71,6 +73,6 @@ class WebhookReceiver(ServedDouble):
             self.holding -= 1
         if self.attempts <= self.fail or self.down:
             return Response(status_code=503)
-        self.accepted.append(Delivery(dict(request.headers), body))
+        self.accepted.append(Delivery(dict(request.headers), body, time.time()))
         headers = {"Location": "/elsewhere"} if 300 <= self.status < 400 else None
         return Response(status_code=self.status, headers=headers)
