@@ -55,6 +55,7 @@ log = logging.getLogger("gateway.push")
 
 _RETRYABLE = frozenset({408, 425, 429})
 HELD_PER_SLOT = 32  # events a process holds (most of them waiting to retry) per request slot
+STALE_SECONDS = 5.0  # a request prepared longer ago than this is prepared again before posting
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +210,9 @@ class PushDeliverer(StreamWorker):
         """One try: (True delivered, False to retry, None when there is nothing to
         deliver; the webhook's origin). The request is prepared (config and task read,
         body signed) and posted holding a place at the webhook's ``origin`` — known from an
-        earlier try, else from a first preparation, done again if the place had to be waited
-        for (what it read, or the signature's time, may be stale by then). A request slot
-        is held only to read and to post, never while waiting for the origin."""
+        earlier try, else from a first preparation, done again if the place took more than
+        ``STALE_SECONDS`` to get (what it read, or the signature's time, may be stale by
+        then). A request slot is held only to read and to post, never while waiting."""
         request = None
         if not origin:
             async with self._slots:
@@ -219,8 +220,9 @@ class PushDeliverer(StreamWorker):
             if request is None:
                 return None, ""
             origin = request.origin
-        async with self._origins.hold(origin) as waited:
-            if request is None or waited:
+        asked = time.monotonic()
+        async with self._origins.hold(origin):
+            if request is None or time.monotonic() - asked > STALE_SECONDS:
                 async with self._slots:
                     request = await self._prepare(job)
                 if request is None:

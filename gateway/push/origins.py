@@ -32,17 +32,15 @@ class OriginLimiter:
         self._gates: dict[str, _Gate] = {}
 
     @asynccontextmanager
-    async def hold(self, origin: str) -> AsyncIterator[bool]:
-        """A place for one request to ``origin``, for the block; yields whether it had to
-        wait for it (the caller may then want to refresh what it prepared)."""
+    async def hold(self, origin: str) -> AsyncIterator[None]:
+        """A place for one request to ``origin``, for the block."""
         gate = self._gates.get(origin)
         if gate is None:
             gate = self._gates[origin] = _Gate(asyncio.Semaphore(self.per_origin))
         gate.users += 1
         try:
-            waited = gate.slots.locked()
             async with gate.slots:
-                yield waited
+                yield
         finally:
             gate.users -= 1
             if gate.users == 0:
