@@ -36,8 +36,10 @@ __all__ = [
     "artifact_out",
     "jsonrpc_error_v1",
     "message_v1",
+    "read_v1_artifact",
     "read_v1_message",
     "read_v1_send",
+    "read_v1_status",
     "read_v1_task",
     "reason",
     "rpc_status",
@@ -334,25 +336,30 @@ def read_v1_send(body: Any) -> Any:
     return out
 
 
+def read_v1_artifact(artifact: dict[str, Any]) -> dict[str, Any]:
+    """A 1.0 Artifact (of a remote's answer) in the canonical spelling."""
+    return {**artifact, "parts": [_part_in(p) for p in artifact.get("parts") or ()]}
+
+
+def read_v1_status(status: dict[str, Any]) -> dict[str, Any]:
+    """A 1.0 TaskStatus (of a remote's answer) in the canonical spelling."""
+    out: dict[str, Any] = {"state": STATE_FROM_V1.get(status.get("state", ""), "unknown")}
+    if isinstance(status.get("message"), dict):
+        out["message"] = read_v1_message(status["message"])
+    if status.get("timestamp"):
+        out["timestamp"] = status["timestamp"]
+    return out
+
+
 def read_v1_task(task: dict[str, Any]) -> dict[str, Any]:
     """A 1.0 Task (a remote's answer) in the canonical spelling."""
-    status = task.get("status") or {}
-    out_status: dict[str, Any] = {"state": STATE_FROM_V1.get(status.get("state", ""), "unknown")}
-    if isinstance(status.get("message"), dict):
-        out_status["message"] = read_v1_message(status["message"])
-    if status.get("timestamp"):
-        out_status["timestamp"] = status["timestamp"]
     out: dict[str, Any] = {
         "id": task.get("id", ""),
         "contextId": task.get("contextId", ""),
         "kind": "task",
-        "status": out_status,
+        "status": read_v1_status(task.get("status") or {}),
     }
-    artifacts = []
-    for artifact in task.get("artifacts") or ():
-        if isinstance(artifact, dict):
-            parts = [_part_in(p) for p in artifact.get("parts") or ()]
-            artifacts.append({**artifact, "parts": parts})
+    artifacts = [read_v1_artifact(a) for a in task.get("artifacts") or () if isinstance(a, dict)]
     if artifacts:
         out["artifacts"] = artifacts
     if task.get("history"):

@@ -146,13 +146,18 @@ class Allowlist:
             ) from exc
 
 
-def guarded_client(allowlist: Allowlist, module: Any = httpx, **options: Any) -> Any:
+def guarded_client(
+    allowlist: Allowlist, module: Any = httpx, *, limits: Any = None, **options: Any
+) -> Any:
     """An async HTTP client (of ``module``: ``httpx``, or ``httpx2`` for the ``openai``
-    SDK) whose every request is checked against ``allowlist`` before it is sent."""
+    SDK) whose every request is checked against ``allowlist`` before it is sent. ``limits``
+    (the connection pool's) go to the transport: a client given a transport ignores its
+    own."""
 
     class GuardedTransport(module.AsyncBaseTransport):  # type: ignore[misc]
         def __init__(self) -> None:
-            self._inner = module.AsyncHTTPTransport()
+            pool = {"limits": limits} if limits is not None else {}
+            self._inner = module.AsyncHTTPTransport(**pool)
 
         async def handle_async_request(self, request: Any) -> Any:
             try:

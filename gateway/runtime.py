@@ -234,7 +234,7 @@ class Runtime:
         issuer = settings.public_url or "gateway"
         push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
         # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
-        # would reconnect for most requests).
+        # would reconnect for most requests; the pool's limits go to the transport).
         push_http = guarded_client(
             allowlist,
             httpx,
@@ -252,6 +252,7 @@ class Runtime:
                 push_keys,
                 consumer=consumer_name(),
                 concurrency=settings.push_concurrency,
+                per_origin=settings.push_per_origin,
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 lease_seconds=settings.job_lease_seconds,
                 retry_seconds=settings.push_retry_seconds,

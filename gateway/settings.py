@@ -141,7 +141,8 @@ class Settings(BaseSettings):
     trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
     # Push notifications (gateway/push): how long an event is retried before it is
     # dead-lettered, the first and the longest pause between attempts (doubling, with
-    # jitter), a request's timeout, deliveries in flight per process, the PEM files of the
+    # jitter), a request's timeout, deliveries in flight per process and per webhook
+    # origin (scheme, host, port: a slow webhook takes no more), the PEM files of the
     # keys that sign webhook requests (the first signs, all are published; none: one key is
     # generated and shared through Redis), and whether artifact updates are delivered too.
     push_retry_seconds: float = Field(default=86_400.0, gt=0)
@@ -149,6 +150,7 @@ class Settings(BaseSettings):
     push_backoff_max_seconds: float = Field(default=300.0, gt=0, le=86_400)
     push_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     push_concurrency: int = Field(default=64, ge=1, le=1_000)
+    push_per_origin: int = Field(default=8, ge=1, le=1_000)
     push_signing_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     push_artifacts: bool = False
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see options/longterm.py).

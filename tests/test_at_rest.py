@@ -24,6 +24,7 @@ from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
 from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, auth, message
 from tests.processes import ROOT, environment, serving, slow_process_test
+from tests.sse import collect, events, served_gateway
 from tests.waiting import until
 
 OLD_ONLY = orjson.dumps({"k9": orjson.loads(TEST_KEYRING)["k9"]}).decode()
@@ -231,6 +232,53 @@ async def test_rotation_with_two_keys(make_app: AppFactory, redis: Redis, redis_
         body = {"query": "vitals", "topK": 1}
         r = await c.post(f"/v1/contexts/{old['contextId']}:search", json=body)
         assert r.status_code == 200 and sentinel in r.text, r.text
+
+
+async def test_rotation_reseals_event_logs_and_the_artifact_being_streamed(
+    redis: Redis, redis_url: str
+) -> None:
+    text = f"SENTINEL-{uuid.uuid4().hex} stable; continue current plan."
+    body = {"message": message(text, metadata={"echo": {"chunks": 3, "delayMs": 3000}})}
+    sealer = Sealer(Keyring.parse(TEST_KEYRING))
+    async with (
+        served_gateway(redis_url, encryption_keys=OLD_ONLY) as base,
+        httpx.AsyncClient(base_url=base, timeout=60) as c,
+        c.stream("POST", "/v1/message:stream", json=body) as r,
+    ):
+        stream, first = events(r), []
+        async for event in stream:  # mid-stream: two of three chunks in, the artifact open
+            first += [event] if event.comment is None else []
+            if sum(e.data.get("kind") == "artifact-update" for e in first) == 2:
+                break
+        task = first[0].data
+        assert await log_sealed_with(redis, task) == {"k9"}
+        figures = await Rotation(redis, sealer).run()
+        assert figures.logs == 1 and figures.unreadable == 0, figures
+        assert await log_sealed_with(redis, task) == {"k0"}
+        rest = [e async for e in stream if e.comment is None]
+    assert rest[-1].data["status"]["state"] == "completed"
+    await Rotation(redis, sealer).run()  # what this k9-only gateway wrote since
+    # The old key retired: the log still reads, from any point (Last-Event-ID).
+    async with (
+        served_gateway(redis_url, encryption_keys=NEW_ONLY) as base,
+        httpx.AsyncClient(base_url=base, timeout=60) as c,
+    ):
+        resume = {"Last-Event-ID": first[0].id or ""}
+        async with c.stream("GET", f"/v1/tasks/{task['id']}:subscribe", headers=resume) as r:
+            replay = await collect(r)
+    assert [e.id for e in replay] == [e.id for e in first[1:] + rest]
+    chunks = [e.data["artifact"] for e in replay if "artifact" in e.data]
+    assert "".join(a["parts"][0]["text"] for a in chunks if a["name"] == "echo-stream") == text
+
+
+async def log_sealed_with(redis: Redis, task: dict[str, Any]) -> set[str | None]:
+    """The key ids of a task's event log entries and of its artifact being streamed."""
+    keys = UserKeys.of("default", "local")
+    ck = keys.context(task["contextId"])
+    log = await redis.xrange(f"{keys.meta(task['contextId'])}:ev:{task['id']}")
+    ids = {key_id_of(fields[b"d"]) for _, fields in log}
+    streamed = await redis.hget(ck.tasks, f"{task['id']}:pa")
+    return ids | ({key_id_of(streamed)} if streamed is not None else set())
 
 
 async def indexed(c: httpx.AsyncClient, context_id: str) -> bool:

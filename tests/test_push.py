@@ -285,6 +285,41 @@ async def test_a_dead_webhook_does_not_hold_up_another(make_app: AppFactory) -> 
         live.stop()
 
 
+async def test_a_stalled_webhook_takes_no_more_than_its_origins_share(
+    make_app: AppFactory,
+) -> None:
+    """Four request slots, two per origin: a webhook that holds every request open gets two,
+    and another webhook's events arrive meanwhile (not after the stalled ones time out)."""
+    stalled, live = WebhookReceiver().start(), WebhookReceiver().start()
+    stalled.stalled = True
+    try:
+        settings = {**PUSH_SETTINGS, "push_timeout_seconds": 300}
+        async with make_app(**settings, push_concurrency=4, push_per_origin=2) as gw:
+            gw.headers.update(auth("alice"))
+
+            async def send(url: str) -> str:
+                config = {"pushNotificationConfig": {"url": url}}
+                body = {"message": message("hi"), "configuration": config}
+                r = await gw.post("/v1/message:send", json=body)
+                assert r.status_code == 200, r.text
+                return str(r.json()["task"]["id"])
+
+            for _ in range(4):  # a dozen events for the stalled webhook
+                await send(stalled.url)
+            await until(lambda: stalled.holding == 2, what="the stalled webhook's share")
+            task_id = await send(live.url)
+            await until(
+                lambda: any(d.json()["status"]["state"] == "completed" for d in live.accepted),
+                what="the live webhook's events",
+            )
+            assert {d.json()["id"] for d in live.accepted} == {task_id}
+            assert stalled.holding == stalled.most_held == 2
+            stalled.release.set()
+    finally:
+        stalled.stop()
+        live.stop()
+
+
 async def test_artifact_updates_when_configured(
     make_app: AppFactory, receiver: WebhookReceiver
 ) -> None:

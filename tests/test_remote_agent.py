@@ -187,9 +187,11 @@ async def test_no_recall_for_a_remote_agent_but_its_turns_are_stored(
         cortadel.stop()
 
 
-@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "1.0 JSONRPC", "1.0 HTTP+JSON"])
 async def test_a_remote_agents_stream_is_relayed(make_app: AppFactory, binding: str) -> None:
-    remote = RemoteAgentServer(binding, streaming=True).start()
+    version, _, binding = binding.rpartition(" ")
+    served: Any = Remote1x if version else RemoteAgentServer
+    remote = served(binding, streaming=True).start()
     try:
         async with make_app(
             api_keys=orjson.dumps(API_KEYS).decode(),

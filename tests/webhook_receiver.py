@@ -1,9 +1,14 @@
 """A client's webhook, standing in for the receiver of push notifications: an honest HTTP
 server on 127.0.0.1 that answers 503 to its first ``fail`` requests (and to every request
-while ``down``), then 204 and records each request (headers and body) it accepts."""
+while ``down``), then 204 and records each request (headers and body) it accepts. While
+``stalled`` it holds each request open (``holding`` counts them, ``most_held`` the most at
+once) until ``release`` is set."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +25,7 @@ from tests.http_double import ServedDouble
 class Delivery:
     headers: dict[str, str]
     body: bytes
+    at: float = 0.0  # when it was received (time.time())
 
     @property
     def event_id(self) -> str:
@@ -37,6 +43,9 @@ class WebhookReceiver(ServedDouble):
         self.status = 204  # what it answers once it accepts (a 3xx, 4xx to test refusals)
         self.attempts = 0
         self.accepted: list[Delivery] = []
+        self.stalled = False
+        self.release = threading.Event()
+        self.holding = self.most_held = 0
         self.serve(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
 
     @property
@@ -50,11 +59,20 @@ class WebhookReceiver(ServedDouble):
             out.setdefault(delivery.event_id, delivery)
         return out
 
+    def stop(self) -> None:
+        self.release.set()
+        super().stop()
+
     async def _hook(self, request: Request) -> Response:
         body = await request.body()
         self.attempts += 1
+        if self.stalled:
+            self.holding += 1
+            self.most_held = max(self.most_held, self.holding)
+            await asyncio.to_thread(self.release.wait)
+            self.holding -= 1
         if self.attempts <= self.fail or self.down:
             return Response(status_code=503)
-        self.accepted.append(Delivery(dict(request.headers), body))
+        self.accepted.append(Delivery(dict(request.headers), body, time.time()))
         headers = {"Location": "/elsewhere"} if 300 <= self.status < 400 else None
         return Response(status_code=self.status, headers=headers)

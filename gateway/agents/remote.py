@@ -7,9 +7,10 @@ Ids: the remote context and task ids are recorded on each agent message and in t
 task's metadata (``remote``); a later turn of the same gateway context continues the
 remote context, and a continued gateway task continues its remote task when that asked
 for input. A remote task that is still running is polled until it settles; a cancel
-of the gateway task is forwarded. A blocking send to a 0.3 remote whose card offers
-streaming streams: its artifact updates are relayed as they come (as artifact chunks,
-``append`` and ``lastChunk`` kept), and are not mirrored again when the task settles.
+of the gateway task is forwarded. A blocking send to a remote (0.3 or 1.0) whose card
+offers streaming streams: its artifact updates are relayed as they come (as artifact
+chunks, ``append`` and ``lastChunk`` kept), and are not mirrored again when the task
+settles.
 Remote failures end the task ``failed`` with the remote's own status text (text parts
 only, bounded).
 """
@@ -21,7 +22,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -37,7 +38,7 @@ from gateway.agents.base import (
     StatusUpdate,
 )
 from gateway.agents.registered import RegisteredAgent
-from gateway.agents.remote_v1 import RemoteCallError, RemoteV1, v1_interface
+from gateway.agents.remote_v1 import Relay, RemoteCallError, RemoteV1, v1_interface
 from gateway.agents.specs import AgentEntry, RemoteConfig
 from gateway.outbound import Allowlist, OutboundRefused
 
@@ -107,7 +108,9 @@ class RemoteAgent(RegisteredAgent):
         interface = v1_interface(raw)
         if interface is not None:
             await self._allowlist.check(interface["url"])  # the card names where to send
-            return RemoteV1(self._http, interface, self._headers())
+            streams = bool((raw.get("capabilities") or {}).get("streaming"))
+            streaming = self._config.blocking and streams
+            return RemoteV1(self._http, interface, self._headers(), streaming)
         card = AgentCard.model_validate(raw)
         for named in [card, *(card.additional_interfaces or ())]:
             await self._allowlist.check(named.url)  # the card names where to send
@@ -212,10 +215,6 @@ class _Sdk03:
         from a2a.types import TaskIdParams
 
         await self._client.cancel_task(TaskIdParams(id=task_id), context=self._call)
-
-
-# Where a streamed answer's artifact updates go: (the remote artifact's id, the chunk).
-Relay = Callable[[str, ArtifactChunk], None]
 
 
 def _state(task: dict[str, Any]) -> str:

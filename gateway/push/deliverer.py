@@ -2,8 +2,10 @@
 
 Events come from ``gw:{jobs}:push`` (ids only), queued by the script that changed the task,
 in the same atomic step. Each is delivered on its own task: up to ``concurrency`` requests
-are under way per process, and events waiting for a retry hold no request slot, so one slow
-or dead webhook holds up no other — until a process holds ``HELD_PER_SLOT × concurrency``
+are under way per process, at most ``per_origin`` of them to one origin (``origins.py``),
+acknowledgements made while one is under way go together (``acks.py``),
+and events waiting for a retry hold no request slot, so one slow or dead webhook holds up
+no other — until a process holds ``HELD_PER_SLOT × concurrency``
 events (8,192 by default), when it stops reading until some are done. Their entries' leases
 are renewed together while they last, so a webhook that is down for hours neither loses its
 events nor lets maintenance requeue them. An event is acknowledged once the webhook answers
@@ -27,6 +29,7 @@ import contextlib
 import functools
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -35,8 +38,10 @@ from gateway import metrics
 from gateway.backoff import Backoff
 from gateway.errors import GatewayError, StoredDataUnreadableError
 from gateway.outbound import OutboundRefused
+from gateway.push.acks import Acks
 from gateway.push.configs import PushConfig
 from gateway.push.events import PushJob, payload
+from gateway.push.origins import OriginLimiter
 from gateway.push.signing import SigningKeys
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
@@ -50,6 +55,18 @@ log = logging.getLogger("gateway.push")
 
 _RETRYABLE = frozenset({408, 425, 429})
 HELD_PER_SLOT = 32  # events a process holds (most of them waiting to retry) per request slot
+STALE_SECONDS = 5.0  # a request prepared longer ago than this is prepared again before posting
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    url: httpx.URL
+    body: bytes
+    headers: dict[str, Any]
+
+    @property
+    def origin(self) -> str:
+        return f"{self.url.scheme}://{self.url.host}:{self.url.port}"
 
 
 class _GiveUp(Exception):
@@ -68,6 +85,7 @@ class PushDeliverer(StreamWorker):
         *,
         consumer: str,
         concurrency: int,
+        per_origin: int,
         block_ms: int,
         lease_seconds: float,
         retry_seconds: float,
@@ -84,6 +102,8 @@ class PushDeliverer(StreamWorker):
         self._store, self._configs = store, PushStore(store)
         self._http, self._keys = http, keys
         self._slots = asyncio.Semaphore(concurrency)
+        self._origins = OriginLimiter(per_origin)
+        self._acks = Acks(jobs)
         self._held = HELD_PER_SLOT * concurrency
         self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -104,6 +124,7 @@ class PushDeliverer(StreamWorker):
             task.cancel()
         if self._inflight:
             await asyncio.wait(set(self._inflight.values()), timeout=5.0)
+        await self._acks.close()
         await super().stop()
 
     async def read(self) -> list[Entry]:
@@ -143,8 +164,7 @@ class PushDeliverer(StreamWorker):
         origin = ""
         while True:
             try:
-                async with self._slots:
-                    delivered, origin = await self._attempt(job)
+                delivered, origin = await self._attempt(job, origin)
             except _GiveUp as exc:
                 await self._dead(entry, fields, str(exc))
                 return
@@ -173,13 +193,7 @@ class PushDeliverer(StreamWorker):
                 await asyncio.wait_for(recovery.wait(), backoff.next())
 
     async def _ack(self, entry: str) -> None:
-        backoff = Backoff(0.05, 2.0)
-        while True:
-            try:
-                await self._jobs.ack([entry])
-                return
-            except GatewayError:
-                await backoff.wait()
+        await self._acks.ack(entry)
 
     async def _dead(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
         metrics.PUSH_DELIVERIES.labels("dead").inc()
@@ -192,9 +206,33 @@ class PushDeliverer(StreamWorker):
             except GatewayError:
                 await backoff.wait()
 
-    async def _attempt(self, job: PushJob) -> tuple[bool | None, str]:
+    async def _attempt(self, job: PushJob, origin: str) -> tuple[bool | None, str]:
         """One try: (True delivered, False to retry, None when there is nothing to
-        deliver; the webhook's origin)."""
+        deliver; the webhook's origin). The request is prepared (config and task read,
+        body signed) and posted holding a place at the webhook's ``origin`` — known from an
+        earlier try, else from a first preparation, done again if the place took more than
+        ``STALE_SECONDS`` to get (what it read, or the signature's time, may be stale by
+        then). A request slot is held only to read and to post, never while waiting."""
+        request = None
+        if not origin:
+            async with self._slots:
+                request = await self._prepare(job)
+            if request is None:
+                return None, ""
+            origin = request.origin
+        asked = time.monotonic()
+        async with self._origins.hold(origin):
+            if request is None or time.monotonic() - asked > STALE_SECONDS:
+                async with self._slots:
+                    request = await self._prepare(job)
+                if request is None:
+                    return None, origin
+            async with self._slots:
+                return await self._post(request), request.origin
+
+    async def _prepare(self, job: PushJob) -> _Request | None:
+        """The request for the event, from the config and the task as they stand (None:
+        either is gone, nothing to deliver)."""
         keys = UserKeys.of(job.tenant, job.user)
         try:
             raw, task = await asyncio.gather(
@@ -204,27 +242,30 @@ class PushDeliverer(StreamWorker):
         except StoredDataUnreadableError as exc:  # its key is gone: no later attempt opens it
             raise _GiveUp("stored data unreadable") from exc
         if raw is None or task is None:
-            return None, ""
+            return None
         config = PushConfig.from_stored(raw)
         body = payload(job, task, config.version)
         if body is None:
-            return None, ""
-        headers = self._headers(config, job, body)
-        url = httpx.URL(config.url)
-        origin = f"{url.scheme}://{url.host}:{url.port}"
+            return None
+        return _Request(httpx.URL(config.url), body, self._headers(config, job, body))
+
+    async def _post(self, request: _Request) -> bool:
+        """Whether the webhook took it (False: to retry); ``_GiveUp`` when not worth it."""
         try:
-            response = await self._http.post(url, content=body, headers=headers)
+            response = await self._http.post(
+                request.url, content=request.body, headers=request.headers
+            )
         except httpx.HTTPError as exc:
             if isinstance(exc.__cause__, OutboundRefused):
                 raise _GiveUp("the webhook URL is no longer allowed") from exc
             log.info("webhook unreachable", extra={"error": type(exc).__name__})
-            return False, origin
+            return False
         status = response.status_code
         if 200 <= status < 300:
-            return True, origin
+            return True
         if status in _RETRYABLE or status >= 500:
             log.info("webhook answered an error", extra={"status": status})
-            return False, origin
+            return False
         raise _GiveUp(f"the webhook answered {status}")
 
     def _headers(self, config: PushConfig, job: PushJob, body: bytes) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """`gateway encryption rotate-data`: re-seal stored content with the current key.
 
 Walks the contexts' message and task hashes (``SCAN``, then ``HSCAN`` of each; push configs
-are task fields, see ``push_records.py``), their memory vectors and the registered agents'
+are task fields, see ``push_records.py``, and so is a task's artifact being streamed,
+``<tid>:pa``), the tasks' event logs, their memory vectors and the registered agents'
 entries, and rewrites
 every content value that is not already as a new write would be: sealed with the current
 key (values of older keys, and clear values written while encryption was off), or, with
@@ -43,8 +44,11 @@ STATE = "gw:{jobs}:rotation"
 _MATCH = "gw:{*}:*"
 _HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
 _AGENT = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")  # a registered agent's entry (a string)
-_TASK_CONTENT = (":s", ":md", ":xmd", ":a")
+_TASK_CONTENT = (":s", ":md", ":xmd", ":a", ":pa")
 _PUSH_CONFIG = re.compile(r"^(.+):pn:[^:]+$")  # a task's push config (its URL, token sealed)
+_LOG = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):ev:(.+)$")  # a task's event log (a stream)
+# The associated data field of an event log entry, by its kind (``event_log.py``).
+_LOG_FIELD = {b"s": ":s", b"a": ":ev"}
 
 # KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
 _SWAP = """
@@ -66,10 +70,38 @@ redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1
 """
 
+# A stream's entries cannot be changed in place: the log is written again, each entry under
+# its own id (so readers' Last-Event-IDs still hold), the given entries' 'd' replaced when it
+# is still the value read. Entries added since it was read are kept as they are (a new write
+# is current); a log expired or scrubbed meanwhile stays gone. The TTL is kept.
+# KEYS: 1 the stream. ARGV: id, expected d, new d, ... Returns how many were replaced.
+_SWAP_LOG = """
+local entries = redis.call('XRANGE', KEYS[1], '-', '+')
+if #entries == 0 then return 0 end
+local new = {}
+for i = 1, #ARGV, 3 do new[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2]} end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+local n = 0
+for _, entry in ipairs(entries) do
+  local fields, swap = entry[2], new[entry[1]]
+  for j = 1, #fields, 2 do
+    if swap and fields[j] == 'd' and fields[j + 1] == swap[1] then
+      fields[j + 1] = swap[2]
+      n = n + 1
+    end
+  end
+  redis.call('XADD', KEYS[1], entry[1], unpack(fields))
+end
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return n
+"""
+
 
 @dataclass
 class RotationFigures:
     hashes: int = 0
+    logs: int = 0  # tasks' event logs
     values: int = 0  # content values looked at
     resealed: int = 0  # rewritten
     skipped: int = 0  # changed or gone meanwhile: left alone
@@ -88,6 +120,7 @@ class Rotation:
         self.batch = batch
         self._swap = client.register_script(_SWAP)
         self._swap_string = client.register_script(_SWAP_STRING)
+        self._swap_log = client.register_script(_SWAP_LOG)
         self._rewrite = Scripts.register(client).rewrite_vectors
         self.target = sealer.current if sealer.seal_writes else ""
 
@@ -165,6 +198,8 @@ class Rotation:
         if match is None:
             if _AGENT.match(key):
                 await self._rotate_agent(key, figures)
+            elif _LOG.match(key):
+                await self._rotate_log(key, figures)
             return
         prefix, context_id, kind = match.groups()
         if kind == "vec":
@@ -232,6 +267,36 @@ class Rotation:
         figures.resealed += done
         figures.skipped += 1 - done
 
+    async def _rotate_log(self, key: str, figures: RotationFigures) -> None:
+        """A task's event log: its entries' values, sealed like the task's (status events
+        under ``<tid>:s``, artifact events under ``<tid>:ev``), re-sealed in one rewrite of
+        the stream when any is not current (read a page at a time, written at once)."""
+        match = _LOG.match(key)
+        assert match is not None
+        prefix, context_id, task_id = match.groups()
+        figures.logs += 1
+        swaps: list[Any] = []
+        after = "-"
+        while True:
+            page = await self.client.xrange(key, after, "+", count=self.batch)
+            for entry_id, fields in page:
+                figures.values += 1
+                value, suffix = fields.get(b"d", b""), _LOG_FIELD.get(fields.get(b"k", b""))
+                if suffix is None or not self._stale(value):
+                    continue
+                try:
+                    aad = context_of(prefix, context_id, task_id + suffix)
+                    swaps += [entry_id, value, self.sealer.reseal(value, aad)]
+                except StoredDataUnreadableError:
+                    figures.unreadable += 1
+            if len(page) < self.batch:
+                break
+            after = "(" + text_of(page[-1][0])
+        if swaps:
+            done = int(await self._swap_log(keys=[key], args=swaps))
+            figures.resealed += done
+            figures.skipped += len(swaps) // 3 - done
+
     def _nodes(self) -> list[Any]:
         """What to scan: each primary of a cluster (a cursor each), or the one server."""
         if isinstance(self.client, RedisCluster):
@@ -285,6 +350,7 @@ class Rotation:
 def _shown(figures: RotationFigures) -> dict[str, Any]:
     return {
         "hashes": figures.hashes,
+        "logs": figures.logs,
         "values": figures.values,
         "resealed": figures.resealed,
         "skipped": figures.skipped,

@@ -2,9 +2,9 @@
 127.0.0.1 over one binding only (``JSONRPC`` or ``HTTP+JSON``): its card has 1.0
 ``supportedInterfaces`` and none of the 0.3 fields.
 
-Run in the a2a-sdk 1.x environment: ``python a2a_1x_remote.py PORT BINDING``. It behaves as
-``tests/a2a_remote_server.py`` (``ask``, ``slow``, ``hang``, ``late``, ``fail``, else an
-opinion) and
+Run in the a2a-sdk 1.x environment: ``python a2a_1x_remote.py PORT BINDING [streaming]``.
+It behaves as ``tests/a2a_remote_server.py`` (``ask``, ``slow``, ``hang``, ``late``,
+``fail``, ``chunks``, else an opinion; ``streaming`` makes its card offer streaming) and
 reports what it received at ``GET /_seen`` (``{"seen": [...], "canceled": [...]}``).
 """
 
@@ -62,6 +62,15 @@ class Specialist(AgentExecutor):
         elif text.startswith("hang"):
             await updater.start_work()
             await asyncio.sleep(30)
+        elif text.startswith("chunks"):
+            await updater.start_work()
+            pieces = ["specialist ", "opinion on: ", text]
+            for n, piece in enumerate(pieces):
+                await asyncio.sleep(0.1)
+                await updater.add_artifact([Part(text=piece)], artifact_id="op-1",
+                                           name="opinion", append=n > 0,
+                                           last_chunk=n == len(pieces) - 1)  # fmt: skip
+            await updater.complete(say("Opinion attached."))
         else:
             if text.startswith("slow"):
                 await updater.start_work()
@@ -80,7 +89,7 @@ async def seen(request: Request) -> JSONResponse:
     return JSONResponse({"seen": SEEN, "canceled": CANCELED})
 
 
-def app(port: int, binding: str) -> Starlette:
+def app(port: int, binding: str, streaming: bool = False) -> Starlette:
     url = f"http://127.0.0.1:{port}/a2a"
     card = AgentCard(
         name="Cardiology specialist",
@@ -89,7 +98,7 @@ def app(port: int, binding: str) -> Starlette:
             AgentInterface(url=url, protocol_binding=binding, protocol_version="1.0")
         ],
         version="1.0.0",
-        capabilities=AgentCapabilities(streaming=False),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="opinion", name="Opinion", description="Gives one.", tags=["x"])],
@@ -104,4 +113,5 @@ def app(port: int, binding: str) -> Starlette:
 
 if __name__ == "__main__":
     port, binding = int(sys.argv[1]), sys.argv[2]
-    uvicorn.run(app(port, binding), host="127.0.0.1", port=port, log_level="warning")
+    streaming = sys.argv[3:] == ["streaming"]
+    uvicorn.run(app(port, binding, streaming), host="127.0.0.1", port=port, log_level="warning")

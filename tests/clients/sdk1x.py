@@ -43,17 +43,18 @@ def python() -> Path:
 
 
 class Remote1x:
-    """A remote A2A 1.0 agent (``a2a_1x_remote.py``) served on one binding only."""
+    """A remote A2A 1.0 agent (``a2a_1x_remote.py``) served on one binding only; with
+    ``streaming`` its card offers streaming."""
 
-    def __init__(self, binding: str) -> None:
-        self.binding = binding
+    def __init__(self, binding: str, streaming: bool = False) -> None:
+        self.binding, self.streaming = binding, streaming
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Remote1x:
         script = HERE / "a2a_1x_remote.py"
         self.proc = subprocess.Popen(
-            [python(), script, str(self.port), self.binding],
+            [python(), script, str(self.port), self.binding, *["streaming"] * self.streaming],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
