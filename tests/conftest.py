@@ -19,6 +19,7 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.settings import Settings
 from gateway.store.connection import RedisTarget
 from gateway.store.jobs import JobStore
+from gateway.store.keys import OUTBOX, OUTBOX_DEAD, OUTBOX_GROUP
 
 API_KEYS = {
     "key-alice": {"tenant": "t1", "user": "alice"},
@@ -171,11 +172,22 @@ async def send_task(c: httpx.AsyncClient, *parts: dict[str, Any] | str, **kw: An
     return r.json()["task"]
 
 
+async def _drained(queue: JobStore) -> bool:
+    figures = await queue.figures()
+    return figures.queued + figures.pending == 0
+
+
 async def runs_settled(redis: Redis) -> bool:
     """Whether every queued run has finished and been acknowledged (none queued or
     pending): after it, no run can write any more."""
-    figures = await JobStore(redis).figures()
-    return figures.queued + figures.pending == 0
+    return await _drained(JobStore(redis))
+
+
+async def outbox_settled(redis: Redis) -> bool:
+    """Whether the long-term memory outbox (the ``gw:{jobs}:ltm`` stream) has nothing
+    queued or in delivery. Its jobs are written with the turn or the scrub that needs them,
+    so after a send or a delete this is a settled state."""
+    return await _drained(JobStore(redis, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD))
 
 
 Send = Callable[..., Awaitable[httpx.Response]]

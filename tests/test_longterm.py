@@ -11,6 +11,7 @@ import httpx
 import orjson
 import pytest
 from pydantic import ValidationError
+from redis.asyncio import Redis
 
 from gateway.agents.base import (
     AgentRequest,
@@ -25,7 +26,7 @@ from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore
 from tests.agents import TestAgent
-from tests.conftest import API_KEYS, AppFactory, auth, send_task
+from tests.conftest import API_KEYS, AppFactory, auth, outbox_settled, send_task
 from tests.cortadel_server import CortadelServer
 from tests.waiting import stays, until
 
@@ -116,13 +117,6 @@ async def _probed(c: httpx.AsyncClient) -> None:
         return (await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded"
 
     await until(ready, what="the start-up key probe")
-
-
-async def _outbox_idle(c: httpx.AsyncClient) -> bool:
-    """Whether the outbox has nothing queued or in delivery (its jobs are written with the
-    turn or the scrub that needs them, so after a send or a delete this is a settled state)."""
-    figures = await c.app.state.runtime.outbox._jobs.figures()  # type: ignore[attr-defined]
-    return bool(figures.queued + figures.pending == 0)
 
 
 async def _retries(c: httpx.AsyncClient) -> float:
@@ -361,11 +355,13 @@ async def test_turns_are_stored_without_the_injected_block(
     assert cortadel.errors == []
 
 
-async def test_store_turns_off_stores_nothing(gateway: Gateway, cortadel: CortadelServer) -> None:
+async def test_store_turns_off_stores_nothing(
+    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+) -> None:
     async with gateway(store_turns=False) as c:
         await _probed(c)
         await _send(c, "do not keep this")
-        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert cortadel.calls_to(STORE) == []
 
 
@@ -443,7 +439,7 @@ def _deletes(cortadel: CortadelServer) -> list[list[str]]:
 
 
 async def test_the_scrub_receipt_and_its_cortadel_follow_up(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: Redis
 ) -> None:
     async with gateway() as c:
         await _probed(c)
@@ -457,7 +453,7 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
             return bool(await runtime.client.strlen(keys.vector_seqs) == 8)
 
         await until(embedded, what="both user messages embedded")
-        await until(lambda: _outbox_idle(c), what="both turns stored in Cortadel")
+        await until(lambda: outbox_settled(redis), what="both turns stored in Cortadel")
         ledger = await LongTermStore(runtime.store).ledger(UserKeys.of("t1", "alice"), cid)
         r = await c.delete(f"/v1/contexts/{cid}", headers=auth("alice"))
         assert r.status_code == 204
@@ -492,20 +488,22 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
     assert forgotten["removed"] == {"memories": len(deleted)} and sorted(deleted) == sorted(ledger)
 
 
-async def test_scrub_off_keeps_memories(gateway: Gateway, cortadel: CortadelServer) -> None:
+async def test_scrub_off_keeps_memories(
+    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)
         task = await _stored(c, cortadel, "outlive the context")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
-        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert _deletes(cortadel) == []
     assert any(m.text == "outlive the context" for m in cortadel.of_user(ALICE))
 
 
 async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: Redis
 ) -> None:
     async with gateway() as c:
         await _probed(c)
@@ -518,7 +516,7 @@ async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
         ).status_code == 204
         cortadel.down = False
 
-        await until(lambda: _outbox_idle(c), what="the outbox to drain")
+        await until(lambda: outbox_settled(redis), what="the outbox to drain")
     assert cortadel.of_user(ALICE) == []
 
 
@@ -539,7 +537,7 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
 
 
 async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: Redis
 ) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)
@@ -550,7 +548,7 @@ async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
         cortadel.delay = 0.0
-        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert _deletes(cortadel) == []
     assert any(m.text == "outlive the context too" for m in cortadel.of_user(ALICE))
 
