@@ -153,23 +153,30 @@ async def post_message(
     path: str | None = None,
     configuration: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109 (the HTTP request's own)
     **fields: Any,
 ) -> httpx.Response:
     """``message:send`` at the root (the default agent), at ``agent``'s base, or at
-    ``path``; ``fields`` go into the message (``contextId``, ``metadata``, ...)."""
+    ``path``; ``fields`` go into the message (``contextId``, ``metadata``, ...).
+    ``timeout`` overrides the client's (for a blocking send to a served process)."""
     if path is None:
         path = f"/agents/{agent}/v1/message:send" if agent else "/v1/message:send"
     body: dict[str, Any] = {"message": message(*parts, **fields)}
     if configuration is not None:
         body["configuration"] = configuration
-    return await c.post(path, json=body, headers=headers)
+    if timeout is None:
+        return await c.post(path, json=body, headers=headers)
+    return await c.post(path, json=body, headers=headers, timeout=timeout)
 
 
-async def send_task(c: httpx.AsyncClient, *parts: dict[str, Any] | str, **kw: Any) -> Any:
+async def send_task(
+    c: httpx.AsyncClient, *parts: dict[str, Any] | str, **kw: Any
+) -> dict[str, Any]:
     """``post_message`` that must succeed; returns the task."""
     r = await post_message(c, *parts, **kw)
     assert r.status_code == 200, r.text
-    return r.json()["task"]
+    task: dict[str, Any] = r.json()["task"]
+    return task
 
 
 async def _drained(queue: JobStore) -> bool:

@@ -5,6 +5,7 @@ strict recall, the durable outbox, the ledger and scrub, the one-key probe, heal
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
 from typing import Any, ClassVar
 
 import httpx
@@ -98,11 +99,8 @@ def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
     return build
 
 
-async def _send(
-    c: httpx.AsyncClient, *parts: Any, agent: str = "reveal", user: str = "alice", **kw: Any
-) -> dict[str, Any]:
-    task: dict[str, Any] = await send_task(c, *parts, agent=agent, headers=auth(user), **kw)
-    return task
+# Sends go to the reveal agent as alice unless a test says otherwise.
+send_reveal = partial(send_task, agent="reveal", headers=auth("alice"))
 
 
 def _seen(task: dict[str, Any]) -> dict[str, Any]:
@@ -175,8 +173,8 @@ async def test_default_recall_request_and_injected_block(
     cortadel.seed(cortadel_user_id("t2", "alice"), "another tenant's alice")
     async with gateway() as c:
         await _probed(c)
-        task = await _send(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
-        echo = await _send(c, "appointments please", agent="echo")
+        task = await send_reveal(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
+        echo = await send_task(c, "appointments please", agent="echo", headers=auth("alice"))
     body = cortadel.calls_to(SEARCH)[0]["body"]
     assert body["query"] == "is penicillin safe?\ndose: 1g"
     assert body["user_id"] == ALICE and body["top_k"] == 5 and body["mode"] == "hybrid"
@@ -214,7 +212,7 @@ async def test_each_recall_option_shapes_the_search(
 ) -> None:
     async with gateway(**options) as c:
         await _probed(c)
-        await _send(c, "anything to recall?")
+        await send_reveal(c, "anything to recall?")
     body = cortadel.calls_to(SEARCH)[0]["body"]
     assert {k: body.get(k) for k in expected} == expected
     assert cortadel.errors == []
@@ -225,7 +223,7 @@ async def test_scoped_recall_sends_the_context_as_session(
 ) -> None:
     async with gateway(scope_recall_to_session=True) as c:
         await _probed(c)
-        task = await _send(c, "what did we say?")
+        task = await send_reveal(c, "what did we say?")
     assert cortadel.calls_to(SEARCH)[0]["body"]["session_id"] == task["contextId"]
 
 
@@ -238,7 +236,7 @@ async def test_min_score_header_and_instructions(
     options = {"min_score": 0.5, "memory_header": "## Chart notes", "inject_as": "instructions"}
     async with gateway(**options) as c:
         await _probed(c)
-        seen = _seen(await _send(c, "fact check"))
+        seen = _seen(await send_reveal(c, "fact check"))
     assert sorted(seen["lines"]) == ["high score fact", "unscored fact"]
     assert seen["block"].startswith("## Chart notes\n")
     assert seen["injectAs"] == "instructions"
@@ -249,7 +247,7 @@ async def test_an_agent_overrides_the_deployment_options(
 ) -> None:
     async with gateway() as c:
         await _probed(c)
-        seen = _seen(await _send(c, "hello there", agent="overridden"))
+        seen = _seen(await send_task(c, "hello there", agent="overridden", headers=auth("alice")))
     body = cortadel.calls_to(SEARCH)[0]["body"]
     assert (body["top_k"], body["mode"]) == (2, "vector")
     assert seen["injectAs"] is None  # nothing recalled, nothing injected
@@ -259,9 +257,9 @@ async def test_dedupe_across_turns_and_its_cap(gateway: Gateway, cortadel: Corta
     cortadel.seed(ALICE, "takes metformin daily")
     async with gateway(store_turns=False) as c:
         await _probed(c)
-        first = await _send(c, "metformin dose?")
-        again = await _send(c, "metformin dose again?", contextId=first["contextId"])
-        elsewhere = await _send(c, "metformin in a new visit?")
+        first = await send_reveal(c, "metformin dose?")
+        again = await send_reveal(c, "metformin dose again?", contextId=first["contextId"])
+        elsewhere = await send_reveal(c, "metformin in a new visit?")
     assert _seen(first)["lines"] == ["takes metformin daily"]
     assert _seen(again)["lines"] == []  # already in this context's prompt history
     assert _seen(elsewhere)["lines"] == ["takes metformin daily"]  # per context
@@ -271,8 +269,8 @@ async def test_without_dedupe_memories_repeat(gateway: Gateway, cortadel: Cortad
     cortadel.seed(ALICE, "takes metformin daily")
     async with gateway(dedupe_across_turns=False, store_turns=False) as c:
         await _probed(c)
-        first = await _send(c, "metformin dose?")
-        again = await _send(c, "metformin again?", contextId=first["contextId"])
+        first = await send_reveal(c, "metformin dose?")
+        again = await send_reveal(c, "metformin again?", contextId=first["contextId"])
     assert _seen(again)["lines"] == ["takes metformin daily"]
 
 
@@ -283,9 +281,9 @@ async def test_remembered_ids_are_capped_per_context(
     cortadel.seed(ALICE, "beta fact")
     async with gateway(max_remembered_ids=1, top_k=1, store_turns=False) as c:
         await _probed(c)
-        t1 = await _send(c, "alpha")
-        t2 = await _send(c, "beta", contextId=t1["contextId"])
-        t3 = await _send(c, "alpha", contextId=t1["contextId"])
+        t1 = await send_reveal(c, "alpha")
+        t2 = await send_reveal(c, "beta", contextId=t1["contextId"])
+        t3 = await send_reveal(c, "alpha", contextId=t1["contextId"])
     assert _seen(t1)["lines"] == ["alpha fact"]
     assert _seen(t2)["lines"] == ["beta fact"]
     assert _seen(t3)["lines"] == ["alpha fact"]  # forgotten once beta took the only slot
@@ -296,11 +294,13 @@ async def test_no_recall_without_text_or_when_disabled_or_already_injected(
 ) -> None:
     async with gateway() as c:
         await _probed(c)
-        await _send(c, {"kind": "data", "data": {"$memoryType": "episodic", "note": "x"}})
-        await _send(c, "[Recalled memories]\n- pasted by the client\n[End of recalled memories]")
+        await send_reveal(c, {"kind": "data", "data": {"$memoryType": "episodic", "note": "x"}})
+        await send_reveal(
+            c, "[Recalled memories]\n- pasted by the client\n[End of recalled memories]"
+        )
     async with gateway(retrieve=False) as c:
         await _probed(c)
-        await _send(c, "plenty of text here")
+        await send_reveal(c, "plenty of text here")
     assert cortadel.calls_to(SEARCH) == []
 
 
@@ -308,9 +308,9 @@ async def test_recall_fails_open_and_is_counted(gateway: Gateway, cortadel: Cort
     async with gateway(recall_timeout_ms=200) as c:
         await _probed(c)
         cortadel.down = True
-        down = await _send(c, "is anyone there?")
+        down = await send_reveal(c, "is anyone there?")
         cortadel.down, cortadel.delay = False, 1.0
-        slow = await _send(c, "still slow?")
+        slow = await send_reveal(c, "still slow?")
         cortadel.delay = 0.0
         metrics = (await c.get("/metrics")).text
         ready = (await c.get("/readyz")).json()
@@ -325,7 +325,7 @@ async def test_strict_recall_fails_the_task(gateway: Gateway, cortadel: Cortadel
     async with gateway(strict=True) as c:
         await _probed(c)
         cortadel.down = True
-        task = await _send(c, "recall or nothing")
+        task = await send_reveal(c, "recall or nothing")
     assert task["status"]["state"] == "failed"
     assert "Long-term memory is unavailable" in task["status"]["message"]["parts"][0]["text"]
 
@@ -339,7 +339,7 @@ async def test_turns_are_stored_without_the_injected_block(
     cortadel.seed(ALICE, "blood type O negative")
     async with gateway(tags="triage,ward-3", project="cardiology", is_agent_memory=True) as c:
         await _probed(c)
-        task = await _send(c, "my blood type?", message_id="m-user-1")
+        task = await send_reveal(c, "my blood type?", message_id="m-user-1")
         await until(lambda: cortadel.calls_to(STORE), what="the turn to be stored")
         full = (await c.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))).json()
     body = cortadel.calls_to(STORE)[0]["body"]
@@ -360,7 +360,7 @@ async def test_store_turns_off_stores_nothing(
 ) -> None:
     async with gateway(store_turns=False) as c:
         await _probed(c)
-        await _send(c, "do not keep this")
+        await send_reveal(c, "do not keep this")
         await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert cortadel.calls_to(STORE) == []
 
@@ -373,7 +373,9 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
         await _probed(c)
         retried = await _retries(c)
         cortadel.down = True
-        sent = [await _send(c, f"turn number {n}", message_id=f"turn-{n}") for n in range(turns)]
+        sent = [
+            await send_reveal(c, f"turn number {n}", message_id=f"turn-{n}") for n in range(turns)
+        ]
         assert all(t["status"]["state"] == "completed" for t in sent)
 
         async def retrying() -> bool:
@@ -402,7 +404,7 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
 
 
 async def _stored(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> dict[str, Any]:
-    task = await _send(c, text)
+    task = await send_reveal(c, text)
     await until(
         lambda: any(m.text == text for m in cortadel.of_user(ALICE)), what=f"{text!r} stored"
     )
@@ -445,7 +447,7 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
         await _probed(c)
         first = await _stored(c, cortadel, "forget this visit")
         cid = first["contextId"]
-        await _send(c, "and this one", contextId=cid)
+        await send_reveal(c, "and this one", contextId=cid)
         keys = UserKeys.of("t1", "alice").context(cid)
         runtime = c.app.state.runtime
 
@@ -508,7 +510,7 @@ async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
     async with gateway() as c:
         await _probed(c)
         cortadel.down = True
-        task = await _send(c, "scrub me before delivery")
+        task = await send_reveal(c, "scrub me before delivery")
         # the store is attempted (and refused) before the scrub, so it is pending during it
         await until(lambda: cortadel.calls_to(STORE), what="a store attempt")
         assert (
@@ -526,7 +528,7 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
     async with gateway() as c:
         await _probed(c)
         cortadel.delay = 0.6
-        task = await _send(c, "racing the scrub")
+        task = await send_reveal(c, "racing the scrub")
         await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
@@ -542,7 +544,7 @@ async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
     async with gateway(scrub=False) as c:
         await _probed(c)
         cortadel.delay = 0.6
-        task = await _send(c, "outlive the context too")
+        task = await send_reveal(c, "outlive the context too")
         await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
@@ -567,7 +569,7 @@ async def test_a_key_bound_to_one_user_is_refused(
             what="the probe to refuse the key",
         )
         ready = (await c.get("/readyz")).json()
-        task = await _send(c, "does anyone remember me?")
+        task = await send_reveal(c, "does anyone remember me?")
 
         def untouched() -> bool:
             return not cortadel.calls_to(SEARCH) and not cortadel.calls_to(STORE)
@@ -603,8 +605,8 @@ async def test_per_tenant_keys_and_hashed_user_ids(
         tenant_keys='{"t2": "tenant-two-key"}', user_ids="hashed", user_id_secret=secret
     ) as c:
         await _probed(c)
-        await _send(c, "tenant one speaking")
-        await _send(c, "tenant two speaking", user="carol")
+        await send_reveal(c, "tenant one speaking")
+        await send_reveal(c, "tenant two speaking", headers=auth("carol"))
     one, two = cortadel.calls_to(SEARCH)
     assert one["auth"] == "Bearer cortadel-key" and two["auth"] == "Bearer tenant-two-key"
     assert one["body"]["user_id"] == cortadel_user_id("t1", "alice", secret)
