@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.app import create_app
 from gateway.embedded_redis import EmbeddedRedis
@@ -28,6 +27,10 @@ API_KEYS = {
     "key-admin": {"tenant": "t1", "user": "root", "roles": ["admin"]},
 }
 AppFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+# The raw client the ``redis`` fixture yields (redis.asyncio's, or its cluster client).
+# redis-py types its replies ``bytes | str | None`` whatever the client decodes, so each
+# read would need a cast; tests read the bytes this client returns, untyped.
+RawRedis: TypeAlias = Any
 # The tests' encryption keys (content at rest is sealed, as by default); k0 is current.
 TEST_KEYRING = (
     '{"k0": "dGVzdC1rZXktMC10ZXN0LWtleS0wLXRlc3Qta2V5LTA=", '
@@ -58,7 +61,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
+async def redis(redis_url: str) -> AsyncIterator[RawRedis]:
     """A raw client on the test Redis (a cluster client on a cluster), flushed."""
     client: Any = RedisTarget.parse(redis_url).client(5.0)
     await client.flushall()
@@ -91,7 +94,7 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
 
 
 @pytest.fixture
-def make_app(redis_url: str, redis: Redis) -> AppFactory:
+def make_app(redis_url: str, redis: RawRedis) -> AppFactory:
     """Build a gateway with settings overrides; yields an HTTP client bound to it."""
 
     @asynccontextmanager
@@ -184,20 +187,20 @@ async def _drained(queue: JobStore) -> bool:
     return figures.queued + figures.pending == 0
 
 
-async def runs_settled(redis: Redis) -> bool:
+async def runs_settled(redis: RawRedis) -> bool:
     """Whether every queued run has finished and been acknowledged (none queued or
     pending): after it, no run can write any more."""
     return await _drained(JobStore(redis))
 
 
-async def outbox_settled(redis: Redis) -> bool:
+async def outbox_settled(redis: RawRedis) -> bool:
     """Whether the long-term memory outbox (the ``gw:{jobs}:ltm`` stream) has nothing
     queued or in delivery. Its jobs are written with the turn or the scrub that needs them,
     so after a send or a delete this is a settled state."""
     return await _drained(JobStore(redis, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD))
 
 
-Send = Callable[..., Awaitable[httpx.Response]]
+Send = Callable[..., Coroutine[Any, Any, httpx.Response]]
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.options.longterm import CortadelSettings
 from gateway.store.jobs import RECLAIMER, JobStore
@@ -30,7 +29,7 @@ from gateway.store.keys import (
     OUTBOX_GROUP,
 )
 from tests.agents import Partial
-from tests.conftest import AppFactory, post_message
+from tests.conftest import AppFactory, RawRedis, post_message
 from tests.cortadel_server import CortadelServer
 from tests.processes import serving
 from tests.waiting import until
@@ -39,7 +38,7 @@ GROUPS = ((JOBS, JOBS_GROUP), (EMBEDS, EMBEDS_GROUP), (OUTBOX, OUTBOX_GROUP))
 DEAD_STREAMS = (DEAD_LETTERS, EMBEDS_DEAD, OUTBOX_DEAD)
 
 
-async def _consumers(redis: Redis, stream: str, group: str) -> list[str]:
+async def _consumers(redis: RawRedis, stream: str, group: str) -> list[str]:
     try:
         rows = await redis.xinfo_consumers(stream, group)
     except Exception as exc:  # no stream or group: no consumers
@@ -54,7 +53,7 @@ async def _state(c: httpx.AsyncClient, tid: str) -> str:
     return str(got.json()["status"]["state"]) if got.status_code == 200 else ""
 
 
-async def _steal(redis: Redis, stream: str, group: str, consumer: str, count: int = 10) -> int:
+async def _steal(redis: RawRedis, stream: str, group: str, consumer: str, count: int = 10) -> int:
     """Read jobs as a consumer that then dies (what a killed process leaves behind)."""
     reply: Any = await redis.xreadgroup(group, consumer, {stream: ">"}, count=count)
     return len(reply[0][1]) if reply else 0
@@ -69,7 +68,7 @@ LEASE = 24.0
 SLACK = 5.0  # for a busy 2-core machine, on top of the documented lease + 5 s
 
 
-async def _right_after_a_lead_renewal(redis: Redis, seconds: float) -> None:
+async def _right_after_a_lead_renewal(redis: RawRedis, seconds: float) -> None:
     """Return just after the maintenance lead is renewed (the worst moment to kill its holder:
     a lead that must expire before anyone reclaims lives longest); give up after ``seconds``."""
     last = await redis.pttl(MAINTENANCE_LEADER)
@@ -77,7 +76,7 @@ async def _right_after_a_lead_renewal(redis: Redis, seconds: float) -> None:
     async def renewed() -> bool:
         nonlocal last
         now = await redis.pttl(MAINTENANCE_LEADER)
-        renewed, last = now > last, now
+        renewed, last = bool(now > last), now
         return renewed
 
     with suppress(AssertionError):  # none seen in time: kill it now all the same
@@ -86,7 +85,7 @@ async def _right_after_a_lead_renewal(redis: Redis, seconds: float) -> None:
 
 @pytest.mark.timeout(300)
 async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_seconds(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {"REDIS_URL": redis_url, "GATEWAY_JOB_LEASE_SECONDS": str(LEASE)}
     with serving(tmp_path, **env) as (first, first_base):
@@ -163,7 +162,7 @@ def _memory(cortadel: CortadelServer) -> CortadelSettings:
     )
 
 
-async def _mentions(redis: Redis, needle: str) -> dict[str, int]:
+async def _mentions(redis: RawRedis, needle: str) -> dict[str, int]:
     """How many entries of each dead stream mention ``needle`` in any field."""
     found = {}
     for stream in DEAD_STREAMS:
@@ -175,7 +174,7 @@ async def _mentions(redis: Redis, needle: str) -> dict[str, int]:
 
 
 async def test_scrub_removes_the_context_from_every_dead_letter_stream(
-    make_app: AppFactory, redis: Redis, cortadel: CortadelServer
+    make_app: AppFactory, redis: RawRedis, cortadel: CortadelServer
 ) -> None:
     # a finished turn Cortadel refuses: the outbox dead-letters it
     async with make_app(cortadel=_memory(cortadel), job_lease_seconds=0.5) as c:
@@ -229,7 +228,7 @@ async def test_scrub_removes_the_context_from_every_dead_letter_stream(
 
 
 async def test_a_job_given_up_after_its_context_was_scrubbed_leaves_no_dead_letter(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
     async with make_app(**settings) as front:
@@ -254,7 +253,7 @@ async def test_a_job_given_up_after_its_context_was_scrubbed_leaves_no_dead_lett
         assert await _mentions(redis, cid) == dict.fromkeys(DEAD_STREAMS, 0)
 
 
-async def _dead_letter(front: httpx.AsyncClient, redis: Redis, count: int) -> None:
+async def _dead_letter(front: httpx.AsyncClient, redis: RawRedis, count: int) -> None:
     """``count`` runs whose worker died, given up by maintenance."""
     for i in range(count):
         await post_message(
@@ -269,7 +268,7 @@ async def _dead_letter(front: httpx.AsyncClient, redis: Redis, count: int) -> No
 
 
 async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     settings = {"job_lease_seconds": 0.3, "job_max_attempts": 1, "workers": False}
     async with make_app(dead_letter_max_entries=3, **settings) as front:
@@ -291,7 +290,7 @@ async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
 
 
 async def test_stopped_processes_leave_no_consumers(
-    make_app: AppFactory, redis: Redis, cortadel: CortadelServer
+    make_app: AppFactory, redis: RawRedis, cortadel: CortadelServer
 ) -> None:
     for _ in range(4):
         async with make_app(cortadel=_memory(cortadel)) as c:
@@ -309,7 +308,7 @@ async def test_stopped_processes_leave_no_consumers(
 
 
 async def test_a_stopping_process_hands_its_unfinished_runs_back(
-    make_app: AppFactory, redis: Redis, tmp_path: Path
+    make_app: AppFactory, redis: RawRedis, tmp_path: Path
 ) -> None:
     settings = {"agents": [Partial()], "job_lease_seconds": 1.0}
     async with make_app(shutdown_grace_seconds=0, **settings) as c:
@@ -335,7 +334,7 @@ async def test_a_stopping_process_hands_its_unfinished_runs_back(
 
 
 async def test_maintenance_prunes_idle_consumers_without_pending_jobs(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     async with make_app(job_lease_seconds=0.5, workers=False, embedder="none") as front:
         await JobStore(redis).ensure_group()
@@ -362,7 +361,7 @@ async def test_maintenance_prunes_idle_consumers_without_pending_jobs(
         await until(completed, what="the run to complete")
 
 
-async def test_consumers_holding_jobs_are_never_pruned(redis: Redis) -> None:
+async def test_consumers_holding_jobs_are_never_pruned(redis: RawRedis) -> None:
     jobs = JobStore(redis)
     await jobs.ensure_group()
     await redis.xadd(JOBS, {b"job": orjson.dumps({"t": "t", "u": "u", "c": "c"})})

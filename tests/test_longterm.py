@@ -12,7 +12,6 @@ import httpx
 import orjson
 import pytest
 from pydantic import ValidationError
-from redis.asyncio import Redis
 
 from gateway.agents.base import (
     AgentRequest,
@@ -27,7 +26,7 @@ from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore
 from tests.agents import TestAgent
-from tests.conftest import API_KEYS, AppFactory, auth, outbox_settled, send_task
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, outbox_settled, send_task
 from tests.cortadel_server import CortadelServer
 from tests.waiting import stays, until
 
@@ -112,7 +111,7 @@ async def _probed(c: httpx.AsyncClient) -> None:
     """Wait until the gateway's start-up key probe has run."""
 
     async def ready() -> bool:
-        return (await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded"
+        return bool((await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded")
 
     await until(ready, what="the start-up key probe")
 
@@ -356,7 +355,7 @@ async def test_turns_are_stored_without_the_injected_block(
 
 
 async def test_store_turns_off_stores_nothing(
-    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway(store_turns=False) as c:
         await _probed(c)
@@ -441,7 +440,7 @@ def _deletes(cortadel: CortadelServer) -> list[list[str]]:
 
 
 async def test_the_scrub_receipt_and_its_cortadel_follow_up(
-    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway() as c:
         await _probed(c)
@@ -491,7 +490,7 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
 
 
 async def test_scrub_off_keeps_memories(
-    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)
@@ -505,7 +504,7 @@ async def test_scrub_off_keeps_memories(
 
 
 async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
-    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway() as c:
         await _probed(c)
@@ -539,7 +538,7 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
 
 
 async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
-    gateway: Gateway, cortadel: CortadelServer, redis: Redis
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)

@@ -11,13 +11,12 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from redis.asyncio import Redis
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
 from gateway.memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from gateway.store.keys import EMBEDS_DEAD, keys_of
 from tests.agents import TestAgent
-from tests.conftest import AppFactory, auth, send_task
+from tests.conftest import AppFactory, RawRedis, auth, send_task
 from tests.embeddings_server import EmbeddingsServer
 from tests.waiting import until
 
@@ -155,7 +154,7 @@ async def test_skip_rules_and_agent_messages_are_never_indexed(make_app: AppFact
 
 
 async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
-    client: httpx.AsyncClient, redis: Redis
+    client: httpx.AsyncClient, redis: RawRedis
 ) -> None:
     cid = (await send_echo(client, "renal function declining"))["contextId"]
     await _indexed(client, cid)
@@ -310,7 +309,7 @@ async def test_embedder_outage_loses_nothing(
 
 
 async def test_an_outage_longer_than_the_lease_keeps_the_jobs(
-    make_app: AppFactory, embeddings: EmbeddingsServer, redis: Redis
+    make_app: AppFactory, embeddings: EmbeddingsServer, redis: RawRedis
 ) -> None:
     """While the indexer waits out the embedder, it renews its jobs' lease: maintenance must
     neither requeue nor dead-letter them (it used to, once the outage outlasted the lease)."""
@@ -338,7 +337,7 @@ async def test_poison_input_is_skipped_and_long_input_truncated(
 
 
 async def test_switching_the_embedder_never_scores_across_models(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     """hashing and wordllama both make 256 floats: only the model id tells their spaces
     apart. After the switch a context is searched by words until it is re-embedded."""
@@ -389,7 +388,7 @@ def _tag() -> str:
 
 
 async def test_vectors_that_name_no_model_are_embedded_again(
-    client: httpx.AsyncClient, redis: Redis
+    client: httpx.AsyncClient, redis: RawRedis
 ) -> None:
     """Vectors written before they carried their model id are of an unknown space."""
     cid = (await send_echo(client, "Chest pain radiating to the left arm"))["contextId"]

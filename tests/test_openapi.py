@@ -195,7 +195,7 @@ def accepts(schema: str, instance: Any) -> bool:
         "urn:openapi", Resource.from_contents(spec(), default_specification=DRAFT202012)
     )
     ref = {"$ref": f"urn:openapi#/components/schemas/{schema}"}
-    return jsonschema.Draft202012Validator(ref, registry=registry).is_valid(instance)
+    return bool(jsonschema.Draft202012Validator(ref, registry=registry).is_valid(instance))
 
 
 def _send_request(**message: Any) -> dict[str, Any]:
