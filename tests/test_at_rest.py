@@ -238,7 +238,7 @@ async def test_rotation_with_two_keys(
 
 
 async def test_rotation_reseals_event_logs_and_the_artifact_being_streamed(
-    redis: Redis, redis_url: str
+    redis: RawRedis, redis_url: str
 ) -> None:
     text = f"SENTINEL-{uuid.uuid4().hex} stable; continue current plan."
     body = {"message": message(text, metadata={"echo": {"chunks": 3, "delayMs": 3000}})}
@@ -274,7 +274,7 @@ async def test_rotation_reseals_event_logs_and_the_artifact_being_streamed(
     assert "".join(a["parts"][0]["text"] for a in chunks if a["name"] == "echo-stream") == text
 
 
-async def log_sealed_with(redis: Redis, task: dict[str, Any]) -> set[str | None]:
+async def log_sealed_with(redis: RawRedis, task: dict[str, Any]) -> set[str | None]:
     """The key ids of a task's event log entries and of its artifact being streamed."""
     keys = UserKeys.of("default", "local")
     ck = keys.context(task["contextId"])
