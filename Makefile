@@ -47,7 +47,7 @@ eval: install
 lint: install
 	$(VENV)/bin/ruff check gateway tests bench eval
 	$(VENV)/bin/ruff format --check gateway tests bench eval
-	$(VENV)/bin/mypy gateway
+	$(VENV)/bin/mypy gateway tests bench
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache

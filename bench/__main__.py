@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,18 @@ def process(args: list[str], env: dict[str, str], port: int) -> Iterator[subproc
         proc.wait(timeout=20)
 
 
+QUIET = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
+
+
+def gateway(
+    port: int, env: dict[str, str], *args: str
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """``gateway serve --port PORT [args]``, quiet (no request log, warnings only) unless
+    ``env`` says otherwise, with ``env`` on top; entered once it answers."""
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args]
+    return process(serve, {**QUIET, **env}, port)
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -125,6 +137,11 @@ def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) the process has used so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def posts(path: str, body: Callable[[int], bytes], headers: str = "") -> Callable[[int], bytes]:
+    """A load's n-th request: ``body(n)`` POSTed to ``path``."""
+    return lambda n: loadgen.post(path, body(n), headers)
 
 
 def jsonrpc_send_body(n: int) -> bytes:
@@ -177,7 +194,7 @@ async def send_vs_floor(ports: dict[str, int], pids: dict[str, int]) -> float:
                 res[name].append(
                     await loadgen.run(
                         ports[name],
-                        lambda n, path=PATHS[name], body=body: loadgen.post(path, body(n)),
+                        posts(PATHS[name], body),
                         concurrency,
                         SECONDS,
                         counter,
@@ -295,23 +312,18 @@ async def scaling(port: int) -> None:
     large = await new_context(port, counter, 20_000)
     small = [await new_context(port, counter, 10) for _ in range(ROUNDS * 2)]
     appends: dict[str, list[loadgen.Result]] = {"small": [], "large": []}
+
+    def append_to(cid: str) -> Callable[[], bytes]:
+        return lambda: loadgen.post("/v1/message:send", send_body(next(counter), cid))
+
+    def page_of(cid: str) -> Callable[[], bytes]:
+        return lambda: loadgen.get(f"/v1/contexts/{cid}?limit=10")
+
     pages: dict[str, list[loadgen.Result]] = {"small": [], "large": []}
     for i in range(ROUNDS * 2):
-        appends["small"].append(
-            await timed(
-                port,
-                lambda i=i: loadgen.post("/v1/message:send", send_body(next(counter), small[i])),
-                50,
-            )
-        )
-        appends["large"].append(
-            await timed(
-                port, lambda: loadgen.post("/v1/message:send", send_body(next(counter), large)), 50
-            )
-        )
-        pages["small"].append(
-            await timed(port, lambda i=i: loadgen.get(f"/v1/contexts/{small[i]}?limit=10"), 100)
-        )
+        appends["small"].append(await timed(port, append_to(small[i]), 50))
+        appends["large"].append(await timed(port, append_to(large), 50))
+        pages["small"].append(await timed(port, page_of(small[i]), 100))
         pages["large"].append(
             await timed(
                 port, lambda: loadgen.get(f"/v1/contexts/{large}?limit=10&offset=5000"), 100
@@ -344,7 +356,7 @@ async def memory(port: int, redis: Redis) -> None:
     """Bytes Redis holds for a context of 1,000 echo turns, against their JSON."""
     redis.flushall()
     wait_for_aof_rewrite(redis)
-    redis.execute_command("MEMORY PURGE")
+    redis.memory_purge()
     before = int(redis.info("memory")["used_memory"])
     cid = await new_context(port, itertools.count(20_000_000), 2_000)
     after = int(redis.info("memory")["used_memory"])
@@ -441,7 +453,6 @@ async def durable_vs_memory(ports: dict[str, int], worker_metrics: list[int]) ->
 def queues_bench(tmp: Path) -> None:
     servers = [EmbeddedRedis(tmp / f"redis-q{i}") for i in range(3)]
     urls = [server.start() for server in servers]
-    base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
     ports = {
         name: free_port()
         for name in (
@@ -451,37 +462,19 @@ def queues_bench(tmp: Path) -> None:
         )
     }
     metrics_ports = [free_port(), free_port()]
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
     worker = [sys.executable, "-m", "gateway.cli", "worker"]
     names = list(ports)
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(
-                process(
-                    [*serve, str(ports[names[0]])],
-                    {**base_env, "REDIS_URL": urls[0], "GATEWAY_QUEUE": "memory"},
-                    ports[names[0]],
-                )
-            )
-            stack.enter_context(
-                process(
-                    [*serve, str(ports[names[1]])],
-                    {**base_env, "REDIS_URL": urls[1]},
-                    ports[names[1]],
-                )
-            )
-            stack.enter_context(
-                process(
-                    [*serve, str(ports[names[2]]), "--no-workers"],
-                    {**base_env, "REDIS_URL": urls[2]},
-                    ports[names[2]],
-                )
-            )
+            memory_queue = {"REDIS_URL": urls[0], "GATEWAY_QUEUE": "memory"}
+            stack.enter_context(gateway(ports[names[0]], memory_queue))
+            stack.enter_context(gateway(ports[names[1]], {"REDIS_URL": urls[1]}))
+            stack.enter_context(gateway(ports[names[2]], {"REDIS_URL": urls[2]}, "--no-workers"))
             for mport in metrics_ports:
                 stack.enter_context(
                     process(
                         worker,
-                        {**base_env, "REDIS_URL": urls[2], "GATEWAY_METRICS_PORT": str(mport)},
+                        {**QUIET, "REDIS_URL": urls[2], "GATEWAY_METRICS_PORT": str(mport)},
                         mport,
                     )
                 )
@@ -496,14 +489,12 @@ def embedding_on_off(tmp: Path) -> None:
     servers = [EmbeddedRedis(tmp / f"redis-emb{i}") for i in range(2)]
     urls = [s.start() for s in servers]
     ports = {"embedding on (wordllama)": free_port(), "embedding off": free_port()}
-    base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
     try:
         with contextlib.ExitStack() as stack:
             embedders = ("wordllama", "none")
             for port, url, embedder in zip(ports.values(), urls, embedders, strict=True):
-                env = {**base_env, "REDIS_URL": url, "GATEWAY_EMBEDDER": embedder}
-                stack.enter_context(process([*serve, str(port)], env, port))
+                env = {"REDIS_URL": url, "GATEWAY_EMBEDDER": embedder}
+                stack.enter_context(gateway(port, env))
             asyncio.run(_on_off(ports))
     finally:
         for s in servers:
@@ -556,29 +547,13 @@ def core_bench(tmp: Path) -> None:
     # The core figures measure the A2A path; context memory's cost is measured on its own
     # (embedding on vs off) in the memory section. "defaults" is the gateway as shipped
     # (durable queue, hashing embedder on), on a Redis of its own.
-    env = {
-        "REDIS_URL": url,
-        "GATEWAY_LOG_REQUESTS": "false",
-        "GATEWAY_LOG_LEVEL": "WARNING",
-        "GATEWAY_EMBEDDER": "none",
-    }
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
+    env = {**QUIET, "REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}
     try:
         with contextlib.ExitStack() as stack:
             procs = {
-                "gateway": stack.enter_context(
-                    process([*serve, str(ports["gateway"])], env, ports["gateway"])
-                ),
+                "gateway": stack.enter_context(gateway(ports["gateway"], env)),
                 "defaults": stack.enter_context(
-                    process(
-                        [*serve, str(ports["defaults"])],
-                        {
-                            "REDIS_URL": defaults_url,
-                            "GATEWAY_LOG_REQUESTS": "false",
-                            "GATEWAY_LOG_LEVEL": "WARNING",
-                        },
-                        ports["defaults"],
-                    )
+                    gateway(ports["defaults"], {"REDIS_URL": defaults_url})
                 ),
             }
             for name, module in (
@@ -611,15 +586,12 @@ def scale_bench(tmp: Path) -> None:
     urls = [s.start() for s in servers]
     names = ("1 process", "2 processes (--processes 2)")
     ports = {name: free_port() for name in names}
-    base_env = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
     try:
         with contextlib.ExitStack() as stack:
             for port, url, extra in zip(
                 ports.values(), urls, ([], ["--processes", "2"]), strict=True
             ):
-                env = {**base_env, "REDIS_URL": url}
-                stack.enter_context(process([*serve, str(port), *extra], env, port))
+                stack.enter_context(gateway(port, {"REDIS_URL": url}, *extra))
             asyncio.run(_scale(ports))
     finally:
         for s in servers:
@@ -732,15 +704,8 @@ def bindings_bench(tmp: Path) -> None:
     server = EmbeddedRedis(tmp / "redis-bindings")
     url = server.start()
     port = free_port()
-    env = {
-        "REDIS_URL": url,
-        "GATEWAY_LOG_REQUESTS": "false",
-        "GATEWAY_LOG_LEVEL": "WARNING",
-        "GATEWAY_EMBEDDER": "none",
-    }
-    args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
     try:
-        with process(args, env, port) as proc:
+        with gateway(port, {"REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}) as proc:
             asyncio.run(_bindings(port, proc.pid))
     finally:
         server.stop()

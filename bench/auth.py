@@ -13,13 +13,12 @@ import asyncio
 import contextlib
 import itertools
 import os
-import sys
 from pathlib import Path
 
 import orjson
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, SECONDS, line, merge, process, ratio, send_body
+from bench.__main__ import ROUNDS, SECONDS, gateway, line, merge, posts, ratio, send_body
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from tests.identity_provider import IdentityProvider
@@ -83,7 +82,7 @@ async def _rounds(
             results[name].append(
                 await loadgen.run(
                     port,
-                    lambda n, h=header: loadgen.post("/v1/message:send", send_body(n), h),
+                    posts("/v1/message:send", send_body, header),
                     32,
                     SECONDS,
                     counter,
@@ -103,19 +102,13 @@ def auth_bench(tmp: Path) -> None:
     idp.start()
     configs = _configs(idp)
     ports = {name: free_port() for name in configs}
-    base = {
-        "REDIS_URL": url,
-        "GATEWAY_LOG_REQUESTS": "false",
-        "GATEWAY_LOG_LEVEL": "WARNING",
-        "GATEWAY_EMBEDDER": "none",
-    }
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
+    base = {"REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}
     try:
         with contextlib.ExitStack() as stack:
             pids = {}
             for name, (env, _) in configs.items():
                 port = ports[name]
-                proc = stack.enter_context(process([*serve, str(port)], {**base, **env}, port))
+                proc = stack.enter_context(gateway(port, {**base, **env}))
                 pids[name] = proc.pid
             headers = {n: h for n, (_, h) in configs.items()}
             merged, per_send = asyncio.run(_rounds(ports, headers, pids))

@@ -7,17 +7,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import sys
 import time
-import uuid
 from pathlib import Path
 
-import orjson
 from redis.asyncio import Redis
 
 from bench import loadgen
-from bench.__main__ import BENCH_KEYRING, ROUNDS, SECONDS, TEXT, line, merge, process, ratio
+from bench.__main__ import BENCH_KEYRING, ROUNDS, SECONDS, TEXT, gateway, line, merge, ratio
 from bench.__main__ import send_body as _send_body
+from bench.memory import fill
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.memory.embedders import HashingEmbedder
@@ -25,7 +23,7 @@ from gateway.principal import Principal
 from gateway.service.search import SearchService
 from gateway.store.keys import keys_of
 from gateway.store.memory_store import MemoryStore, VectorBatch
-from gateway.store.redis_store import SendWrite, Store
+from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, generate_keyring
 
@@ -36,19 +34,13 @@ def encryption_bench(tmp: Path) -> None:
     servers = [EmbeddedRedis(tmp / f"redis-enc{i}") for i in range(2)]
     urls = [s.start() for s in servers]
     ports = {"encryption on": free_port(), "encryption off": free_port()}
-    base = {
-        "GATEWAY_LOG_REQUESTS": "false",
-        "GATEWAY_LOG_LEVEL": "WARNING",
-        "GATEWAY_EMBEDDER": "none",
-        "GATEWAY_ENCRYPTION_KEYS": BENCH_KEYRING,
-    }
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
+    base = {"GATEWAY_EMBEDDER": "none", "GATEWAY_ENCRYPTION_KEYS": BENCH_KEYRING}
     try:
         with contextlib.ExitStack() as stack:
             for (name, port), url in zip(ports.items(), urls, strict=True):
                 mode = "on" if name.endswith("on") else "off"
                 env = {**base, "REDIS_URL": url, "GATEWAY_ENCRYPTION": mode}
-                stack.enter_context(process([*serve, str(port)], env, port))
+                stack.enter_context(gateway(port, env))
             asyncio.run(_send_on_off(ports))
         asyncio.run(_search_and_rotation(urls))
     finally:
@@ -84,35 +76,8 @@ async def _send_on_off(ports: dict[str, int]) -> None:
 
 async def _fill(store: Store, principal: Principal, cid: str, embedder: HashingEmbedder) -> None:
     """A context of SIZE user messages, each with its vector, through the store's API."""
-    seqs, texts = [], []
-    for i in range(SIZE):
-        tid = str(uuid.uuid4())
-        text = f"{TEXT} observation {i} dose {i % 17} mg"
-        msg = {
-            "kind": "message",
-            "role": "user",
-            "messageId": f"{cid}-{i}",
-            "contextId": cid,
-            "taskId": tid,
-            "parts": [{"kind": "text", "text": text}],
-        }
-        result = await store.send(
-            keys_of(principal),
-            SendWrite(
-                context_id=cid,
-                task_id=tid,
-                continuing=False,
-                new_context=i == 0,
-                message_id=f"{cid}-{i}",
-                digest="d",
-                message_json=orjson.dumps(msg),
-                metadata_json=b"",
-                status_json=b'{"state":"completed"}',
-                reference_ids=(),
-            ),
-        )
-        seqs.append(result.seq)
-        texts.append(text)
+    texts = [f"{TEXT} observation {i} dose {i % 17} mg" for i in range(SIZE)]
+    seqs = await fill(store, principal, cid, texts)
     for i in range(0, SIZE, 256):
         matrix = await embedder.embed(texts[i : i + 256])
         vectors = [

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import httpx
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, line, merge, process, send_body, timed
+from bench.__main__ import ROUNDS, gateway, line, merge, send_body, timed
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.longterm.render import cortadel_user_id
@@ -31,12 +30,7 @@ TURNS = 1000
 
 
 def _env(url: str, cortadel: CortadelServer | None, store: bool = True) -> dict[str, str]:
-    env = {
-        "REDIS_URL": url,
-        "GATEWAY_LOG_REQUESTS": "false",
-        "GATEWAY_LOG_LEVEL": "ERROR",
-        "GATEWAY_EMBEDDER": "none",
-    }
+    env = {"REDIS_URL": url, "GATEWAY_LOG_LEVEL": "ERROR", "GATEWAY_EMBEDDER": "none"}
     if cortadel is not None:
         env |= {
             "GATEWAY_CORTADEL_URL": cortadel.url,
@@ -160,21 +154,20 @@ def longterm_bench(tmp: Path) -> None:
     for n in range(5):
         cortadel.seed(cortadel_user_id("default", "local"), f"chest pain history item {n}")
     ports = {"recall on": free_port(), "recall + store on": free_port(), "recall off": free_port()}
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port"]
     try:
         with contextlib.ExitStack() as stack:
             on, off = ports["recall on"], ports["recall off"]
             # Turns are not stored here: the latency is recall's alone (the store is measured
             # by the drain below, and runs off the request path).
             env_on = _env(urls[0], cortadel, store=False)
-            stack.enter_context(process([*serve, str(on)], env_on, on))
+            stack.enter_context(gateway(on, env_on))
             both = ports["recall + store on"]
-            stack.enter_context(process([*serve, str(both)], _env(urls[3], cortadel), both))
-            stack.enter_context(process([*serve, str(off)], _env(urls[1], None), off))
+            stack.enter_context(gateway(both, _env(urls[3], cortadel)))
+            stack.enter_context(gateway(off, _env(urls[1], None)))
             asyncio.run(_latency(ports, cortadel.url))
         cortadel.delay = 0.0
         port = free_port()
-        with process([*serve, str(port)], _env(urls[2], cortadel), port):
+        with gateway(port, _env(urls[2], cortadel)):
             asyncio.run(_drain(port, Redis.from_url(urls[2]), cortadel))
     finally:
         cortadel.stop()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +28,7 @@ import orjson
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import cpu_seconds, process
+from bench.__main__ import cpu_seconds, gateway
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from tests.webhook_receiver import WebhookReceiver
@@ -147,7 +146,6 @@ def push_bench(tmp: Path) -> None:
     port = free_port()
     env = {
         "REDIS_URL": url,
-        "GATEWAY_LOG_REQUESTS": "false",
         "GATEWAY_LOG_LEVEL": "ERROR",
         "GATEWAY_EMBEDDER": "none",
         "GATEWAY_OUTBOUND_ALLOWLIST": "127.0.0.1",
@@ -155,8 +153,7 @@ def push_bench(tmp: Path) -> None:
         "GATEWAY_PUSH_BACKOFF_MAX_SECONDS": "0.5",
     }
     try:
-        serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
-        with process(serve, env, port) as proc:
+        with gateway(port, env) as proc:
             asyncio.run(_bench(port, proc.pid, Redis.from_url(url), hook))
     finally:
         hook.stop()

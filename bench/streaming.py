@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -172,16 +171,13 @@ async def _run(port: int, pid: int) -> None:
 
 
 def streaming_bench(tmp: Path) -> None:
-    from bench.__main__ import process
+    from bench.__main__ import gateway
 
     server = EmbeddedRedis(tmp / "redis-streaming")
     url = server.start()
     port = free_port()
-    env = {"REDIS_URL": url, "GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING",
-           "GATEWAY_EMBEDDER": "none"}  # fmt: skip
-    args = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
     try:
-        with process(args, env, port) as proc:
+        with gateway(port, {"REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}) as proc:
             asyncio.run(_run(port, proc.pid))
     finally:
         server.stop()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 from redis import Redis
 
 from gateway.embedded_redis import EmbeddedRedis, free_cluster_port
+from tests.waiting import until_sync
 
 
 class LocalCluster:
@@ -60,16 +60,19 @@ class LocalCluster:
              "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             states = [
-                Redis(port=n.port).execute_command("CLUSTER INFO")["cluster_state"]
+                Redis(port=n.port).execute_command("CLUSTER INFO")["cluster_state"]  # type: ignore[no-untyped-call]
                 for n in self.nodes
             ]
-            if all(s == "ok" for s in states):
-                return self.url
-            time.sleep(0.1)
-        raise RuntimeError("cluster did not become ready")
+            return all(s == "ok" for s in states)
+
+        try:
+            until_sync(ready, timeout=30, what="the cluster to be ready", every=0.1)
+        except AssertionError as exc:
+            raise RuntimeError("cluster did not become ready") from exc
+        return self.url
 
     def stop(self) -> None:
         for node in self.nodes:

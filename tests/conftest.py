@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.app import create_app
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.settings import Settings
 from gateway.store.connection import RedisTarget
 from gateway.store.jobs import JobStore
+from gateway.store.keys import OUTBOX, OUTBOX_DEAD, OUTBOX_GROUP
 
 API_KEYS = {
     "key-alice": {"tenant": "t1", "user": "alice"},
@@ -27,6 +27,10 @@ API_KEYS = {
     "key-admin": {"tenant": "t1", "user": "root", "roles": ["admin"]},
 }
 AppFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+# The raw client the ``redis`` fixture yields (redis.asyncio's, or its cluster client).
+# redis-py types its replies ``bytes | str | None`` whatever the client decodes, so each
+# read would need a cast; tests read the bytes this client returns, untyped.
+RawRedis: TypeAlias = Any
 # The tests' encryption keys (content at rest is sealed, as by default); k0 is current.
 TEST_KEYRING = (
     '{"k0": "dGVzdC1rZXktMC10ZXN0LWtleS0wLXRlc3Qta2V5LTA=", '
@@ -57,7 +61,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
+async def redis(redis_url: str) -> AsyncIterator[RawRedis]:
     """A raw client on the test Redis (a cluster client on a cluster), flushed."""
     client: Any = RedisTarget.parse(redis_url).client(5.0)
     await client.flushall()
@@ -90,7 +94,7 @@ async def _lifespan(app: Any) -> AsyncIterator[None]:
 
 
 @pytest.fixture
-def make_app(redis_url: str, redis: Redis) -> AppFactory:
+def make_app(redis_url: str, redis: RawRedis) -> AppFactory:
     """Build a gateway with settings overrides; yields an HTTP client bound to it."""
 
     @asynccontextmanager
@@ -152,33 +156,51 @@ async def post_message(
     path: str | None = None,
     configuration: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109 (the HTTP request's own)
     **fields: Any,
 ) -> httpx.Response:
     """``message:send`` at the root (the default agent), at ``agent``'s base, or at
-    ``path``; ``fields`` go into the message (``contextId``, ``metadata``, ...)."""
+    ``path``; ``fields`` go into the message (``contextId``, ``metadata``, ...).
+    ``timeout`` overrides the client's (for a blocking send to a served process)."""
     if path is None:
         path = f"/agents/{agent}/v1/message:send" if agent else "/v1/message:send"
     body: dict[str, Any] = {"message": message(*parts, **fields)}
     if configuration is not None:
         body["configuration"] = configuration
-    return await c.post(path, json=body, headers=headers)
+    if timeout is None:
+        return await c.post(path, json=body, headers=headers)
+    return await c.post(path, json=body, headers=headers, timeout=timeout)
 
 
-async def send_task(c: httpx.AsyncClient, *parts: dict[str, Any] | str, **kw: Any) -> Any:
+async def send_task(
+    c: httpx.AsyncClient, *parts: dict[str, Any] | str, **kw: Any
+) -> dict[str, Any]:
     """``post_message`` that must succeed; returns the task."""
     r = await post_message(c, *parts, **kw)
     assert r.status_code == 200, r.text
-    return r.json()["task"]
+    task: dict[str, Any] = r.json()["task"]
+    return task
 
 
-async def runs_settled(redis: Redis) -> bool:
-    """Whether every queued run has finished and been acknowledged (none queued or
-    pending): after it, no run can write any more."""
-    figures = await JobStore(redis).figures()
+async def _drained(queue: JobStore) -> bool:
+    figures = await queue.figures()
     return figures.queued + figures.pending == 0
 
 
-Send = Callable[..., Awaitable[httpx.Response]]
+async def runs_settled(redis: RawRedis) -> bool:
+    """Whether every queued run has finished and been acknowledged (none queued or
+    pending): after it, no run can write any more."""
+    return await _drained(JobStore(redis))
+
+
+async def outbox_settled(redis: RawRedis) -> bool:
+    """Whether the long-term memory outbox (the ``gw:{jobs}:ltm`` stream) has nothing
+    queued or in delivery. Its jobs are written with the turn or the scrub that needs them,
+    so after a send or a delete this is a settled state."""
+    return await _drained(JobStore(redis, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD))
+
+
+Send = Callable[..., Coroutine[Any, Any, httpx.Response]]
 
 
 @pytest.fixture

@@ -113,11 +113,11 @@ class ChatServer(ServedDouble):
             return JSONResponse({"error": {"message": "; ".join(problems)}}, 400)
         step = self.script.pop(0) if self.script else {"content": "ok"}
         if "delay" in step:
-            await asyncio.sleep(step["delay"])
+            await asyncio.sleep(float(step["delay"]))
             step = self.script.pop(0) if self.script else {"content": "ok"}
         if "status" in step:
             return JSONResponse(
-                {"error": {"message": "injected", "type": "server_error"}}, step["status"]
+                {"error": {"message": "injected", "type": "server_error"}}, int(step["status"])
             )
         self._calls += 1
         message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}

@@ -42,7 +42,7 @@ async def test_blocking_returns_on_interrupted_states_and_return_immediately(
 
 
 async def test_parts_without_kind_round_trip(client: httpx.AsyncClient) -> None:
-    parts = [
+    parts: list[dict[str, Any]] = [
         {"text": "see attached", "metadata": {"lang": "en"}},
         {
             "url": "https://files.example/ecg.pdf",

@@ -14,10 +14,9 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.cli import main
-from tests.conftest import API_KEYS, AppFactory, auth, send_task
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, send_task
 from tests.waiting import until
 
 SECRET = "server-secret-for-key-hashes"
@@ -37,7 +36,7 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-async def _all_redis_values(redis: Redis) -> bytes:
+async def _all_redis_values(redis: RawRedis) -> bytes:
     out = b""
     async for name in redis.scan_iter(match="gw:{apikeys}*"):
         kind = await redis.type(name)
@@ -47,7 +46,7 @@ async def _all_redis_values(redis: Redis) -> bytes:
 
 
 async def test_a_key_is_shown_once_stored_as_a_keyed_hash_and_works_on_every_replica(
-    replicas: tuple[httpx.AsyncClient, httpx.AsyncClient], redis: Redis
+    replicas: tuple[httpx.AsyncClient, httpx.AsyncClient], redis: RawRedis
 ) -> None:
     a, b = replicas
     r = await a.post("/keys", json={"user": "dave", "name": "ehr"}, headers=auth("admin"))

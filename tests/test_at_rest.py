@@ -17,12 +17,11 @@ from typing import Any
 
 import httpx
 import orjson
-from redis.asyncio import Redis
 
 from gateway.store.keys import TenantAgentKeys, UserKeys
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
-from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, auth, message
+from tests.conftest import API_KEYS, TEST_KEYRING, AppFactory, RawRedis, auth, message
 from tests.processes import ROOT, environment, serving, slow_process_test
 from tests.sse import collect, events, served_gateway
 from tests.waiting import until
@@ -84,7 +83,7 @@ async def test_a_scrub_leaves_no_trace_on_disk_within_the_bound(tmp_path: Path) 
             )
 
 
-async def every_value(redis: Redis) -> list[bytes]:
+async def every_value(redis: RawRedis) -> list[bytes]:
     """Every key's serialized value (DUMP) and its readable form, all of Redis."""
     out: list[bytes] = []
     async for key in redis.scan_iter(count=1000):
@@ -112,7 +111,9 @@ def holding(values: list[bytes], needle: str) -> list[bytes]:
     return [v[:80] for v in values if needle.encode() in v]
 
 
-async def test_content_is_sealed_in_every_redis_value(make_app: AppFactory, redis: Redis) -> None:
+async def test_content_is_sealed_in_every_redis_value(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
     sentinel = f"SENTINEL-{uuid.uuid4().hex}"
     async with make_app(embedder="hashing") as c:
         body = {"message": sentinel_message(sentinel), "metadata": {"ward": sentinel}}
@@ -159,7 +160,7 @@ async def test_content_is_sealed_in_every_redis_value(make_app: AppFactory, redi
 
 
 async def test_a_value_moved_to_another_user_or_context_does_not_open(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     sentinel = f"SENTINEL-{uuid.uuid4().hex}"
     async with make_app(api_keys=orjson.dumps(API_KEYS).decode()) as c:
@@ -204,7 +205,9 @@ async def test_a_value_moved_to_another_user_or_context_does_not_open(
         assert mine.status_code == 200 and sentinel in mine.text
 
 
-async def test_rotation_with_two_keys(make_app: AppFactory, redis: Redis, redis_url: str) -> None:
+async def test_rotation_with_two_keys(
+    make_app: AppFactory, redis: RawRedis, redis_url: str
+) -> None:
     sentinel = f"SENTINEL-{uuid.uuid4().hex}"
     # written under the old key alone, its context memory too
     async with make_app(encryption_keys=OLD_ONLY) as c:
@@ -235,7 +238,7 @@ async def test_rotation_with_two_keys(make_app: AppFactory, redis: Redis, redis_
 
 
 async def test_rotation_reseals_event_logs_and_the_artifact_being_streamed(
-    redis: Redis, redis_url: str
+    redis: RawRedis, redis_url: str
 ) -> None:
     text = f"SENTINEL-{uuid.uuid4().hex} stable; continue current plan."
     body = {"message": message(text, metadata={"echo": {"chunks": 3, "delayMs": 3000}})}
@@ -271,7 +274,7 @@ async def test_rotation_reseals_event_logs_and_the_artifact_being_streamed(
     assert "".join(a["parts"][0]["text"] for a in chunks if a["name"] == "echo-stream") == text
 
 
-async def log_sealed_with(redis: Redis, task: dict[str, Any]) -> set[str | None]:
+async def log_sealed_with(redis: RawRedis, task: dict[str, Any]) -> set[str | None]:
     """The key ids of a task's event log entries and of its artifact being streamed."""
     keys = UserKeys.of("default", "local")
     ck = keys.context(task["contextId"])
@@ -294,7 +297,7 @@ async def send_sentinel(c: httpx.AsyncClient, sentinel: str) -> dict[str, Any]:
     return task
 
 
-async def sealed_with(redis: Redis, task: dict[str, Any]) -> set[str | None]:
+async def sealed_with(redis: RawRedis, task: dict[str, Any]) -> set[str | None]:
     """The key ids of a task's content values (its context's messages and its fields)."""
     ck = UserKeys.of("default", "local").context(task["contextId"])
     ids = {key_id_of(v) for v in (await redis.hgetall(ck.msgs)).values()}
@@ -307,7 +310,7 @@ async def sealed_with(redis: Redis, task: dict[str, Any]) -> set[str | None]:
 
 
 async def test_rotate_data_from_the_command_line(
-    make_app: AppFactory, redis: Redis, redis_url: str
+    make_app: AppFactory, redis: RawRedis, redis_url: str
 ) -> None:
     sentinel = f"SENTINEL-{uuid.uuid4().hex}"
     async with make_app(encryption_keys=OLD_ONLY) as c:
@@ -329,7 +332,7 @@ async def test_rotate_data_from_the_command_line(
 
 
 async def test_encryption_off_stores_clear_and_still_reads_sealed_values(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     sentinel = f"SENTINEL-{uuid.uuid4().hex}"
     async with make_app() as c:
@@ -386,7 +389,9 @@ async def test_the_embedded_gateway_seals_with_a_generated_key(tmp_path: Path) -
     assert [p.name for p in data.rglob("encryption-keys.json")] == ["encryption-keys.json"]
 
 
-async def test_context_memory_searches_sealed_vectors(make_app: AppFactory, redis: Redis) -> None:
+async def test_context_memory_searches_sealed_vectors(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
     async with make_app(embedder="hashing") as c, make_app(embedder="hashing") as early:
         first = await send_sentinel(c, "SENTINEL-first")
         cid = first["contextId"]
@@ -423,7 +428,7 @@ async def test_context_memory_searches_sealed_vectors(make_app: AppFactory, redi
 
 
 async def test_vectors_indexed_in_clear_keep_working_until_rotation_seals_them(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     async with make_app(embedder="hashing", encryption="off") as c:
         cid = (await send_sentinel(c, "SENTINEL-clear"))["contextId"]
@@ -473,7 +478,7 @@ async def search(
     return hits
 
 
-async def test_registered_agents_are_sealed_too(make_app: AppFactory, redis: Redis) -> None:
+async def test_registered_agents_are_sealed_too(make_app: AppFactory, redis: RawRedis) -> None:
     """An agent's entry may hold its API key and prompt: sealed, bound to its tenant and id."""
     sentinel, secret = f"SENTINEL-{uuid.uuid4().hex}", f"sk-{uuid.uuid4().hex}"
     spec = {

@@ -8,9 +8,8 @@ from typing import Any
 
 import httpx
 import orjson
-from redis.asyncio import Redis
 
-from tests.conftest import API_KEYS, AppFactory, auth, post_message, send_task
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, post_message, send_task
 from tests.test_openapi import conform
 from tests.waiting import until
 
@@ -31,7 +30,7 @@ async def _entries(gw: httpx.AsyncClient, n: int, **params: Any) -> list[dict[st
     return found
 
 
-async def _raw_streams(redis: Redis) -> bytes:
+async def _raw_streams(redis: RawRedis) -> bytes:
     out = b""
     async for name in redis.scan_iter(match="gw:{au:*"):
         for _, fields in await redis.xrange(name):
@@ -40,7 +39,7 @@ async def _raw_streams(redis: Redis) -> bytes:
 
 
 async def test_each_operation_and_each_denied_attempt_is_recorded_without_content(
-    make_app: AppFactory, redis: Redis, tmp_path: Path
+    make_app: AppFactory, redis: RawRedis, tmp_path: Path
 ) -> None:
     mirror = tmp_path / "audit.jsonl"
     async with make_app(api_keys=KEYS, api_key_secret="s" * 20, audit_mirror=str(mirror)) as gw:

@@ -451,7 +451,7 @@ async def test_request_ids_are_bounded_and_plain(
 ) -> None:
     caplog.set_level("INFO", logger="gateway.access")
     async with make_app(log_requests=True) as c:
-        r = await c.get("/healthz", headers={"X-Request-Id": sent.encode()})
+        r = await c.get("/healthz", headers=[(b"X-Request-Id", sent.encode())])
     got = r.headers["x-request-id"]
     assert (got == sent) is kept
     assert len(got) <= 64 and got.replace("-", "").replace("_", "").replace(".", "").isalnum()

@@ -11,6 +11,7 @@ import httpx
 import orjson
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client.base_client import BaseClient
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
 from a2a.types import (
     DataPart,
@@ -71,6 +72,7 @@ def _message(*parts: Part, **fields: Any) -> Message:
 
 
 async def _send(client: Client, message: Message, **config: Any) -> Task:
+    assert isinstance(client, BaseClient)  # what the factory builds: it takes a configuration
     configuration = MessageSendConfiguration(**config) if config else None
     async for event in client.send_message(message, configuration=configuration):
         assert isinstance(event, tuple), event
@@ -185,6 +187,7 @@ async def test_errors_are_the_json_rpc_clients_typed_errors(gateway: httpx.Async
         await _send(client, Message(role=Role.user, parts=[], message_id="m-empty"))
     assert invalid.value.error.code == InvalidParamsError().code
     body = invalid.value.error.data  # the REST error body, as protocol.md says
+    assert body is not None
     assert body["error"] == "InvalidParamsError"
     assert body["data"]["errors"][0]["field"] == "message.parts"
 
@@ -244,14 +247,14 @@ async def test_streaming_over_the_official_client(
             chunks.append((bool(update.append), bool(update.last_chunk), text))
     assert [c[:2] for c in chunks] == [(False, False), (True, False), (True, False), (True, True)]
     assert "".join(c[2] for c in chunks) == STREAMED
-    task = received[-1][0]  # type: ignore[index]
+    task = received[-1][0]
     assert task.status.state == TaskState.completed
     # The task the client assembled from the events is the stored one.
     stored = await client.get_task(TaskQueryParams(id=task.id))
     assert _streamed_text(task) == _streamed_text(stored) == STREAMED
     # Resubscribing to the ended task: its final state, then the end.
     again = [e async for e in client.resubscribe(TaskIdParams(id=task.id))]
-    assert [e[0].status.state for e in again] == [TaskState.completed]  # type: ignore[index]
+    assert [e[0].status.state for e in again] == [TaskState.completed]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -270,7 +273,7 @@ async def test_resubscribe_mid_run_over_the_official_client(
     # The client starts from the task as it stands (the artifact so far), then appends.
     client = await _client(gateway, transport, streaming=True)
     received = [e async for e in client.resubscribe(TaskIdParams(id=sent.id))]
-    task = received[-1][0]  # type: ignore[index]
+    task = received[-1][0]
     assert task.status.state == TaskState.completed
     assert _streamed_text(task) == STREAMED
 

@@ -6,13 +6,12 @@ import asyncio
 from datetime import UTC, datetime
 
 import httpx
-from redis.asyncio import Redis
 
-from tests.conftest import AppFactory, Send, runs_settled
+from tests.conftest import AppFactory, RawRedis, Send, runs_settled
 from tests.waiting import until
 
 
-async def _user_keys(redis: Redis) -> list[bytes]:
+async def _user_keys(redis: RawRedis) -> list[bytes]:
     """Every key of users and their contexts (the job queue's keys are global; the audit
     trail's streams are trimmed by age instead of expiring)."""
     return [
@@ -57,7 +56,9 @@ async def test_bad_paging_is_400(client: httpx.AsyncClient, send: Send) -> None:
             assert r.json()["error"] == "InvalidParamsError"
 
 
-async def test_delete_scrubs_every_key(client: httpx.AsyncClient, send: Send, redis: Redis) -> None:
+async def test_delete_scrubs_every_key(
+    client: httpx.AsyncClient, send: Send, redis: RawRedis
+) -> None:
     keep = (await send("keep")).json()["task"]
     first = (await send("a", message_id="origin-mid")).json()["task"]
     cid = first["contextId"]
@@ -91,7 +92,7 @@ async def test_delete_scrubs_every_key(client: httpx.AsyncClient, send: Send, re
 
 
 async def test_delete_cancels_running_task_and_nothing_resurrects(
-    client: httpx.AsyncClient, send: Send, redis: Redis
+    client: httpx.AsyncClient, send: Send, redis: RawRedis
 ) -> None:
     meta = {"echo": {"delayMs": 2000, "steps": 2}}  # long enough to be caught mid-run
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]
@@ -111,7 +112,7 @@ async def test_delete_cancels_running_task_and_nothing_resurrects(
     assert (await client.get("/v1/contexts")).json()["total"] == 0
 
 
-async def test_every_key_has_ttl_within_retention(make_app: AppFactory, redis: Redis) -> None:
+async def test_every_key_has_ttl_within_retention(make_app: AppFactory, redis: RawRedis) -> None:
     async with make_app(context_ttl_seconds=1000) as c:
         body = {
             "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
@@ -126,7 +127,7 @@ async def test_every_key_has_ttl_within_retention(make_app: AppFactory, redis: R
         assert 0 < ttl <= 1000 * 1000, key
 
 
-async def test_context_expires_after_retention(make_app: AppFactory, redis: Redis) -> None:
+async def test_context_expires_after_retention(make_app: AppFactory, redis: RawRedis) -> None:
     async with make_app(context_ttl_seconds=2) as c:
         body = {
             "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}

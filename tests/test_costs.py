@@ -7,17 +7,16 @@ from typing import Any
 
 import httpx
 import orjson
-from redis.asyncio import Redis
 
 from gateway.principal import Principal
 from gateway.store.keys import keys_of
 from gateway.store.redis_store import SendWrite, Store
-from tests.conftest import AppFactory, message
+from tests.conftest import AppFactory, RawRedis, message
 
 LOCAL = Principal("default", "local")
 
 
-async def _fill(redis: Redis, context_id: str, count: int) -> None:
+async def _fill(redis: RawRedis, context_id: str, count: int) -> None:
     """Grow an existing context to ``count`` more messages through the store's own API."""
     store = Store(redis, 3600)
     for start in range(0, count, 500):
@@ -48,12 +47,12 @@ async def _fill(redis: Redis, context_id: str, count: int) -> None:
             )
 
 
-async def _commands(redis: Redis) -> dict[str, int]:
+async def _commands(redis: RawRedis) -> dict[str, int]:
     stats = await redis.info("commandstats")
     return {name: int(v["calls"]) for name, v in stats.items()}
 
 
-async def _measure(redis: Redis, action: object) -> dict[str, int]:
+async def _measure(redis: RawRedis, action: object) -> dict[str, int]:
     await redis.config_resetstat()
     await action()  # type: ignore[operator]
     counts = await _commands(redis)
@@ -64,7 +63,7 @@ async def _measure(redis: Redis, action: object) -> dict[str, int]:
 
 
 async def test_append_and_page_cost_same_at_10_and_10000(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     # The `working` mark of slow runs is timing-dependent, and the queue readers, indexer and
     # maintenance issue background commands; keep both out of the count (the audit trail's
@@ -80,7 +79,7 @@ async def test_append_and_page_cost_same_at_10_and_10000(
         await _compare(client, send, redis)
 
 
-async def _compare(client: httpx.AsyncClient, send: Any, redis: Redis) -> None:
+async def _compare(client: httpx.AsyncClient, send: Any, redis: RawRedis) -> None:
     small = (await send("s", via=client)).json()["task"]["contextId"]
     large = (await send("l", via=client)).json()["task"]["contextId"]
     await _fill(redis, small, 10)

@@ -46,6 +46,7 @@ from gateway.embedded_redis import free_port
 from gateway.settings import Settings
 from tests import processes
 from tests.conftest import TEST_KEYRING
+from tests.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -382,11 +383,12 @@ def running(
             stderr=subprocess.STDOUT,
         )
         try:
-            deadline = time.monotonic() + START_SECONDS
-            while not ready():
+
+            def up() -> bool:
                 assert proc.poll() is None, f"{argv} exited ({proc.returncode}):\n{log.read_text()}"
-                assert time.monotonic() < deadline, f"{argv} not ready:\n{log.read_text()}"
-                time.sleep(0.1)
+                return ready()
+
+            until_sync(up, timeout=START_SECONDS, what=f"{argv} to be ready", every=0.1, logs=log)
             yield proc
         finally:
             processes.stop(proc)
@@ -448,7 +450,7 @@ def image_defaults() -> tuple[list[str], dict[str, str]]:
     """The image's CMD and the GATEWAY_* values of its final stage's ENV."""
     _, instructions = dockerfile()
     final = instructions[-1].stage
-    env = {}
+    env: dict[str, str] = {}
     for i in instructions:
         if i.stage == final and i.name == "ENV":
             env.update((k, v) for k, v in _env_pairs(i.args) if k.startswith("GATEWAY_"))

@@ -10,13 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from redis.asyncio import Redis
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.store.jobs import JobStore
 from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, keys_of
 from tests.agents import Partial, StoreFlaky
-from tests.conftest import AppFactory, message, post_message
+from tests.conftest import AppFactory, RawRedis, message, post_message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test, working
 from tests.waiting import stays, until
 
@@ -42,7 +41,7 @@ async def _task(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
 
 @slow_process_test
 async def test_worker_killed_mid_run_task_completes_elsewhere_without_duplicates(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url}
     with serving(tmp_path, "--no-workers", **env) as (_, base):
@@ -79,7 +78,7 @@ async def test_worker_killed_mid_run_task_completes_elsewhere_without_duplicates
 
 @slow_process_test
 async def test_blocking_send_and_cancel_across_replicas(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url}
     with serving(tmp_path, "--no-workers", **env) as (_, base), working(tmp_path, "w", **env):
@@ -95,7 +94,7 @@ async def test_blocking_send_and_cancel_across_replicas(
             tid = r.json()["task"]["id"]
 
             async def working_now() -> bool:
-                return (await _task(c, tid))["status"]["state"] == "working"
+                return bool((await _task(c, tid))["status"]["state"] == "working")
 
             await until(working_now, what="the worker to start the run", logs=tmp_path)
             started = time.monotonic()
@@ -103,7 +102,7 @@ async def test_blocking_send_and_cancel_across_replicas(
             assert canceled.json()["status"]["state"] == "canceled"
 
             async def job_released() -> bool:
-                return (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
+                return bool((await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0)
 
             await until(
                 job_released,
@@ -127,7 +126,7 @@ async def test_blocking_send_and_cancel_across_replicas(
 
 @slow_process_test
 async def test_same_message_id_on_two_replicas_makes_one_task(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url}
     with serving(tmp_path, **env) as (_, a), serving(tmp_path, **env) as (_, b):
@@ -144,7 +143,9 @@ async def test_same_message_id_on_two_replicas_makes_one_task(
     assert page_history["status"]["state"] == "completed"
 
 
-async def test_job_that_keeps_failing_is_dead_lettered(make_app: AppFactory, redis: Redis) -> None:
+async def test_job_that_keeps_failing_is_dead_lettered(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
     async with make_app(
         agents=[StoreFlaky(), Partial()], job_lease_seconds=0.4, job_max_attempts=2
     ) as c:
@@ -204,7 +205,7 @@ async def test_redis_killed_and_restarted_loses_no_acknowledged_work(tmp_path: P
 
 @slow_process_test
 async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {**FAST, "REDIS_URL": redis_url, "GATEWAY_SHUTDOWN_GRACE_SECONDS": "0.5"}
     with serving(tmp_path, "--no-workers", **env) as (_, base):
@@ -244,7 +245,7 @@ async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
             with working(tmp_path, "taking-over", **env):
 
                 async def finished() -> bool:
-                    return (await _task(c, long_id))["status"]["state"] == "completed"
+                    return bool((await _task(c, long_id))["status"]["state"] == "completed")
 
                 await until(
                     finished, timeout=30, what="the other worker to finish it", logs=tmp_path
@@ -253,7 +254,9 @@ async def test_sigterm_worker_finishes_or_leaves_jobs_for_another(
     assert [a["name"] for a in task["artifacts"]] == ["partial", "final"]
 
 
-async def test_sends_survive_a_missing_consumer_group(make_app: AppFactory, redis: Redis) -> None:
+async def test_sends_survive_a_missing_consumer_group(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
     """A Redis that lost the group (flushed, replaced) still takes sends; runs resume."""
     async with make_app() as c:
         assert (await post_message(c, "before")).status_code == 200
@@ -263,7 +266,7 @@ async def test_sends_survive_a_missing_consumer_group(make_app: AppFactory, redi
         assert r.json()["task"]["status"]["state"] == "completed"
 
 
-async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: Redis) -> None:
+async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: RawRedis) -> None:
     """On a cluster the job is queued after the message (another slot). If the process dies
     in between, the client's retry of the same message queues it."""
     import orjson
@@ -312,7 +315,7 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: Redis) ->
 
 
 async def test_a_worker_without_the_agent_leaves_the_job_to_one_that_has_it(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     """Replicas mid-deploy may differ: a job must not fail on a worker that lacks its agent."""
     async with make_app(agents=[Partial()], workers=False) as front:
@@ -321,10 +324,10 @@ async def test_a_worker_without_the_agent_leaves_the_job_to_one_that_has_it(
         async with make_app(job_lease_seconds=0.4) as lacking:  # takes the job, cannot run it
 
             async def taken() -> bool:
-                return (await redis.xpending(JOBS, JOBS_GROUP))["pending"] > 0
+                return bool((await redis.xpending(JOBS, JOBS_GROUP))["pending"] > 0)
 
             async def submitted() -> bool:
-                return (await _task(lacking, tid))["status"]["state"] == "submitted"
+                return bool((await _task(lacking, tid))["status"]["state"] == "submitted")
 
             await until(taken, what="the replica without the agent to take the job")
             # past its lease: the job must still not have failed here
@@ -332,6 +335,6 @@ async def test_a_worker_without_the_agent_leaves_the_job_to_one_that_has_it(
         async with make_app(agents=[Partial()], job_lease_seconds=0.4) as able:
 
             async def completed() -> bool:
-                return (await _task(able, tid))["status"]["state"] == "completed"
+                return bool((await _task(able, tid))["status"]["state"] == "completed")
 
             await until(completed, what="the replica with the agent to run it")

@@ -3,17 +3,16 @@ keep (and for how long), and the consumers processes leave in the stream groups.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.options.longterm import CortadelSettings
 from gateway.store.jobs import RECLAIMER, JobStore
@@ -30,35 +29,16 @@ from gateway.store.keys import (
     OUTBOX_GROUP,
 )
 from tests.agents import Partial
-from tests.conftest import AppFactory, message
+from tests.conftest import AppFactory, RawRedis, post_message
 from tests.cortadel_server import CortadelServer
 from tests.processes import serving
+from tests.waiting import until
 
 GROUPS = ((JOBS, JOBS_GROUP), (EMBEDS, EMBEDS_GROUP), (OUTBOX, OUTBOX_GROUP))
 DEAD_STREAMS = (DEAD_LETTERS, EMBEDS_DEAD, OUTBOX_DEAD)
 
 
-async def _until(
-    check: Callable[[], Awaitable[Any]],
-    seconds: float = 30.0,
-    every: float = 0.05,
-    logs: Path | None = None,
-) -> Any:
-    """Poll ``check`` until it returns something truthy; on time-out fail with the tail of
-    every process log under ``logs``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(every)
-    tails = "".join(
-        f"\n--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted((logs or Path()).glob("*.log"))
-    )
-    raise AssertionError(f"condition not met in {seconds} s{tails if logs else ''}")
-
-
-async def _consumers(redis: Redis, stream: str, group: str) -> list[str]:
+async def _consumers(redis: RawRedis, stream: str, group: str) -> list[str]:
     try:
         rows = await redis.xinfo_consumers(stream, group)
     except Exception as exc:  # no stream or group: no consumers
@@ -68,20 +48,12 @@ async def _consumers(redis: Redis, stream: str, group: str) -> list[str]:
     return [r["name"].decode() if isinstance(r["name"], bytes) else r["name"] for r in rows]
 
 
-def _send(c: httpx.AsyncClient, *parts: str, agent: str = "echo", **fields: Any) -> Any:
-    config = fields.pop("configuration", None)
-    body: dict[str, Any] = {"message": message(*parts, **fields)}
-    if config:
-        body["configuration"] = config
-    return c.post(f"/agents/{agent}/v1/message:send", json=body, timeout=30)
-
-
 async def _state(c: httpx.AsyncClient, tid: str) -> str:
     got = await c.get(f"/v1/tasks/{tid}")
     return str(got.json()["status"]["state"]) if got.status_code == 200 else ""
 
 
-async def _steal(redis: Redis, stream: str, group: str, consumer: str, count: int = 10) -> int:
+async def _steal(redis: RawRedis, stream: str, group: str, consumer: str, count: int = 10) -> int:
     """Read jobs as a consumer that then dies (what a killed process leaves behind)."""
     reply: Any = await redis.xreadgroup(group, consumer, {stream: ">"}, count=count)
     return len(reply[0][1]) if reply else 0
@@ -96,22 +68,24 @@ LEASE = 24.0
 SLACK = 5.0  # for a busy 2-core machine, on top of the documented lease + 5 s
 
 
-async def _right_after_a_lead_renewal(redis: Redis, seconds: float) -> None:
+async def _right_after_a_lead_renewal(redis: RawRedis, seconds: float) -> None:
     """Return just after the maintenance lead is renewed (the worst moment to kill its holder:
     a lead that must expire before anyone reclaims lives longest); give up after ``seconds``."""
-    deadline = time.monotonic() + seconds
     last = await redis.pttl(MAINTENANCE_LEADER)
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+
+    async def renewed() -> bool:
+        nonlocal last
         now = await redis.pttl(MAINTENANCE_LEADER)
-        if now > last:
-            return
-        last = now
+        renewed, last = bool(now > last), now
+        return renewed
+
+    with suppress(AssertionError):  # none seen in time: kill it now all the same
+        await until(renewed, timeout=seconds, what="a renewal of the maintenance lead")
 
 
 @pytest.mark.timeout(300)
 async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_seconds(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {"REDIS_URL": redis_url, "GATEWAY_JOB_LEASE_SECONDS": str(LEASE)}
     with serving(tmp_path, **env) as (first, first_base):
@@ -120,10 +94,15 @@ async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_second
             async def led() -> bool:
                 return bool(await redis.exists(MAINTENANCE_LEADER))
 
-            await _until(led, seconds=LEASE, logs=tmp_path)  # the first process leads
+            await until(led, timeout=LEASE, what="the first process to lead", logs=tmp_path)
             meta = {"sleep": 600, "once": str(tmp_path / "ran-once")}
-            r = await _send(
-                a, "x", agent="partial", metadata=meta, configuration={"blocking": False}
+            r = await post_message(
+                a,
+                "x",
+                agent="partial",
+                metadata=meta,
+                configuration={"blocking": False},
+                timeout=30,
             )
             tid = r.json()["task"]["id"]
 
@@ -134,7 +113,7 @@ async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_second
                 rows = await redis.xpending_range(JOBS, JOBS_GROUP, "-", "+", 10)
                 return any(f":{first.pid}:" in r["consumer"].decode() for r in rows)
 
-            await _until(held_by_first, logs=tmp_path)
+            await until(held_by_first, timeout=30, what="the first to hold the run", logs=tmp_path)
         # the second process starts after the first holds the run and the lead
         with serving(tmp_path, **env) as (_, second_base):
             async with httpx.AsyncClient(base_url=second_base) as c:
@@ -147,7 +126,13 @@ async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_second
                     task: dict[str, Any] = (await c.get(f"/v1/tasks/{tid}")).json()
                     return task if task["status"]["state"] == "completed" else None
 
-                task = await _until(completed, seconds=3 * LEASE, every=0.1, logs=tmp_path)
+                task = await until(
+                    completed,
+                    timeout=3 * LEASE,
+                    what="the run's completion",
+                    every=0.1,
+                    logs=tmp_path,
+                )
                 took = time.monotonic() - killed
     print(f"resumed and finished {took:.1f} s after kill -9 (lease {LEASE:.0f} s)")
     assert took <= LEASE + 5 + SLACK, f"took {took:.1f} s"
@@ -177,7 +162,7 @@ def _memory(cortadel: CortadelServer) -> CortadelSettings:
     )
 
 
-async def _mentions(redis: Redis, needle: str) -> dict[str, int]:
+async def _mentions(redis: RawRedis, needle: str) -> dict[str, int]:
     """How many entries of each dead stream mention ``needle`` in any field."""
     found = {}
     for stream in DEAD_STREAMS:
@@ -189,12 +174,12 @@ async def _mentions(redis: Redis, needle: str) -> dict[str, int]:
 
 
 async def test_scrub_removes_the_context_from_every_dead_letter_stream(
-    make_app: AppFactory, redis: Redis, cortadel: CortadelServer
+    make_app: AppFactory, redis: RawRedis, cortadel: CortadelServer
 ) -> None:
     # a finished turn Cortadel refuses: the outbox dead-letters it
     async with make_app(cortadel=_memory(cortadel), job_lease_seconds=0.5) as c:
         cortadel.fail_next = [400]
-        done = (await _send(c, "remember this")).json()["task"]
+        done = (await post_message(c, "remember this", agent="echo", timeout=30)).json()["task"]
         cid = done["contextId"]
 
         async def refused() -> bool:
@@ -205,13 +190,22 @@ async def test_scrub_removes_the_context_from_every_dead_letter_stream(
             memory = (await c.get(f"/v1/contexts/{cid}")).json()["memory"]
             return bool(memory["pending"] == 0)
 
-        await _until(refused)
-        await _until(embedded)
+        await until(refused, what="the refused turn's dead letter")
+        await until(embedded, what="the context to be indexed")
     # a run and an embedding whose worker died, twice: maintenance gives them up
     settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
     async with make_app(cortadel=_memory(cortadel), **settings) as front:
-        ours = await _send(front, "again", contextId=cid, configuration={"blocking": False})
-        other = await _send(front, "elsewhere", configuration={"blocking": False})
+        ours = await post_message(
+            front,
+            "again",
+            contextId=cid,
+            configuration={"blocking": False},
+            agent="echo",
+            timeout=30,
+        )
+        other = await post_message(
+            front, "elsewhere", configuration={"blocking": False}, agent="echo", timeout=30
+        )
         other_cid = other.json()["task"]["contextId"]
         assert await _steal(redis, JOBS, JOBS_GROUP, "gone:1") == 2
         assert await _steal(redis, EMBEDS, EMBEDS_GROUP, "gone:1") == 2
@@ -220,7 +214,7 @@ async def test_scrub_removes_the_context_from_every_dead_letter_stream(
             counts = await _mentions(redis, cid)
             return counts[DEAD_LETTERS] == 1 and counts[EMBEDS_DEAD] == 1
 
-        await _until(given_up)
+        await until(given_up, what="the jobs to be given up")
         assert await _state(front, ours.json()["task"]["id"]) == "failed"
         assert (await front.delete(f"/v1/contexts/{cid}")).status_code == 204
         assert await _mentions(redis, cid) == dict.fromkeys(DEAD_STREAMS, 0)
@@ -234,11 +228,13 @@ async def test_scrub_removes_the_context_from_every_dead_letter_stream(
 
 
 async def test_a_job_given_up_after_its_context_was_scrubbed_leaves_no_dead_letter(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
     async with make_app(**settings) as front:
-        r = await _send(front, "x", configuration={"blocking": False})
+        r = await post_message(
+            front, "x", configuration={"blocking": False}, agent="echo", timeout=30
+        )
         cid = r.json()["task"]["contextId"]
         await JobStore(redis, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD).ensure_group()  # no indexer
         assert await _steal(redis, JOBS, JOBS_GROUP, "gone:1") == 1
@@ -253,24 +249,26 @@ async def test_a_job_given_up_after_its_context_was_scrubbed_leaves_no_dead_lett
                 redis, cid
             ) == dict.fromkeys(DEAD_STREAMS, 0)
 
-        await _until(given_up)
+        await until(given_up, what="the jobs to be given up")
         assert await _mentions(redis, cid) == dict.fromkeys(DEAD_STREAMS, 0)
 
 
-async def _dead_letter(front: httpx.AsyncClient, redis: Redis, count: int) -> None:
+async def _dead_letter(front: httpx.AsyncClient, redis: RawRedis, count: int) -> None:
     """``count`` runs whose worker died, given up by maintenance."""
     for i in range(count):
-        await _send(front, f"m{i}", configuration={"blocking": False})
+        await post_message(
+            front, f"m{i}", configuration={"blocking": False}, agent="echo", timeout=30
+        )
     assert await _steal(redis, JOBS, JOBS_GROUP, "gone:1", count) == count
 
     async def given_up() -> bool:
         return int(await redis.xlen(DEAD_LETTERS)) >= count
 
-    await _until(given_up)
+    await until(given_up, what="the jobs to be given up")
 
 
 async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     settings = {"job_lease_seconds": 0.3, "job_max_attempts": 1, "workers": False}
     async with make_app(dead_letter_max_entries=3, **settings) as front:
@@ -285,41 +283,45 @@ async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
             await maintenance.prune()
             return int(await redis.xlen(DEAD_LETTERS)) == 0
 
-        await _until(aged_out, every=0.2)
+        await until(aged_out, what="the dead letters to age out", every=0.2)
 
 
 # -- consumers -------------------------------------------------------------------------------
 
 
 async def test_stopped_processes_leave_no_consumers(
-    make_app: AppFactory, redis: Redis, cortadel: CortadelServer
+    make_app: AppFactory, redis: RawRedis, cortadel: CortadelServer
 ) -> None:
     for _ in range(4):
         async with make_app(cortadel=_memory(cortadel)) as c:
-            assert (await _send(c, "hello")).json()["task"]["status"]["state"] == "completed"
+            assert (await post_message(c, "hello", agent="echo", timeout=30)).json()["task"][
+                "status"
+            ]["state"] == "completed"
 
             async def reading() -> bool:
                 return all([await _consumers(redis, *g) for g in GROUPS])
 
-            await _until(reading)
+            await until(reading, what="consumers in every group")
         for stream, group in GROUPS:
             # a batch cut short by the stop is handed to the reclaimer (one consumer for all)
             assert set(await _consumers(redis, stream, group)) <= {RECLAIMER}, group
 
 
 async def test_a_stopping_process_hands_its_unfinished_runs_back(
-    make_app: AppFactory, redis: Redis, tmp_path: Path
+    make_app: AppFactory, redis: RawRedis, tmp_path: Path
 ) -> None:
     settings = {"agents": [Partial()], "job_lease_seconds": 1.0}
     async with make_app(shutdown_grace_seconds=0, **settings) as c:
         meta = {"sleep": 600, "once": str(tmp_path / "once")}
-        r = await _send(c, "x", agent="partial", metadata=meta, configuration={"blocking": False})
+        r = await post_message(
+            c, "x", agent="partial", timeout=30, metadata=meta, configuration={"blocking": False}
+        )
         tid = r.json()["task"]["id"]
 
         async def halfway() -> bool:
             return await _state(c, tid) == "working"
 
-        await _until(halfway)
+        await until(halfway, what="the run to be working")
         mine = c.app.state.runtime.queue.consumer  # type: ignore[attr-defined]
     assert mine not in await _consumers(redis, JOBS, JOBS_GROUP)
     assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 1  # kept, for another worker
@@ -328,16 +330,18 @@ async def test_a_stopping_process_hands_its_unfinished_runs_back(
         async def completed() -> bool:
             return await _state(c, tid) == "completed"
 
-        await _until(completed)
+        await until(completed, what="the run to complete")
 
 
 async def test_maintenance_prunes_idle_consumers_without_pending_jobs(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     async with make_app(job_lease_seconds=0.5, workers=False, embedder="none") as front:
         await JobStore(redis).ensure_group()
         await redis.xgroup_createconsumer(JOBS, JOBS_GROUP, "gone:1")  # died idle
-        r = await _send(front, "x", configuration={"blocking": False})
+        r = await post_message(
+            front, "x", configuration={"blocking": False}, agent="echo", timeout=30
+        )
         assert await _steal(redis, JOBS, JOBS_GROUP, "gone:2") == 1  # died holding a job
         maintenance = front.app.state.runtime.maintenance  # type: ignore[attr-defined]
 
@@ -345,7 +349,7 @@ async def test_maintenance_prunes_idle_consumers_without_pending_jobs(
             await maintenance.prune()
             return not await _consumers(redis, JOBS, JOBS_GROUP)
 
-        await _until(pruned, every=0.2)
+        await until(pruned, what="the idle consumers to be pruned", every=0.2)
         # its job was reclaimed first, not lost with its consumer
         assert await redis.xlen(JOBS) == 1
         assert (await redis.xpending(JOBS, JOBS_GROUP))["pending"] == 0
@@ -354,10 +358,10 @@ async def test_maintenance_prunes_idle_consumers_without_pending_jobs(
         async def completed() -> bool:
             return await _state(worker, r.json()["task"]["id"]) == "completed"
 
-        await _until(completed)
+        await until(completed, what="the run to complete")
 
 
-async def test_consumers_holding_jobs_are_never_pruned(redis: Redis) -> None:
+async def test_consumers_holding_jobs_are_never_pruned(redis: RawRedis) -> None:
     jobs = JobStore(redis)
     await jobs.ensure_group()
     await redis.xadd(JOBS, {b"job": orjson.dumps({"t": "t", "u": "u", "c": "c"})})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ async def test_body_over_limit_is_413(make_app: AppFactory) -> None:
         assert r.status_code == 413
         assert r.json()["error"] == "PayloadTooLargeError"
 
-        async def chunks():  # type: ignore[no-untyped-def]
+        async def chunks() -> AsyncIterator[bytes]:
             for _ in range(4):
                 yield b"x" * 1000
 
@@ -153,8 +154,9 @@ async def test_redis_down_is_503_with_retry_after(make_app: AppFactory, tmp_path
                 assert r.headers["retry-after"] == "1"
                 assert r.json()["error"] == "InternalError" and r.json()["code"] == -32603
                 assert (await c.get("/v1/contexts")).status_code == 503
-                ready = await c.get("/readyz")
-                assert ready.status_code == 503 and ready.json()["checks"]["redis"] == "unreachable"
+                readiness = await c.get("/readyz")
+                assert readiness.status_code == 503
+                assert readiness.json()["checks"]["redis"] == "unreachable"
                 assert (await c.get("/healthz")).status_code == 200
             server.start()
 

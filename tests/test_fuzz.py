@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import Case
 from schemathesis.config import SchemathesisConfig
+from schemathesis.schemas import BaseSchema
 
 from tests.conftest import API_KEYS
 from tests.processes import serving
@@ -175,7 +176,7 @@ RULES = [
         },
     },
 ]
-CONTRACT = schemathesis.openapi.from_path(
+CONTRACT: BaseSchema = schemathesis.openapi.from_path(
     SPEC,
     config=SchemathesisConfig.from_dict(
         # Credentials are the admin key sent with each case, not generated ones (which only
@@ -220,5 +221,5 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     suppress_health_check=list(HealthCheck),
 )
 @pytest.mark.timeout(240)
-def test_every_operation_keeps_the_contract(case: Case, served: str) -> None:
+def test_every_operation_keeps_the_contract(case: Case[Any], served: str) -> None:
     case.call_and_validate(base_url=served, headers=ADMIN, timeout=30)

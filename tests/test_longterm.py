@@ -5,6 +5,7 @@ strict recall, the durable outbox, the ledger and scrub, the one-key probe, heal
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
 from typing import Any, ClassVar
 
 import httpx
@@ -25,7 +26,7 @@ from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore
 from tests.agents import TestAgent
-from tests.conftest import API_KEYS, AppFactory, auth, send_task
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, outbox_settled, send_task
 from tests.cortadel_server import CortadelServer
 from tests.waiting import stays, until
 
@@ -97,11 +98,8 @@ def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
     return build
 
 
-async def _send(
-    c: httpx.AsyncClient, *parts: Any, agent: str = "reveal", user: str = "alice", **kw: Any
-) -> dict[str, Any]:
-    task: dict[str, Any] = await send_task(c, *parts, agent=agent, headers=auth(user), **kw)
-    return task
+# Sends go to the reveal agent as alice unless a test says otherwise.
+send_reveal = partial(send_task, agent="reveal", headers=auth("alice"))
 
 
 def _seen(task: dict[str, Any]) -> dict[str, Any]:
@@ -113,16 +111,9 @@ async def _probed(c: httpx.AsyncClient) -> None:
     """Wait until the gateway's start-up key probe has run."""
 
     async def ready() -> bool:
-        return (await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded"
+        return bool((await c.get("/readyz")).json()["checks"]["cortadel"] != "degraded")
 
     await until(ready, what="the start-up key probe")
-
-
-async def _outbox_idle(c: httpx.AsyncClient) -> bool:
-    """Whether the outbox has nothing queued or in delivery (its jobs are written with the
-    turn or the scrub that needs them, so after a send or a delete this is a settled state)."""
-    figures = await c.app.state.runtime.outbox._jobs.figures()  # type: ignore[attr-defined]
-    return bool(figures.queued + figures.pending == 0)
 
 
 async def _retries(c: httpx.AsyncClient) -> float:
@@ -181,8 +172,8 @@ async def test_default_recall_request_and_injected_block(
     cortadel.seed(cortadel_user_id("t2", "alice"), "another tenant's alice")
     async with gateway() as c:
         await _probed(c)
-        task = await _send(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
-        echo = await _send(c, "appointments please", agent="echo")
+        task = await send_reveal(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
+        echo = await send_task(c, "appointments please", agent="echo", headers=auth("alice"))
     body = cortadel.calls_to(SEARCH)[0]["body"]
     assert body["query"] == "is penicillin safe?\ndose: 1g"
     assert body["user_id"] == ALICE and body["top_k"] == 5 and body["mode"] == "hybrid"
@@ -220,7 +211,7 @@ async def test_each_recall_option_shapes_the_search(
 ) -> None:
     async with gateway(**options) as c:
         await _probed(c)
-        await _send(c, "anything to recall?")
+        await send_reveal(c, "anything to recall?")
     body = cortadel.calls_to(SEARCH)[0]["body"]
     assert {k: body.get(k) for k in expected} == expected
     assert cortadel.errors == []
@@ -231,7 +222,7 @@ async def test_scoped_recall_sends_the_context_as_session(
 ) -> None:
     async with gateway(scope_recall_to_session=True) as c:
         await _probed(c)
-        task = await _send(c, "what did we say?")
+        task = await send_reveal(c, "what did we say?")
     assert cortadel.calls_to(SEARCH)[0]["body"]["session_id"] == task["contextId"]
 
 
@@ -244,7 +235,7 @@ async def test_min_score_header_and_instructions(
     options = {"min_score": 0.5, "memory_header": "## Chart notes", "inject_as": "instructions"}
     async with gateway(**options) as c:
         await _probed(c)
-        seen = _seen(await _send(c, "fact check"))
+        seen = _seen(await send_reveal(c, "fact check"))
     assert sorted(seen["lines"]) == ["high score fact", "unscored fact"]
     assert seen["block"].startswith("## Chart notes\n")
     assert seen["injectAs"] == "instructions"
@@ -255,7 +246,7 @@ async def test_an_agent_overrides_the_deployment_options(
 ) -> None:
     async with gateway() as c:
         await _probed(c)
-        seen = _seen(await _send(c, "hello there", agent="overridden"))
+        seen = _seen(await send_task(c, "hello there", agent="overridden", headers=auth("alice")))
     body = cortadel.calls_to(SEARCH)[0]["body"]
     assert (body["top_k"], body["mode"]) == (2, "vector")
     assert seen["injectAs"] is None  # nothing recalled, nothing injected
@@ -265,9 +256,9 @@ async def test_dedupe_across_turns_and_its_cap(gateway: Gateway, cortadel: Corta
     cortadel.seed(ALICE, "takes metformin daily")
     async with gateway(store_turns=False) as c:
         await _probed(c)
-        first = await _send(c, "metformin dose?")
-        again = await _send(c, "metformin dose again?", contextId=first["contextId"])
-        elsewhere = await _send(c, "metformin in a new visit?")
+        first = await send_reveal(c, "metformin dose?")
+        again = await send_reveal(c, "metformin dose again?", contextId=first["contextId"])
+        elsewhere = await send_reveal(c, "metformin in a new visit?")
     assert _seen(first)["lines"] == ["takes metformin daily"]
     assert _seen(again)["lines"] == []  # already in this context's prompt history
     assert _seen(elsewhere)["lines"] == ["takes metformin daily"]  # per context
@@ -277,8 +268,8 @@ async def test_without_dedupe_memories_repeat(gateway: Gateway, cortadel: Cortad
     cortadel.seed(ALICE, "takes metformin daily")
     async with gateway(dedupe_across_turns=False, store_turns=False) as c:
         await _probed(c)
-        first = await _send(c, "metformin dose?")
-        again = await _send(c, "metformin again?", contextId=first["contextId"])
+        first = await send_reveal(c, "metformin dose?")
+        again = await send_reveal(c, "metformin again?", contextId=first["contextId"])
     assert _seen(again)["lines"] == ["takes metformin daily"]
 
 
@@ -289,9 +280,9 @@ async def test_remembered_ids_are_capped_per_context(
     cortadel.seed(ALICE, "beta fact")
     async with gateway(max_remembered_ids=1, top_k=1, store_turns=False) as c:
         await _probed(c)
-        t1 = await _send(c, "alpha")
-        t2 = await _send(c, "beta", contextId=t1["contextId"])
-        t3 = await _send(c, "alpha", contextId=t1["contextId"])
+        t1 = await send_reveal(c, "alpha")
+        t2 = await send_reveal(c, "beta", contextId=t1["contextId"])
+        t3 = await send_reveal(c, "alpha", contextId=t1["contextId"])
     assert _seen(t1)["lines"] == ["alpha fact"]
     assert _seen(t2)["lines"] == ["beta fact"]
     assert _seen(t3)["lines"] == ["alpha fact"]  # forgotten once beta took the only slot
@@ -302,11 +293,13 @@ async def test_no_recall_without_text_or_when_disabled_or_already_injected(
 ) -> None:
     async with gateway() as c:
         await _probed(c)
-        await _send(c, {"kind": "data", "data": {"$memoryType": "episodic", "note": "x"}})
-        await _send(c, "[Recalled memories]\n- pasted by the client\n[End of recalled memories]")
+        await send_reveal(c, {"kind": "data", "data": {"$memoryType": "episodic", "note": "x"}})
+        await send_reveal(
+            c, "[Recalled memories]\n- pasted by the client\n[End of recalled memories]"
+        )
     async with gateway(retrieve=False) as c:
         await _probed(c)
-        await _send(c, "plenty of text here")
+        await send_reveal(c, "plenty of text here")
     assert cortadel.calls_to(SEARCH) == []
 
 
@@ -314,9 +307,9 @@ async def test_recall_fails_open_and_is_counted(gateway: Gateway, cortadel: Cort
     async with gateway(recall_timeout_ms=200) as c:
         await _probed(c)
         cortadel.down = True
-        down = await _send(c, "is anyone there?")
+        down = await send_reveal(c, "is anyone there?")
         cortadel.down, cortadel.delay = False, 1.0
-        slow = await _send(c, "still slow?")
+        slow = await send_reveal(c, "still slow?")
         cortadel.delay = 0.0
         metrics = (await c.get("/metrics")).text
         ready = (await c.get("/readyz")).json()
@@ -331,7 +324,7 @@ async def test_strict_recall_fails_the_task(gateway: Gateway, cortadel: Cortadel
     async with gateway(strict=True) as c:
         await _probed(c)
         cortadel.down = True
-        task = await _send(c, "recall or nothing")
+        task = await send_reveal(c, "recall or nothing")
     assert task["status"]["state"] == "failed"
     assert "Long-term memory is unavailable" in task["status"]["message"]["parts"][0]["text"]
 
@@ -345,7 +338,7 @@ async def test_turns_are_stored_without_the_injected_block(
     cortadel.seed(ALICE, "blood type O negative")
     async with gateway(tags="triage,ward-3", project="cardiology", is_agent_memory=True) as c:
         await _probed(c)
-        task = await _send(c, "my blood type?", message_id="m-user-1")
+        task = await send_reveal(c, "my blood type?", message_id="m-user-1")
         await until(lambda: cortadel.calls_to(STORE), what="the turn to be stored")
         full = (await c.get(f"/v1/tasks/{task['id']}", headers=auth("alice"))).json()
     body = cortadel.calls_to(STORE)[0]["body"]
@@ -361,11 +354,13 @@ async def test_turns_are_stored_without_the_injected_block(
     assert cortadel.errors == []
 
 
-async def test_store_turns_off_stores_nothing(gateway: Gateway, cortadel: CortadelServer) -> None:
+async def test_store_turns_off_stores_nothing(
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
+) -> None:
     async with gateway(store_turns=False) as c:
         await _probed(c)
-        await _send(c, "do not keep this")
-        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+        await send_reveal(c, "do not keep this")
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert cortadel.calls_to(STORE) == []
 
 
@@ -377,7 +372,9 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
         await _probed(c)
         retried = await _retries(c)
         cortadel.down = True
-        sent = [await _send(c, f"turn number {n}", message_id=f"turn-{n}") for n in range(turns)]
+        sent = [
+            await send_reveal(c, f"turn number {n}", message_id=f"turn-{n}") for n in range(turns)
+        ]
         assert all(t["status"]["state"] == "completed" for t in sent)
 
         async def retrying() -> bool:
@@ -406,7 +403,7 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
 
 
 async def _stored(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> dict[str, Any]:
-    task = await _send(c, text)
+    task = await send_reveal(c, text)
     await until(
         lambda: any(m.text == text for m in cortadel.of_user(ALICE)), what=f"{text!r} stored"
     )
@@ -443,13 +440,13 @@ def _deletes(cortadel: CortadelServer) -> list[list[str]]:
 
 
 async def test_the_scrub_receipt_and_its_cortadel_follow_up(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway() as c:
         await _probed(c)
         first = await _stored(c, cortadel, "forget this visit")
         cid = first["contextId"]
-        await _send(c, "and this one", contextId=cid)
+        await send_reveal(c, "and this one", contextId=cid)
         keys = UserKeys.of("t1", "alice").context(cid)
         runtime = c.app.state.runtime
 
@@ -457,7 +454,7 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
             return bool(await runtime.client.strlen(keys.vector_seqs) == 8)
 
         await until(embedded, what="both user messages embedded")
-        await until(lambda: _outbox_idle(c), what="both turns stored in Cortadel")
+        await until(lambda: outbox_settled(redis), what="both turns stored in Cortadel")
         ledger = await LongTermStore(runtime.store).ledger(UserKeys.of("t1", "alice"), cid)
         r = await c.delete(f"/v1/contexts/{cid}", headers=auth("alice"))
         assert r.status_code == 204
@@ -492,25 +489,27 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
     assert forgotten["removed"] == {"memories": len(deleted)} and sorted(deleted) == sorted(ledger)
 
 
-async def test_scrub_off_keeps_memories(gateway: Gateway, cortadel: CortadelServer) -> None:
+async def test_scrub_off_keeps_memories(
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
+) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)
         task = await _stored(c, cortadel, "outlive the context")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
-        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert _deletes(cortadel) == []
     assert any(m.text == "outlive the context" for m in cortadel.of_user(ALICE))
 
 
 async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway() as c:
         await _probed(c)
         cortadel.down = True
-        task = await _send(c, "scrub me before delivery")
+        task = await send_reveal(c, "scrub me before delivery")
         # the store is attempted (and refused) before the scrub, so it is pending during it
         await until(lambda: cortadel.calls_to(STORE), what="a store attempt")
         assert (
@@ -518,7 +517,7 @@ async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
         ).status_code == 204
         cortadel.down = False
 
-        await until(lambda: _outbox_idle(c), what="the outbox to drain")
+        await until(lambda: outbox_settled(redis), what="the outbox to drain")
     assert cortadel.of_user(ALICE) == []
 
 
@@ -528,7 +527,7 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
     async with gateway() as c:
         await _probed(c)
         cortadel.delay = 0.6
-        task = await _send(c, "racing the scrub")
+        task = await send_reveal(c, "racing the scrub")
         await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
@@ -539,18 +538,18 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
 
 
 async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway(scrub=False) as c:
         await _probed(c)
         cortadel.delay = 0.6
-        task = await _send(c, "outlive the context too")
+        task = await send_reveal(c, "outlive the context too")
         await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
         assert (
             await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
         ).status_code == 204
         cortadel.delay = 0.0
-        await until(lambda: _outbox_idle(c), what="the outbox to settle")
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert _deletes(cortadel) == []
     assert any(m.text == "outlive the context too" for m in cortadel.of_user(ALICE))
 
@@ -569,7 +568,7 @@ async def test_a_key_bound_to_one_user_is_refused(
             what="the probe to refuse the key",
         )
         ready = (await c.get("/readyz")).json()
-        task = await _send(c, "does anyone remember me?")
+        task = await send_reveal(c, "does anyone remember me?")
 
         def untouched() -> bool:
             return not cortadel.calls_to(SEARCH) and not cortadel.calls_to(STORE)
@@ -605,8 +604,8 @@ async def test_per_tenant_keys_and_hashed_user_ids(
         tenant_keys='{"t2": "tenant-two-key"}', user_ids="hashed", user_id_secret=secret
     ) as c:
         await _probed(c)
-        await _send(c, "tenant one speaking")
-        await _send(c, "tenant two speaking", user="carol")
+        await send_reveal(c, "tenant one speaking")
+        await send_reveal(c, "tenant two speaking", headers=auth("carol"))
     one, two = cortadel.calls_to(SEARCH)
     assert one["auth"] == "Bearer cortadel-key" and two["auth"] == "Bearer tenant-two-key"
     assert one["body"]["user_id"] == cortadel_user_id("t1", "alice", secret)

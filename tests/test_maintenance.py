@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from redis.asyncio import Redis
-
 from gateway.store.jobs import JobStore
-from tests.conftest import AppFactory, message
+from tests.conftest import AppFactory, RawRedis, message
 from tests.waiting import until
 
 
-async def test_one_leader_at_a_time(redis: Redis) -> None:
+async def test_one_leader_at_a_time(redis: RawRedis) -> None:
     jobs = JobStore(redis)
     assert await jobs.lead("a", 300)
     assert not await jobs.lead("b", 300)
@@ -22,7 +20,7 @@ async def test_one_leader_at_a_time(redis: Redis) -> None:
 
 
 async def test_prune_drops_index_entries_of_expired_contexts(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     async with make_app(context_ttl_seconds=2) as c:
         old = (await c.post("/v1/message:send", json={"message": message("a")})).json()["task"]

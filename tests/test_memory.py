@@ -5,18 +5,18 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
-from redis.asyncio import Redis
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
 from gateway.memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from gateway.store.keys import EMBEDS_DEAD, keys_of
 from tests.agents import TestAgent
-from tests.conftest import AppFactory, auth, send_task
+from tests.conftest import AppFactory, RawRedis, auth, send_task
 from tests.embeddings_server import EmbeddingsServer
 from tests.waiting import until
 
@@ -31,11 +31,8 @@ class Replier(TestAgent):
         yield StatusUpdate("completed")
 
 
-async def _send(
-    c: httpx.AsyncClient, *parts: Any, agent: str = "echo", **kw: Any
-) -> dict[str, Any]:
-    task: dict[str, Any] = await send_task(c, *parts, agent=agent, **kw)
-    return task
+# Sends go to the echo agent at its own base unless a test names another.
+send_echo = partial(send_task, agent="echo")
 
 
 async def _indexed(c: httpx.AsyncClient, cid: str, headers: Any = None) -> dict[str, int]:
@@ -82,9 +79,9 @@ async def test_wordllama_finds_meaning_without_shared_words(make_app: AppFactory
         "Chest pain radiating to the left arm",
     ]
     async with make_app(embedder="wordllama") as c:
-        cid = (await _send(c, texts[0]))["contextId"]
+        cid = (await send_echo(c, texts[0]))["contextId"]
         for text in texts[1:]:
-            await _send(c, text, contextId=cid)
+            await send_echo(c, text, contextId=cid)
         await _indexed(c, cid)
         for query, expected in [("sugar levels", 2), ("heart attack symptoms", 3)]:
             hits = (await _search(c, cid, query)).json()["hits"]
@@ -92,14 +89,16 @@ async def test_wordllama_finds_meaning_without_shared_words(make_app: AppFactory
 
 
 async def test_the_message_sharing_words_ranks_first(client: httpx.AsyncClient) -> None:
-    cid = (await _send(client, "Patient reports chest pain radiating to the left arm"))["contextId"]
+    cid = (await send_echo(client, "Patient reports chest pain radiating to the left arm"))[
+        "contextId"
+    ]
     texts = [
         "Allergic to penicillin since childhood",
         "Blood glucose was 6.1 mmol/L this morning",
         "Scheduled for an MRI of the lumbar spine next week",
     ]
     for text in texts:
-        await _send(client, text, contextId=cid)
+        await send_echo(client, text, contextId=cid)
     assert await _indexed(client, cid) == {"indexed": 4, "pending": 0}
     for query, expected in [
         ("penicillin allergy", texts[0]),
@@ -118,26 +117,26 @@ async def test_the_message_sharing_words_ranks_first(client: httpx.AsyncClient) 
 
 async def test_skip_rules_and_agent_messages_are_never_indexed(make_app: AppFactory) -> None:
     async with make_app(agents=[Replier()]) as c:
-        cid = (await _send(c, "cardiology referral", agent="replier"))["contextId"]
-        await _send(
+        cid = (await send_task(c, "cardiology referral", agent="replier"))["contextId"]
+        await send_echo(
             c,
             {"kind": "data", "data": {"medication": {"name": "warfarin", "mg": 5}}},
             agent="replier",
             contextId=cid,
         )
-        await _send(
+        await send_echo(
             c,
             {"kind": "data", "data": {"$memoryType": "semantic", "note": "hidden"}},
             agent="replier",
             contextId=cid,
         )
-        await _send(
+        await send_echo(
             c,
             {"kind": "data", "data": {"$targetExpert": "x", "note": "routed"}},
             agent="replier",
             contextId=cid,
         )
-        await _send(
+        await send_echo(
             c,
             {"kind": "file", "file": {"uri": "https://f.example/scan.png"}},
             agent="replier",
@@ -155,9 +154,9 @@ async def test_skip_rules_and_agent_messages_are_never_indexed(make_app: AppFact
 
 
 async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
-    client: httpx.AsyncClient, redis: Redis
+    client: httpx.AsyncClient, redis: RawRedis
 ) -> None:
-    cid = (await _send(client, "renal function declining"))["contextId"]
+    cid = (await send_echo(client, "renal function declining"))["contextId"]
     await _indexed(client, cid)
     keys = [k async for k in redis.scan_iter(match=f"*{cid}*")]
     assert any(k.endswith(b":vec") for k in keys)
@@ -175,7 +174,7 @@ async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
 
 
 async def test_search_is_isolated_per_user(keyed: httpx.AsyncClient) -> None:
-    cid = (await _send(keyed, "private note about anxiety", headers=auth("alice")))["contextId"]
+    cid = (await send_echo(keyed, "private note about anxiety", headers=auth("alice")))["contextId"]
     await _indexed(keyed, cid, headers=auth("alice"))
     assert (await _search(keyed, cid, "anxiety", headers=auth("alice"))).status_code == 200
     for intruder in ("bob", "carol"):
@@ -191,9 +190,9 @@ async def test_search_modes_rank_by_meaning_by_words_or_both(make_app: AppFactor
         "Allergic to penicillin since childhood",
     ]
     async with make_app(embedder="wordllama") as c:
-        cid = (await _send(c, texts[0]))["contextId"]
+        cid = (await send_echo(c, texts[0]))["contextId"]
         for text in texts[1:]:
-            await _send(c, text, contextId=cid)
+            await send_echo(c, text, contextId=cid)
         await _indexed(c, cid)
 
         async def ranked(query: str, mode: str | None) -> tuple[list[str], list[float]]:
@@ -214,7 +213,7 @@ async def test_search_modes_rank_by_meaning_by_words_or_both(make_app: AppFactor
         found, scores = await ranked("QX-2290", "hybrid")
         assert found[0] == texts[2] and scores[0] > scores[1]
         # The lexical index grows with the context: a new message is found by its words.
-        await _send(c, "Lot number ZK-5120 recorded for the MMR vaccine", contextId=cid)
+        await send_echo(c, "Lot number ZK-5120 recorded for the MMR vaccine", contextId=cid)
         found, _ = await ranked("ZK-5120", "text")
         assert found == ["Lot number ZK-5120 recorded for the MMR vaccine"]
         # and, once embedded, by meaning: the rows held by this process grow with it too.
@@ -236,14 +235,14 @@ async def test_search_modes_rank_by_meaning_by_words_or_both(make_app: AppFactor
     ],
 )
 async def test_bad_search_bodies(client: httpx.AsyncClient, body: dict[str, Any]) -> None:
-    cid = (await _send(client, "x"))["contextId"]
+    cid = (await send_echo(client, "x"))["contextId"]
     r = await client.post(f"/v1/contexts/{cid}:search", json=body)
     assert r.status_code == 400 and r.json()["error"] == "InvalidParamsError"
 
 
 async def test_memory_off_answers_501(make_app: AppFactory) -> None:
     async with make_app(embedder="none") as c:
-        cid = (await _send(c, "x"))["contextId"]
+        cid = (await send_echo(c, "x"))["contextId"]
         r = await _search(c, cid, "x")
         assert r.status_code == 501 and r.json()["error"] == "UnsupportedOperationError"
         assert (await c.get(f"/v1/contexts/{cid}")).json()["memory"] == {"indexed": 0, "pending": 0}
@@ -271,8 +270,8 @@ async def test_openai_provider_end_to_end(
     make_app: AppFactory, embeddings: EmbeddingsServer
 ) -> None:
     async with make_app(**_openai(embeddings, embedder_dimensions=32)) as c:
-        cid = (await _send(c, "hemoglobin low"))["contextId"]
-        await _send(c, "knee surgery planned", contextId=cid)
+        cid = (await send_echo(c, "hemoglobin low"))["contextId"]
+        await send_echo(c, "knee surgery planned", contextId=cid)
         await _indexed(c, cid)
         hits = (await _search(c, cid, "knee surgery")).json()["hits"]
     assert hits[0]["text"] == "knee surgery planned"
@@ -287,7 +286,7 @@ async def test_slow_embedder_is_not_on_the_request_path(
 ) -> None:
     embeddings.delay = 0.3
     async with make_app(**_openai(embeddings)) as c:
-        task = await _send(c, "slow to embed")
+        task = await send_echo(c, "slow to embed")
         memory = (await c.get(f"/v1/contexts/{task['contextId']}")).json()["memory"]
         assert task["status"]["state"] == "completed"
         assert memory == {"indexed": 0, "pending": 1}  # the send did not wait for it
@@ -299,23 +298,25 @@ async def test_embedder_outage_loses_nothing(
 ) -> None:
     embeddings.fail_next = [500, 503, 429, 500]
     async with make_app(**_openai(embeddings)) as c:
-        cid = (await _send(c, "first"))["contextId"]
+        cid = (await send_echo(c, "first"))["contextId"]
         for i in range(5):
-            assert (await _send(c, f"note {i}", contextId=cid))["status"]["state"] == "completed"
+            assert (await send_echo(c, f"note {i}", contextId=cid))["status"][
+                "state"
+            ] == "completed"
         assert await _indexed(c, cid) == {"indexed": 6, "pending": 0}
         assert len((await _search(c, cid, "note", topK=50)).json()["hits"]) == 6
     assert embeddings.fail_next == []
 
 
 async def test_an_outage_longer_than_the_lease_keeps_the_jobs(
-    make_app: AppFactory, embeddings: EmbeddingsServer, redis: Redis
+    make_app: AppFactory, embeddings: EmbeddingsServer, redis: RawRedis
 ) -> None:
     """While the indexer waits out the embedder, it renews its jobs' lease: maintenance must
     neither requeue nor dead-letter them (it used to, once the outage outlasted the lease)."""
     embeddings.fail_next = [503] * 8  # ~2.3 s of retries at a 0.3 s backoff cap
     settings = _openai(embeddings, embedder_backoff_max_seconds=0.3)
     async with make_app(**settings, job_lease_seconds=1.0, job_max_attempts=1) as c:
-        cid = (await _send(c, "outlasting the lease"))["contextId"]
+        cid = (await send_echo(c, "outlasting the lease"))["contextId"]
         assert await _indexed(c, cid) == {"indexed": 1, "pending": 0}
     assert embeddings.fail_next == []
     assert await redis.xlen(EMBEDS_DEAD) == 0
@@ -325,10 +326,10 @@ async def test_poison_input_is_skipped_and_long_input_truncated(
     make_app: AppFactory, embeddings: EmbeddingsServer
 ) -> None:
     async with make_app(**_openai(embeddings, embedder_max_chars=1000)) as c:
-        cid = (await _send(c, "ok before"))["contextId"]
-        await _send(c, "POISON pill", contextId=cid)
-        await _send(c, "long " * 10_000, contextId=cid)
-        await _send(c, "ok after", contextId=cid)
+        cid = (await send_echo(c, "ok before"))["contextId"]
+        await send_echo(c, "POISON pill", contextId=cid)
+        await send_echo(c, "long " * 10_000, contextId=cid)
+        await send_echo(c, "ok after", contextId=cid)
         assert await _indexed(c, cid) == {"indexed": 4, "pending": 0}
         texts = {h["text"][:9] for h in (await _search(c, cid, "ok long", topK=50)).json()["hits"]}
     assert texts == {"ok before", "ok after", "long long"}
@@ -336,7 +337,7 @@ async def test_poison_input_is_skipped_and_long_input_truncated(
 
 
 async def test_switching_the_embedder_never_scores_across_models(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     """hashing and wordllama both make 256 floats: only the model id tells their spaces
     apart. After the switch a context is searched by words until it is re-embedded."""
@@ -346,10 +347,10 @@ async def test_switching_the_embedder_never_scores_across_models(
         "Allergic to penicillin since childhood",
     ]
     async with make_app(embedder="hashing") as c:
-        cid = (await _send(c, texts[0]))["contextId"]
-        other = (await _send(c, "Knee swollen after the fall"))["contextId"]
+        cid = (await send_echo(c, texts[0]))["contextId"]
+        other = (await send_echo(c, "Knee swollen after the fall"))["contextId"]
         for text in texts[1:]:
-            await _send(c, text, contextId=cid)
+            await send_echo(c, text, contextId=cid)
         await _indexed(c, cid)
         await _indexed(c, other)
         hashed = await redis.get(f"gw:{{{_tag()}}}:c:{cid}:vec")
@@ -371,7 +372,7 @@ async def test_switching_the_embedder_never_scores_across_models(
         assert after["mode"] == "vector" and after["hits"][0]["text"] == texts[0]
         assert -1 <= after["hits"][-1]["score"] <= after["hits"][0]["score"] <= 1
         # The indexer meets a foreign context too: a new message re-embeds the whole of it.
-        await _send(c, "Ibuprofen helps a little", contextId=other)
+        await send_echo(c, "Ibuprofen helps a little", contextId=other)
         assert await _indexed(c, other) == {"indexed": 2, "pending": 0}
         assert await redis.hget(f"gw:{{{_tag()}}}:c:{other}", "vmodel") == (
             b"wordllama:l2_supercat:256"
@@ -387,11 +388,11 @@ def _tag() -> str:
 
 
 async def test_vectors_that_name_no_model_are_embedded_again(
-    client: httpx.AsyncClient, redis: Redis
+    client: httpx.AsyncClient, redis: RawRedis
 ) -> None:
     """Vectors written before they carried their model id are of an unknown space."""
-    cid = (await _send(client, "Chest pain radiating to the left arm"))["contextId"]
-    await _send(client, "Allergic to penicillin since childhood", contextId=cid)
+    cid = (await send_echo(client, "Chest pain radiating to the left arm"))["contextId"]
+    await send_echo(client, "Allergic to penicillin since childhood", contextId=cid)
     await _indexed(client, cid)
     meta = f"gw:{{{_tag()}}}:c:{cid}"
     await redis.hdel(meta, "vmodel")  # as an older gateway left them

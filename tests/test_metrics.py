@@ -110,7 +110,7 @@ async def test_requests_are_counted_per_route_template_and_status(
     for secret in (tid, task["contextId"], stray, "BREW"):
         assert secret not in text  # ids and raw methods label nothing
     routes = {dict(k[1]).get("route") for k in after if k[0] == "gateway_requests_total"}
-    assert all(r == "unmatched" or r.startswith("/") for r in routes), routes
+    assert all(r == "unmatched" or (r or "").startswith("/") for r in routes), routes
 
 
 async def test_requests_refused_before_routing_keep_their_route(

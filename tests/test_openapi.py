@@ -195,77 +195,85 @@ def accepts(schema: str, instance: Any) -> bool:
         "urn:openapi", Resource.from_contents(spec(), default_specification=DRAFT202012)
     )
     ref = {"$ref": f"urn:openapi#/components/schemas/{schema}"}
-    return jsonschema.Draft202012Validator(ref, registry=registry).is_valid(instance)
+    return bool(jsonschema.Draft202012Validator(ref, registry=registry).is_valid(instance))
 
 
-def _send(**message: Any) -> dict[str, Any]:
+def _send_request(**message: Any) -> dict[str, Any]:
     base = {"role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "t"}]}
     return {"message": {**base, **message}}
 
 
 # Bodies on both sides of a rule: the code and the contract must agree on each.
 AGREEMENT: list[tuple[str, str, dict[str, Any]]] = [
-    ("SendMessageRequest", "/v1/message:send", _send()),
-    ("SendMessageRequest", "/v1/message:send", _send(contextId="")),
-    ("SendMessageRequest", "/v1/message:send", _send(taskId="")),
-    ("SendMessageRequest", "/v1/message:send", _send(messageId="m" * 257)),
-    ("SendMessageRequest", "/v1/message:send", _send(contextId=None, taskId=None, metadata=None)),
-    ("SendMessageRequest", "/v1/message:send", _send(role="agent")),
-    ("SendMessageRequest", "/v1/message:send", _send(referenceTaskIds=["t"] * 101)),
-    ("SendMessageRequest", "/v1/message:send", _send(parts=[])),
-    ("SendMessageRequest", "/v1/message:send", _send(parts=[{"text": "no kind"}])),
+    ("SendMessageRequest", "/v1/message:send", _send_request()),
+    ("SendMessageRequest", "/v1/message:send", _send_request(contextId="")),
+    ("SendMessageRequest", "/v1/message:send", _send_request(taskId="")),
+    ("SendMessageRequest", "/v1/message:send", _send_request(messageId="m" * 257)),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        _send(parts=[{"kind": "file", "file": {"uri": "urn:x"}}]),
+        _send_request(contextId=None, taskId=None, metadata=None),
+    ),
+    ("SendMessageRequest", "/v1/message:send", _send_request(role="agent")),
+    ("SendMessageRequest", "/v1/message:send", _send_request(referenceTaskIds=["t"] * 101)),
+    ("SendMessageRequest", "/v1/message:send", _send_request(parts=[])),
+    ("SendMessageRequest", "/v1/message:send", _send_request(parts=[{"text": "no kind"}])),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        _send_request(parts=[{"kind": "file", "file": {"uri": "urn:x"}}]),
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        _send(parts=[{"kind": "file", "file": {"uri": " http://x"}}]),
+        _send_request(parts=[{"kind": "file", "file": {"uri": " http://x"}}]),
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        _send(parts=[{"kind": "file", "file": {"bytes": "QQ=="}}]),
+        _send_request(parts=[{"kind": "file", "file": {"bytes": "QQ=="}}]),
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        _send(parts=[{"kind": "file", "file": {"bytes": "QQ"}}]),
+        _send_request(parts=[{"kind": "file", "file": {"bytes": "QQ"}}]),
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        _send(parts=[{"kind": "file", "file": {"bytes": "QQ==", "uri": "a:b"}}]),
+        _send_request(parts=[{"kind": "file", "file": {"bytes": "QQ==", "uri": "a:b"}}]),
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        _send(parts=[{"kind": "file", "file": {"bytes": None, "uri": "a:b"}}]),
+        _send_request(parts=[{"kind": "file", "file": {"bytes": None, "uri": "a:b"}}]),
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        {**_send(), "configuration": {"historyLength": 2.0}},
+        {**_send_request(), "configuration": {"historyLength": 2.0}},
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        {**_send(), "configuration": {"historyLength": True}},
+        {**_send_request(), "configuration": {"historyLength": True}},
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        {**_send(), "configuration": {"historyLength": "2"}},
+        {**_send_request(), "configuration": {"historyLength": "2"}},
     ),
     (
         "SendMessageRequest",
         "/v1/message:send",
-        {**_send(), "configuration": {"historyLength": 2**31}},
+        {**_send_request(), "configuration": {"historyLength": 2**31}},
     ),
-    ("SendMessageRequest", "/v1/message:send", {**_send(), "configuration": {"blocking": "false"}}),
-    ("SendMessageRequest", "/v1/message:send", {**_send(), "configuration": None}),
+    (
+        "SendMessageRequest",
+        "/v1/message:send",
+        {**_send_request(), "configuration": {"blocking": "false"}},
+    ),
+    ("SendMessageRequest", "/v1/message:send", {**_send_request(), "configuration": None}),
     ("AgentSpec", "/agents", {"name": "n", "type": "echo"}),
     ("AgentSpec", "/agents", {"name": "", "type": "echo"}),
     ("AgentSpec", "/agents", {"name": "n", "type": "echo", "id": "Bad Id"}),

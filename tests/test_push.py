@@ -14,7 +14,6 @@ import httpx
 import jwt
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
@@ -28,7 +27,7 @@ from gateway.store.keys import (
 from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
-from tests.conftest import API_KEYS, CLUSTER, TEST_KEYRING, AppFactory, auth, message
+from tests.conftest import API_KEYS, CLUSTER, TEST_KEYRING, AppFactory, RawRedis, auth, message
 from tests.waiting import stays, until
 from tests.webhook_receiver import Delivery, WebhookReceiver
 
@@ -79,7 +78,7 @@ async def rpc(gw: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dic
 
 
 async def test_every_event_reaches_a_failing_webhook_once_signed(
-    gateway: httpx.AsyncClient, receiver: WebhookReceiver, redis: Redis
+    gateway: httpx.AsyncClient, receiver: WebhookReceiver, redis: RawRedis
 ) -> None:
     """A 1.0 send carrying a config: the webhook fails its first three requests, then gets
     every status event of the task (submitted ... completed), each id once after dedupe,
@@ -121,7 +120,7 @@ async def test_every_event_reaches_a_failing_webhook_once_signed(
     assert await redis.xlen(PUSH_DEAD) == 0
 
 
-async def _drained(redis: Redis) -> bool:
+async def _drained(redis: RawRedis) -> bool:
     figures = await JobStore(redis, PUSH, PUSH_GROUP, PUSH_DEAD).figures()
     return figures.queued + figures.pending == 0
 
@@ -201,7 +200,9 @@ async def test_a_url_the_allowlist_refuses_is_refused_when_set(
     assert listed["result"] == []
 
 
-async def test_a_scrub_mid_retry_stops_delivery(gateway: httpx.AsyncClient, redis: Redis) -> None:
+async def test_a_scrub_mid_retry_stops_delivery(
+    gateway: httpx.AsyncClient, redis: RawRedis
+) -> None:
     hook = WebhookReceiver(fail=10**9).start()
     try:
         r = await gateway.post(
@@ -227,7 +228,7 @@ async def test_a_scrub_mid_retry_stops_delivery(gateway: httpx.AsyncClient, redi
 
 
 async def test_an_event_undelivered_for_the_retry_time_is_dead_lettered(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     hook = WebhookReceiver(fail=10**9).start()
     try:
@@ -342,7 +343,7 @@ async def test_artifact_updates_when_configured(
 
 
 async def test_a_redirect_is_not_followed_and_gives_the_event_up(
-    gateway: httpx.AsyncClient, receiver: WebhookReceiver, redis: Redis
+    gateway: httpx.AsyncClient, receiver: WebhookReceiver, redis: RawRedis
 ) -> None:
     receiver.fail, receiver.status = 0, 307
     config = {"pushNotificationConfig": {"url": receiver.url}}
@@ -384,7 +385,7 @@ async def test_several_signing_keys_are_published_and_the_first_signs(
 
 
 async def test_the_allowlist_is_checked_again_at_delivery(
-    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+    make_app: AppFactory, receiver: WebhookReceiver, redis: RawRedis
 ) -> None:
     """A config set where the URL was allowed, delivered by a replica whose allowlist no
     longer allows it: refused before any request is made, and given up."""
@@ -404,7 +405,7 @@ async def test_the_allowlist_is_checked_again_at_delivery(
 
 
 async def test_configs_are_sealed_at_rest_and_rotate_data_reseals_them(
-    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+    make_app: AppFactory, receiver: WebhookReceiver, redis: RawRedis
 ) -> None:
     """With encryption on, Redis holds neither a config's URL nor its token (only what the
     scripts route by); get and list return them, delivery uses them, and after rotate-data
@@ -442,7 +443,7 @@ async def test_configs_are_sealed_at_rest_and_rotate_data_reseals_them(
 
 @pytest.mark.skipif(not CLUSTER, reason="only a Redis Cluster queues deliveries in two steps")
 async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
-    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+    make_app: AppFactory, receiver: WebhookReceiver, redis: RawRedis
 ) -> None:
     """A Redis Cluster: a process that ran a change's script (its deliveries wait in the
     context's slot) and died before its second step loses no event: maintenance moves it to
@@ -485,13 +486,13 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
         )
 
 
-async def _gone(redis: Redis, key: str) -> bool:
+async def _gone(redis: RawRedis, key: str) -> bool:
     return not await redis.exists(key)
 
 
 @pytest.mark.skipif(not CLUSTER, reason="only a Redis Cluster queues deliveries in two steps")
 async def test_a_scrub_deletes_deliveries_still_waiting_in_the_context(
-    make_app: AppFactory, receiver: WebhookReceiver, redis: Redis
+    make_app: AppFactory, receiver: WebhookReceiver, redis: RawRedis
 ) -> None:
     """A Redis Cluster: deliveries a dying process left in the context's slot go with the
     context's scrub, and never reach the webhook."""

@@ -7,10 +7,9 @@ from typing import Any
 
 import httpx
 import orjson
-from redis.asyncio import Redis
 
 from gateway.store.keys import UserKeys
-from tests.conftest import API_KEYS, AppFactory, auth, post_message, send_task
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, post_message, send_task
 from tests.test_openapi import conform
 
 KEYS = orjson.dumps(API_KEYS).decode()
@@ -49,7 +48,7 @@ async def test_messages_per_context(make_app: AppFactory) -> None:
         await send_task(gw, "elsewhere", headers=auth("alice"))
 
 
-async def test_bytes_per_context(make_app: AppFactory, redis: Redis) -> None:
+async def test_bytes_per_context(make_app: AppFactory, redis: RawRedis) -> None:
     async with make_app(api_keys=KEYS) as probe:
         task = await send_task(probe, "x" * 100, headers=auth("alice"))
         meta = UserKeys.of("t1", "alice").meta(task["contextId"])

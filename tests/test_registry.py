@@ -11,11 +11,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.outbound import Allowlist, OutboundRefused
 from tests.a2a_schema import assert_a2a
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, message
 from tests.waiting import until
 
 SECRET = "sk-very-secret-value-123"
@@ -140,7 +139,7 @@ async def test_cards_are_generated_and_valid(gw: httpx.AsyncClient) -> None:
 
 
 async def test_secrets_never_leave(
-    gw: httpx.AsyncClient, redis: Redis, caplog: pytest.LogCaptureFixture
+    gw: httpx.AsyncClient, redis: RawRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     created = await register(gw, openai_spec(id="s"))

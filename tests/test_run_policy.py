@@ -16,10 +16,9 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
 from gateway.store.keys import JOBS, JOBS_GROUP
-from tests.conftest import AppFactory, post_message, send_task
+from tests.conftest import AppFactory, RawRedis, post_message, send_task
 from tests.processes import serving, slow_process_test
 from tests.waiting import until
 
@@ -47,7 +46,8 @@ async def _task(c: httpx.AsyncClient, tid: str) -> dict[str, Any]:
 def _turns(task: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The texts of the user messages in the order they were accepted, and the texts the
     agent echoed, in the order its replies were stored."""
-    users, replies = [], []
+    users: list[str] = []
+    replies: list[str] = []
     for m in task.get("history", ()):
         text = m["parts"][0].get("text")
         (users if m["role"] == "user" else replies).append(text)
@@ -197,14 +197,14 @@ async def test_reject_refuses_while_a_run_is_under_way_and_stores_nothing(
 
 
 async def test_interrupt_supersedes_the_running_run(
-    client: httpx.AsyncClient, redis: Redis
+    client: httpx.AsyncClient, redis: RawRedis
 ) -> None:
     task = await _open(client)
     # A blocking send whose run would take a minute: the interrupt must release it.
     slow = asyncio.create_task(_continue(client, task, "slow", blocking=True, delayMs=60_000))
 
     async def working() -> bool:
-        return (await _task(client, task["id"]))["status"]["state"] == "working"
+        return bool((await _task(client, task["id"]))["status"]["state"] == "working")
 
     await until(working, what="the slow run to start")
     r = await _continue(client, task, "instead", blocking=True, policy="interrupt")
@@ -304,7 +304,7 @@ async def test_continuations_across_two_replicas_each_get_a_reply_in_order(
 
 @slow_process_test
 async def test_a_worker_killed_while_messages_wait_loses_none(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     env = {"REDIS_URL": redis_url, "GATEWAY_JOB_LEASE_SECONDS": "2"}
     texts = [f"waiting {i}" for i in range(4)]
@@ -317,7 +317,7 @@ async def test_a_worker_killed_while_messages_wait_loses_none(
                 assert (await _continue(c, task, text)).status_code == 200
 
             async def working() -> bool:
-                return (await _task(c, task["id"]))["status"]["state"] == "working"
+                return bool((await _task(c, task["id"]))["status"]["state"] == "working")
 
             await until(working, what="the first run to start", logs=tmp_path)
             first.send_signal(signal.SIGKILL)

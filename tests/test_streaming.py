@@ -14,9 +14,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from redis.asyncio import Redis
 
-from tests.conftest import API_KEYS, auth, message
+from tests.conftest import API_KEYS, RawRedis, auth, message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.sse import Sse, collect, events, served_gateway
 from tests.waiting import until
@@ -76,7 +75,7 @@ def normal(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def state(kind: str, payload: dict[str, Any]) -> str:
-    raw = payload["status"]["state"]
+    raw: str = payload["status"]["state"]
     return raw.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
@@ -106,7 +105,7 @@ async def test_a_streaming_send_on_every_binding(gw: httpx.AsyncClient, binding:
     received = [normal(e.data) for e in got]
     assert all(e.id for e in got)
     assert [e.id for e in got] == sorted(
-        set(e.id for e in got), key=lambda i: tuple(map(int, i.split("-")))
+        set(e.id for e in got), key=lambda i: tuple(map(int, (i or "").split("-")))
     )
     # The task first; the chunks in order, one artifact; the turn's end last.
     assert received[0][0] == "task"
@@ -245,7 +244,7 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
         tid = (await anext(events(r))).data["id"]
 
     async def completed() -> bool:
-        return (await gw.get(f"/v1/tasks/{tid}")).json()["status"]["state"] == "completed"
+        return bool((await gw.get(f"/v1/tasks/{tid}")).json()["status"]["state"] == "completed")
 
     await until(completed, what="the run to finish without its streaming client")
     # An idle stream gets keep-alive comments; a cancel ends it.
@@ -272,7 +271,7 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
 
 @slow_process_test
 async def test_a_stream_survives_its_replica_killed_mid_run(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     """Stream on replica A, which runs the task; A is killed (SIGKILL) mid-run; the client
     resubscribes on replica B with its Last-Event-ID: no event missed, none repeated, and the
@@ -312,7 +311,7 @@ async def test_a_stream_survives_its_replica_killed_mid_run(
 
 @slow_process_test
 async def test_a_replica_stopping_ends_its_streams_cleanly(
-    tmp_path: Path, redis_url: str, redis: Redis
+    tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
     """A graceful stop (SIGTERM) ends the replica's open streams properly (the body is
     complete, not cut), so their clients can resubscribe elsewhere with their last id."""
@@ -332,7 +331,7 @@ async def test_a_replica_stopping_ends_its_streams_cleanly(
 
 
 async def test_the_event_log_and_the_streamed_artifact_are_sealed(
-    gw: httpx.AsyncClient, redis: Redis
+    gw: httpx.AsyncClient, redis: RawRedis
 ) -> None:
     secret = "Sentinel-4f1c diagnosis text that must not be stored in clear"
     path, body = _request("rest", secret, echo(4, 2000))

@@ -7,9 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from redis.asyncio import Redis
 
-from tests.conftest import Send, runs_settled
+from tests.conftest import RawRedis, Send, runs_settled
 from tests.waiting import until
 
 
@@ -82,7 +81,7 @@ async def test_cancel_running_task_stops_it(
 
 
 async def test_cancel_mid_run_discards_late_results(
-    client: httpx.AsyncClient, send: Send, redis: Redis
+    client: httpx.AsyncClient, send: Send, redis: RawRedis
 ) -> None:
     meta = {"echo": {"delayMs": 2000, "steps": 1}}  # long enough to be caught mid-run
     task = (await send("x", metadata=meta, configuration={"blocking": False})).json()["task"]

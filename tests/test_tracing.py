@@ -19,7 +19,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,7 +30,7 @@ from gateway.longterm.render import cortadel_user_id
 from gateway.options.longterm import CortadelSettings
 from gateway.store.keys import EMBEDS
 from tests.a2a_remote_server import RemoteAgentServer
-from tests.conftest import API_KEYS, AppFactory, auth, message
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, message
 from tests.cortadel_server import CortadelServer
 from tests.embeddings_server import EmbeddingsServer
 from tests.http_double import ServedDouble
@@ -234,7 +233,7 @@ async def test_one_trace_follows_a_send_to_another_replica_and_out(
     chat: Chat,
     cortadel: Memory,
     embeddings: Embeddings,
-    redis: Redis,
+    redis: RawRedis,
 ) -> None:
     """The HTTP request on a replica without workers; the run, recall, the model call, the
     indexer and the outbox on another: one trace, and the servers called receive it."""
@@ -333,7 +332,7 @@ async def test_one_trace_follows_a_send_to_another_replica_and_out(
     cortadel_traces = {_trace_id(tp) for tp in cortadel.traceparents()}
     assert trace_id in cortadel_traces
     # Redis commands are spans of the trace, named by command (and script), no arguments.
-    # (An EVALSHA may come twice: Redis was flushed, the script is loaded and run again.)
+    # (An EVALSHA may come twice: RawRedis was flushed, the script is loaded and run again.)
     scripts = [s for s in traced if s.name == "EVALSHA send"]
     assert scripts and {_parent(s) for s in scripts} == {server.context.span_id}
     assert {(s.attributes or {}).get("db.statement") for s in scripts} == {"EVALSHA send"}
@@ -449,7 +448,7 @@ def _unindexed() -> dict[str, Any]:
 
 
 async def test_a_request_left_out_by_sampling_carries_that_on(
-    make_app: AppFactory, redis: Redis
+    make_app: AppFactory, redis: RawRedis
 ) -> None:
     """Sampled at 0: nothing is recorded, and the job carries a traceparent marked not
     sampled (its run and embedding follow the decision); a caller's sampled traceparent is
@@ -491,7 +490,7 @@ async def client_traced(
 
 
 async def test_nothing_is_traced_when_not_configured(
-    make_app: AppFactory, chat: Chat, redis: Redis
+    make_app: AppFactory, chat: Chat, redis: RawRedis
 ) -> None:
     assert not tracing.enabled()
     async with make_app(

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 Check = Callable[[], T | Awaitable[T]]
@@ -60,14 +60,36 @@ def _failure(what: str, seconds: float, last: Any, logs: Logs | None) -> Asserti
     )
 
 
+@overload
 async def until(
-    check: Check[T],
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    what: str = ...,
+    every: float = ...,
+    logs: Logs | None = ...,
+) -> T: ...
+
+
+@overload
+async def until(
+    check: Callable[[], T | None],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    what: str = ...,
+    every: float = ...,
+    logs: Logs | None = ...,
+) -> T: ...
+
+
+async def until(
+    check: Check[Any],
     *,
     timeout: float = WAIT_SECONDS,  # noqa: ASYNC109 (the deadline is reported, not just hit)
     what: str = "the condition",
     every: float = 0.02,
     logs: Logs | None = None,
-) -> T:
+) -> Any:
     """Poll ``check`` (a function, plain or async) until it returns something truthy, and
     return that. The deadline is hard: a check still running at it is cancelled."""
     last: Any = None
@@ -80,7 +102,7 @@ async def until(
                     value = await value
                 last = value
                 if value:
-                    return value  # type: ignore[return-value]
+                    return value
                 await asyncio.sleep(every)
     except TimeoutError:
         if not deadline.expired():
@@ -89,7 +111,7 @@ async def until(
 
 
 def until_sync(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     *,
     timeout: float = WAIT_SECONDS,
     what: str = "the condition",
@@ -98,13 +120,12 @@ def until_sync(
 ) -> T:
     """``until`` for code that is not async (process start-up, servers on threads)."""
     deadline = time.monotonic() + timeout
-    last: Any = None
     while True:
-        last = check()
-        if last:
-            return last
+        value = check()
+        if value:
+            return value
         if time.monotonic() >= deadline:
-            raise _failure(what, timeout, last, logs)
+            raise _failure(what, timeout, value, logs)
         time.sleep(every)
 
 
