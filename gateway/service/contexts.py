@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.errors import ContextNotFoundError
 from gateway.longterm.wire import forget_job
+from gateway.models import ContextList, ContextPage
 from gateway.principal import Principal
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
@@ -48,13 +48,13 @@ class ContextService:
         # attempt, which finds the context gone).
         self._push_queue = JobStore(client, PUSH, PUSH_GROUP, PUSH)
 
-    async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
+    async def list(self, principal: Principal, limit: int, offset: int) -> ContextList:
         items, total = await self.store.list_contexts(keys_of(principal), limit, offset)
-        return {"items": items, "total": total, "limit": limit, "offset": offset}
+        return ContextList(items, total, limit, offset)
 
     async def read(
         self, principal: Principal, context_id: str, limit: int, offset: int
-    ) -> dict[str, Any]:
+    ) -> ContextPage:
         page = await self.store.read_context(keys_of(principal), context_id, limit, offset)
         if page is None:
             raise ContextNotFoundError()

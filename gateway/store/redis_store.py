@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.a2a import INTERRUPTED, TERMINAL
+from gateway.canonical import task_value
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -27,6 +28,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
+from gateway.models import ContextPage, ContextSummary, Task
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.keys import (
     CONTEXT_KEY_COUNT,
@@ -41,7 +43,6 @@ from gateway.store.keys import (
 from gateway.store.push_records import seal_config
 from gateway.store.records import (
     assemble_task,
-    iso_from_ms,
     message_seqs,
     now_ms,
     with_open_artifact,
@@ -202,7 +203,7 @@ class Store:
         fields: Sequence[Any],
         history: list[bytes] | None,
         streamed: Any = None,
-    ) -> dict[str, Any]:
+    ) -> Task:
         """A task from its stored (sealed) status, artifacts, metadata and agent metadata;
         ``streamed``: the artifact a run is streaming, shown after the others."""
         status, arts, metadata, extra = fields
@@ -236,9 +237,8 @@ class Store:
         for n, tid in enumerate(reference_ids):
             status, arts = raw[2 * n], raw[2 * n + 1]
             if status is not None:
-                referenced.append(
-                    self._task(keys, context_id, tid, (status, arts, None, None), None)
-                )
+                stored = (status, arts, None, None)
+                referenced.append(task_value(self._task(keys, context_id, tid, stored, None)))
         return RunInputs(orjson.loads(self.open_message(keys, context_id, msg)), seq, referenced)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
@@ -608,8 +608,8 @@ class Store:
     @_translated
     async def read_task(
         self, keys: UserKeys, context_id: str, task_id: str, history_length: int | None
-    ) -> dict[str, Any] | None:
-        """The task as A2A JSON; ``history_length`` None means the whole history."""
+    ) -> Task | None:
+        """The task; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
         fields = [f"{task_id}{suffix}" for suffix in (*_TASK_FIELDS, ":pa")]
         status, arts, seqs, metadata, extra, streamed = await self.client.hmget(ck.tasks, fields)
@@ -667,7 +667,8 @@ class Store:
     @_translated
     async def list_contexts(
         self, keys: UserKeys, limit: int, offset: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[ContextSummary], int]:
+        """A page of the user's contexts, newest write first, and how many there are."""
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.zrevrange(keys.contexts, offset, offset + limit - 1)
             pipe.zcard(keys.contexts)
@@ -690,13 +691,7 @@ class Store:
                 stale.append(cid)
                 continue
             items.append(
-                {
-                    "id": cid,
-                    "createdAt": iso_from_ms(int(created)),
-                    "updatedAt": iso_from_ms(int(updated)),
-                    "expiresAt": iso_from_ms(now + int(ttl)),
-                    "taskCount": int(tasks),
-                }
+                ContextSummary(cid, int(created), int(updated), now + int(ttl), int(tasks))
             )
         if stale:
             await self.client.zrem(keys.contexts, *stale)
@@ -705,7 +700,9 @@ class Store:
     @_translated
     async def read_context(
         self, keys: UserKeys, context_id: str, limit: int, offset: int
-    ) -> dict[str, Any] | None:
+    ) -> ContextPage | None:
+        """A page of the context's tasks (oldest first, whole histories); None: no such
+        context."""
         ck = keys.context(context_id)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.pttl(ck.meta)
@@ -721,7 +718,7 @@ class Store:
         all_seqs = [message_seqs(raw[i + 2]) for i in range(0, len(raw), width)]
         flat = [s for seqs in all_seqs for s in seqs]
         msgs = await self.client.hmget(ck.msgs, flat) if flat else []
-        items, pos = [], 0
+        tasks, pos = [], 0
         for n, seqs in enumerate(all_seqs):
             status, arts, _, metadata, extra = raw[width * n : width * n + width]
             history = self._history(keys, context_id, msgs[pos : pos + len(seqs)])
@@ -729,19 +726,18 @@ class Store:
             if status is not None:
                 tid = _text(tids[n])
                 stored = (status, arts, metadata, extra)
-                items.append(self._task(keys, context_id, tid, stored, history))
-        return {
-            "id": context_id,
-            "items": items,
-            "total": int(total),
-            "limit": limit,
-            "offset": offset,
-            "expiresAt": iso_from_ms(now_ms() + int(ttl)),
-            "memory": {
-                "indexed": int(embedded or 0),
-                "pending": max(0, int(queued or 0) - int(embedded or 0)),
-            },
-        }
+                tasks.append(self._task(keys, context_id, tid, stored, history))
+        indexed, queued_n = int(embedded or 0), int(queued or 0)
+        return ContextPage(
+            context_id,
+            tasks,
+            int(total),
+            limit,
+            offset,
+            now_ms() + int(ttl),
+            indexed,
+            max(0, queued_n - indexed),
+        )
 
     @_translated
     async def prune_indexes(self) -> int:
