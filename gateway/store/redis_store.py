@@ -59,6 +59,7 @@ __all__ = [
     "SendResult",
     "SendWrite",
     "Store",
+    "TaskUpdate",
     "UpdateResult",
 ]
 
@@ -138,6 +139,43 @@ class ScrubReceipt:
     vectors: int
     pending_jobs: int
     memories_queued: int
+
+
+@dataclass(frozen=True)
+class TaskUpdate:
+    """One write of a run's progress to its task (``Store.update_task``).
+
+    ``state`` "" leaves the status as it is. The write is skipped when ``required_state`` is
+    given and the task is no longer in it, and fenced when ``attempt`` no longer owns the
+    run. ``seq`` names the run's message; with ``finish`` that run is recorded as done and
+    its job ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
+    ended completed or input-required is queued for long-term memory. ``metadata_json`` (the
+    agent's metadata of this run) replaces what earlier runs reported.
+
+    A finishing write while messages wait for the task queues the next one's run (on the
+    jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's queue)
+    and leaves the task ``submitted`` with ``next_status_json``.
+
+    ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
+    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed)."""
+
+    context_id: str
+    task_id: str
+    state: str
+    status_json: bytes
+    artifacts: Sequence[bytes] = ()
+    message_json: bytes | None = None
+    required_state: str = ""
+    attempt: str = ""
+    seq: int = 0
+    finish: bool = False
+    entry: str = ""
+    outbox_job: bytes = b""
+    metadata_json: bytes = b""
+    queued_locally: bool = False
+    next_status_json: bytes = b""
+    artifact_events: Sequence[bytes] = ()
+    open_artifact: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -445,47 +483,15 @@ class Store:
         raise StoreUnavailableError()
 
     @_translated
-    async def update_task(
-        self,
-        keys: UserKeys,
-        context_id: str,
-        task_id: str,
-        state: str,
-        status_json: bytes,
-        artifacts: Sequence[bytes] = (),
-        message_json: bytes | None = None,
-        *,
-        required_state: str = "",
-        attempt: str = "",
-        seq: int = 0,
-        finish: bool = False,
-        entry: str = "",
-        outbox_job: bytes = b"",
-        metadata_json: bytes = b"",
-        queued_locally: bool = False,
-        next_status_json: bytes = b"",
-        artifact_events: Sequence[bytes] = (),
-        open_artifact: bytes = b"",
-    ) -> UpdateResult:
-        """Record a run's progress (``state`` "" leaves the status as it is).
-
-        Refused for terminal or scrubbed tasks; skipped when ``required_state`` is given and
-        the task is no longer in it; fenced when ``attempt`` no longer owns the run. ``seq``
-        names the run's message; with ``finish`` that run is recorded as done and its job
-        ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
-        ended completed or input-required is queued for long-term memory. ``metadata_json``
-        (the agent's metadata of this run) replaces what earlier runs reported.
-
-        A finishing write while messages wait for the task queues the next one's run (on the
-        jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's
-        queue) and leaves the task ``submitted`` with ``next_status_json``.
-
-        ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
-        ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed).
-        Both are sealed like the task's content."""
+    async def update_task(self, keys: UserKeys, u: TaskUpdate) -> UpdateResult:
+        """Record a run's progress (see ``TaskUpdate``). Refused for terminal or scrubbed
+        tasks. Content, artifact events and the open artifact included, is sealed."""
+        context_id, task_id, artifacts = u.context_id, u.task_id, u.artifacts
+        seq, finish, entry, outbox_job = u.seq, u.finish, u.entry, u.outbox_job
+        open_artifact, queued_locally = u.open_artifact, u.queued_locally
         status_field = f"{task_id}:s"
         art_aad = context_of(keys.prefix, context_id, f"{task_id}:a")
-        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in artifact_events]
+        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in u.artifact_events]
         if open_artifact not in (b"", b"-"):
             open_artifact = self._seal(keys, context_id, f"{task_id}:pa", open_artifact)
         reply = await self.scripts.update(
@@ -493,21 +499,21 @@ class Store:
             args=[
                 context_id,
                 task_id,
-                state,
-                self._seal(keys, context_id, status_field, status_json),
+                u.state,
+                self._seal(keys, context_id, status_field, u.status_json),
                 b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
-                self._seal(keys, context_id, "msg", message_json) if message_json else b"",
+                self._seal(keys, context_id, "msg", u.message_json) if u.message_json else b"",
                 now_ms(),
                 self.ttl_ms,
-                required_state,
-                attempt,
+                u.required_state,
+                u.attempt,
                 "1" if finish else "0",
                 seq,
                 entry,
                 outbox_job,
-                self._seal(keys, context_id, f"{task_id}:xmd", metadata_json),
+                self._seal(keys, context_id, f"{task_id}:xmd", u.metadata_json),
                 "l" if queued_locally else "r",
-                self._seal(keys, context_id, status_field, next_status_json),
+                self._seal(keys, context_id, status_field, u.next_status_json),
                 b"".join(b"%d:%s" % (len(e), e) for e in events),
                 open_artifact,
                 _artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
