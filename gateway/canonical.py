@@ -13,12 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.clock import iso_from_ms
-from gateway.models import ContextList, ContextPage, ContextSummary, SearchHit, Task
+from gateway.models import (
+    ContextList,
+    ContextPage,
+    ContextSummary,
+    ScrubReport,
+    SearchHit,
+    Task,
+)
 
 __all__ = [
     "context_list_json",
     "context_page_json",
     "hit_json",
+    "scrub_json",
     "task_json",
     "task_value",
 ]
@@ -99,4 +107,16 @@ def hit_json(hit: SearchHit) -> dict[str, Any]:
         "taskId": hit.task_id,
         "score": hit.score,
         "text": hit.text,
+    }
+
+
+def scrub_json(report: ScrubReport) -> dict[str, int]:
+    """A scrub's receipt (the audit entry's counts)."""
+    return {
+        "messages": report.messages,
+        "tasks": report.tasks,
+        "vectors": report.vectors,
+        "pendingJobs": report.pending_jobs,
+        "deadLetters": report.dead_letters,
+        "memoriesQueued": report.memories_queued,
     }

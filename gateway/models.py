@@ -36,6 +36,7 @@ __all__ = [
     "Message",
     "Part",
     "RawJson",
+    "ScrubReport",
     "SearchHit",
     "SearchRequest",
     "SendConfiguration",
@@ -272,6 +273,20 @@ class ContextPage:
     expires_ms: int
     indexed: int
     pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubReport:
+    """What scrubbing a context removed: messages, tasks, vectors (embedded messages), runs
+    and waiting messages or webhook deliveries of its unfinished tasks, dead letters, and
+    long-term memories queued for deletion in Cortadel."""
+
+    messages: int
+    tasks: int
+    vectors: int
+    pending_jobs: int
+    dead_letters: int
+    memories_queued: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,13 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
-from gateway.canonical import context_list_json, context_page_json, hit_json, task_json
+from gateway.canonical import (
+    context_list_json,
+    context_page_json,
+    hit_json,
+    scrub_json,
+    task_json,
+)
 from gateway.errors import (
     AgentNotFoundError,
     UnsupportedOperationError,
@@ -149,7 +155,7 @@ async def delete_context(request: Request) -> Response:
     receipt = await state.contexts.delete(
         _principal(request), request.path_params["context_id"], request_id
     )
-    note_receipt(request.scope, receipt)
+    note_receipt(request.scope, scrub_json(receipt))
     return Response(status_code=204)
 
 
