@@ -28,6 +28,7 @@ import re
 from typing import Any, Literal
 
 from gateway.errors import GatewayError
+from gateway.models import Task
 
 __all__ = [
     "V03_PROTO",
@@ -169,19 +170,19 @@ def artifact_out(artifact: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     return _artifact_out(artifact, dialect)
 
 
-def task_out(task: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
-    """A canonical Task in ``dialect``."""
+def task_out(task: Task, dialect: Dialect) -> dict[str, Any]:
+    """A Task in ``dialect`` (its stored JSON parsed: every part is respelled)."""
     out: dict[str, Any] = {
-        "id": task["id"],
-        "contextId": task.get("contextId", ""),
-        "status": status_out(task.get("status") or {}, dialect),
+        "id": task.id,
+        "contextId": task.context_id,
+        "status": status_out(task.status.value or {}, dialect),
     }
-    if task.get("artifacts"):
-        out["artifacts"] = [_artifact_out(a, dialect) for a in task["artifacts"]]
-    if task.get("history"):
-        out["history"] = [_message_out(m, dialect) for m in task["history"]]
-    if task.get("metadata"):
-        out["metadata"] = task["metadata"]
+    if task.artifacts is not None and task.artifacts.value:
+        out["artifacts"] = [_artifact_out(a, dialect) for a in task.artifacts.value]
+    if task.history:
+        out["history"] = [_message_out(m.value, dialect) for m in task.history]
+    if task.metadata is not None and task.metadata.value:
+        out["metadata"] = task.metadata.value
     return out
 
 
@@ -190,7 +191,7 @@ def message_v1(message: dict[str, Any]) -> dict[str, Any]:
     return _message_out(message, V1)
 
 
-def send_result(task: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
+def send_result(task: Task, dialect: Dialect) -> dict[str, Any]:
     """A send's answer: the ``{"task": ...}`` wrapper of both proto dialects."""
     return {"task": task_out(task, dialect)}
 

@@ -1,7 +1,15 @@
-"""A2A v0.3.0 request models: the one place where untrusted input becomes typed.
+"""A2A v0.3.0 request models, the one place where untrusted input becomes typed, and the
+typed results the services return.
 
-Only what clients send is modelled here. Stored objects are written from these
-models and read back as the JSON they were written as.
+Requests: only what clients send is modelled (pydantic). Stored objects are written from
+these models and read back as the JSON they were written as.
+
+Results (frozen dataclasses): a task, a context's page, a listing of contexts, a search hit.
+What was stored as A2A JSON (a status, artifacts, messages, metadata) is carried as
+``RawJson``: the bytes as stored, parsed only when something reads into them. The wire
+formats are written from these objects by one serializer each (``gateway.canonical`` for
+the canonical JSON, ``gateway.dialects`` for the proto-JSON dialects), which write a
+``RawJson`` as it is where the format is the stored one.
 """
 
 from __future__ import annotations
@@ -9,22 +17,31 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.search_mode import Mode
 from gateway.validation import MAX_INT, JsonInt
 
 __all__ = [
+    "ContextList",
+    "ContextPage",
+    "ContextSummary",
     "DataPart",
     "FileContent",
     "FilePart",
     "Message",
     "Part",
+    "RawJson",
+    "ScrubReport",
+    "SearchHit",
     "SearchRequest",
     "SendConfiguration",
     "SendMessageRequest",
+    "Task",
     "TextPart",
 ]
 
@@ -149,3 +166,134 @@ class KeyRotateRequest(_Model):
     """``POST /keys/{id}:rotate``: how long the old key keeps working (0: not at all)."""
 
     graceSeconds: JsonInt = Field(default=0, ge=0, le=30 * 24 * 3600)
+
+
+# --- results ---------------------------------------------------------------------------
+
+
+class RawJson:
+    """A JSON value as it was stored (compact UTF-8 JSON), passed through unparsed; ``value``
+    parses it on first use."""
+
+    __slots__ = ("_value", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._value: Any = _UNPARSED
+
+    @classmethod
+    def of(cls, value: Any) -> RawJson:
+        """A value built here (not read from the store)."""
+        out = cls(orjson.dumps(value))
+        out._value = value
+        return out
+
+    @property
+    def value(self) -> Any:
+        """The parsed value (shared: do not change it)."""
+        if self._value is _UNPARSED:
+            self._value = orjson.loads(self.raw)
+        return self._value
+
+    def fragment(self) -> orjson.Fragment:
+        """The value for ``orjson.dumps``, written as it is."""
+        return orjson.Fragment(self.raw)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RawJson) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:  # never the content: it is PHI
+        return f"RawJson({len(self.raw)} bytes)"
+
+
+_UNPARSED: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """An A2A Task. ``status`` is a TaskStatus, ``artifacts`` a JSON array of Artifacts
+    (None: none), ``history`` its Messages (None: not asked for), ``metadata`` an object
+    (the client's, with what the agent reported merged over it)."""
+
+    id: str
+    context_id: str
+    status: RawJson
+    artifacts: RawJson | None = None
+    history: tuple[RawJson, ...] | None = None
+    metadata: RawJson | None = None
+
+    @property
+    def state(self) -> str:
+        return str(self.status.value.get("state", ""))
+
+    @property
+    def status_timestamp(self) -> str:
+        return str(self.status.value.get("timestamp", ""))
+
+    @property
+    def artifact_list(self) -> list[dict[str, Any]]:
+        """The artifacts, parsed (empty when none)."""
+        return list(self.artifacts.value) if self.artifacts is not None else []
+
+    def without_artifacts(self) -> Task:
+        return replace(self, artifacts=None) if self.artifacts is not None else self
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSummary:
+    """One entry of a listing of contexts (times in epoch milliseconds)."""
+
+    id: str
+    created_ms: int
+    updated_ms: int
+    expires_ms: int
+    task_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContextList:
+    items: list[ContextSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPage:
+    """A page of a context's tasks (oldest first), with its expiry and the count of its
+    messages embedded and still waiting to be (context memory)."""
+
+    id: str
+    tasks: list[Task]
+    total: int
+    limit: int
+    offset: int
+    expires_ms: int
+    indexed: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubReport:
+    """What scrubbing a context removed: messages, tasks, vectors (embedded messages), runs
+    and waiting messages or webhook deliveries of its unfinished tasks, dead letters, and
+    long-term memories queued for deletion in Cortadel."""
+
+    messages: int
+    tasks: int
+    vectors: int
+    pending_jobs: int
+    dead_letters: int
+    memories_queued: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A message found by a context search: its ids, its score, its embeddable text."""
+
+    message_id: str | None
+    task_id: str | None
+    score: float
+    text: str

@@ -24,7 +24,8 @@ LAYERS = [
     "memory | agents | push",
     "identity | audit | stream_worker",
     "store",
-    "configuration : settings : options : models : protojson : dialects : validation"
+    "configuration : settings : options : models : canonical : protojson : dialects"
+    " : validation"
     " : outbound : principal : a2a : search_mode : tracing : metrics : gc_pauses : logs"
     " : embedded_redis : ratelimit : backoff : ids : clock : api_keys : errors",
 ]

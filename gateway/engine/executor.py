@@ -50,7 +50,7 @@ from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableErr
 from gateway.longterm.recall import LongTermMemory, RecallFailed
 from gateway.longterm.wire import store_job
 from gateway.store.keys import UserKeys
-from gateway.store.redis_store import Store
+from gateway.store.redis_store import Store, TaskUpdate
 
 __all__ = ["RunExecutor", "SearchFor", "retrying"]
 
@@ -124,26 +124,26 @@ class _Run:
             self._close_streamed()
         metadata = orjson.dumps(self.metadata) if self.metadata else None
         following = status_json("submitted") if finish else b""
+        update = TaskUpdate(
+            job.context_id,
+            job.task_id,
+            state,
+            status,
+            self.artifacts,
+            self.reply,
+            attempt=job.attempt,
+            seq=job.seq,
+            finish=finish,
+            entry=job.entry,
+            outbox_job=self.outbox_job if finish else b"",
+            metadata_json=metadata if metadata and self.metadata_pending else b"",
+            queued_locally=job.local,
+            next_status_json=following,
+            artifact_events=self.artifact_events,
+            open_artifact=self.streamed_change,
+        )
         result = await retrying(
-            lambda: self.store.update_task(
-                self.keys,
-                job.context_id,
-                job.task_id,
-                state,
-                status,
-                self.artifacts,
-                self.reply,
-                attempt=job.attempt,
-                seq=job.seq,
-                finish=finish,
-                entry=job.entry,
-                outbox_job=self.outbox_job if finish else b"",
-                metadata_json=metadata if metadata and self.metadata_pending else b"",
-                queued_locally=job.local,
-                next_status_json=following,
-                artifact_events=self.artifact_events,
-                open_artifact=self.streamed_change,
-            ),
+            lambda: self.store.update_task(self.keys, update),
             self.retry_seconds,
         )
         if finish:
@@ -222,8 +222,7 @@ class _Run:
         """Record that the run is under way, unless it has already moved on."""
         job = self.job
         with contextlib.suppress(GatewayError):
-            result = await self.store.update_task(
-                self.keys,
+            working = TaskUpdate(
                 job.context_id,
                 job.task_id,
                 "working",
@@ -232,6 +231,7 @@ class _Run:
                 attempt=job.attempt,
                 seq=job.seq,
             )
+            result = await self.store.update_task(self.keys, working)
             if result.outcome == "ok":
                 self._entered("working")
 

@@ -21,7 +21,7 @@ from gateway.dialects import STATE_FROM_V1, V1, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
 from gateway.http.audit import note_ids
 from gateway.http.state import AppState
-from gateway.models import SendMessageRequest, _Id, _Model
+from gateway.models import SendMessageRequest, Task, _Id, _Model
 from gateway.principal import Principal
 from gateway.push.configs import Version
 from gateway.service.streams import TaskStream
@@ -75,9 +75,9 @@ class Call:
             agent_id = state.settings.default_agent
         return cls(state, request.scope["state"]["principal"], agent_id, request.scope)
 
-    def noted(self, task: dict[str, Any]) -> dict[str, Any]:
+    def noted(self, task: Task) -> Task:
         """The task, its ids noted for the audit entry."""
-        note_ids(self.scope, task=task["id"], context=task["contextId"])
+        note_ids(self.scope, task=task.id, context=task.context_id)
         return task
 
     def check_tenant(self, tenant: Any) -> None:
@@ -102,7 +102,7 @@ class _ListQuery(_Model):
     includeArtifacts: bool = False
 
 
-async def send(call: Call, body: Any, version: Version = "0.3") -> dict[str, Any]:
+async def send(call: Call, body: Any, version: Version = "0.3") -> Task:
     """message/send with a canonical body: the task. ``version``: the binding's, whose
     payloads a push config in the send's configuration gets."""
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
@@ -133,13 +133,13 @@ async def subscribe(
     )
 
 
-async def get_task(call: Call, task_id: Any, history_length: Any) -> dict[str, Any]:
+async def get_task(call: Call, task_id: Any, history_length: Any) -> Task:
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     query = validated(_TaskQuery, {"id": task_id, "historyLength": history_length})
     return call.noted(await call.state.tasks.get(call.principal, query.id, query.historyLength))
 
 
-async def cancel_task(call: Call, task_id: Any) -> dict[str, Any]:
+async def cancel_task(call: Call, task_id: Any) -> Task:
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     query = validated(_TaskQuery, {"id": task_id})
     return call.noted(await call.state.tasks.cancel(call.principal, query.id))

@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.canonical import task_json
 from gateway.dialects import V1, jsonrpc_error_v1, read_v1_send, task_out
 from gateway.errors import (
     ExtendedCardNotConfiguredError,
@@ -83,15 +84,15 @@ def _refuse(error: type[GatewayError]) -> Handler:
 
 
 async def _send_v03(call: Call, params: Params) -> Any:
-    return await send(call, normalise_send_request(params))
+    return task_json(await send(call, normalise_send_request(params)))
 
 
 async def _get_v03(call: Call, params: Params) -> Any:
-    return await get_task(call, params.get("id"), params.get("historyLength"))
+    return task_json(await get_task(call, params.get("id"), params.get("historyLength")))
 
 
 async def _cancel_v03(call: Call, params: Params) -> Any:
-    return await cancel_task(call, params.get("id"))
+    return task_json(await cancel_task(call, params.get("id")))
 
 
 # --- A2A 1.0 ------------------------------------------------------------------------

@@ -8,6 +8,7 @@ plain text a model can read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic_core
@@ -24,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import ContentTypeNotSupportedError, GatewayError
 from gateway.http.responses import JSONResponse, error_response
+from gateway.models import SearchHit
 from gateway.principal import Principal
 from gateway.search_mode import Mode
 from gateway.service.search import SearchService
@@ -34,15 +36,15 @@ __all__ = ["mcp_endpoint", "render_hits"]
 MAX_TOP_K = 50
 
 
-def render_hits(hits: list[dict[str, Any]], mode: str = "") -> str:
+def render_hits(hits: Sequence[SearchHit], mode: str = "") -> str:
     """Hits as numbered, delimited lines of data (never instructions)."""
     if not hits:
         return "No matching messages in this context."
     ranked = f" ({mode} ranking)" if mode else ""
     lines = [f"{len(hits)} matching message(s), best first{ranked}:"]
     for n, hit in enumerate(hits, 1):
-        text = " ".join(str(hit["text"]).split())
-        lines.append(f"{n}. [score {hit['score']:.3f}, messageId {hit['messageId']}] {text}")
+        text = " ".join(hit.text.split())
+        lines.append(f"{n}. [score {hit.score:.3f}, messageId {hit.message_id}] {text}")
     return "\n".join(lines)
 
 

@@ -12,6 +12,13 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.agents.specs import AgentPatch, AgentSpec
+from gateway.canonical import (
+    context_list_json,
+    context_page_json,
+    hit_json,
+    scrub_json,
+    task_json,
+)
 from gateway.errors import (
     AgentNotFoundError,
     UnsupportedOperationError,
@@ -81,15 +88,15 @@ async def send_message(request: Request) -> Response:
     state, agent_id = await _served(request), _agent_id(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
     task = await state.messages.send(_principal(request), agent_id, body)
-    note_ids(request.scope, task=task["id"], context=task["contextId"])
-    return JSONResponse({"task": task})
+    note_ids(request.scope, task=task.id, context=task.context_id)
+    return JSONResponse({"task": task_json(task)})
 
 
 async def stream_message(request: Request) -> Response:
     state, agent_id = await _served(request), _agent_id(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
     task, stream = await state.streams.send(_principal(request), agent_id, body)
-    note_ids(request.scope, task=task["id"], context=task["contextId"])
+    note_ids(request.scope, task=task.id, context=task.context_id)
     return sse_response(stream, event_v03)
 
 
@@ -107,16 +114,16 @@ async def get_task(request: Request) -> Response:
     state = await _served(request)
     history = query_int(request, "historyLength", "history_length", default=None)
     task = await state.tasks.get(_principal(request), request.path_params["task_id"], history)
-    note_ids(request.scope, context=task["contextId"])
-    return JSONResponse(task)
+    note_ids(request.scope, context=task.context_id)
+    return JSONResponse(task_json(task))
 
 
 async def cancel_task(request: Request) -> Response:
     state = await _served(request)
     await json_body(request, optional=True)
     task = await state.tasks.cancel(_principal(request), request.path_params["task_id"])
-    note_ids(request.scope, context=task["contextId"])
-    return JSONResponse(task)
+    note_ids(request.scope, context=task.context_id)
+    return JSONResponse(task_json(task))
 
 
 def _page(request: Request, default_limit: int) -> tuple[int, int]:
@@ -129,7 +136,8 @@ def _page(request: Request, default_limit: int) -> tuple[int, int]:
 async def list_contexts(request: Request) -> Response:
     state = await _served(request)
     limit, offset = _page(request, 50)
-    return JSONResponse(await state.contexts.list(_principal(request), limit, offset))
+    listing = await state.contexts.list(_principal(request), limit, offset)
+    return JSONResponse(context_list_json(listing))
 
 
 async def read_context(request: Request) -> Response:
@@ -138,7 +146,7 @@ async def read_context(request: Request) -> Response:
     page = await state.contexts.read(
         _principal(request), request.path_params["context_id"], limit, offset
     )
-    return JSONResponse(page)
+    return JSONResponse(context_page_json(page))
 
 
 async def delete_context(request: Request) -> Response:
@@ -147,7 +155,7 @@ async def delete_context(request: Request) -> Response:
     receipt = await state.contexts.delete(
         _principal(request), request.path_params["context_id"], request_id
     )
-    note_receipt(request.scope, receipt)
+    note_receipt(request.scope, scrub_json(receipt))
     return Response(status_code=204)
 
 
@@ -158,7 +166,7 @@ async def search_context(request: Request) -> Response:
         _principal(request), request.path_params["context_id"], body.query, body.topK,
         body.minScore, body.mode,
     )  # fmt: skip
-    return JSONResponse({"hits": found.hits, "mode": found.mode})
+    return JSONResponse({"hits": [hit_json(h) for h in found.hits], "mode": found.mode})
 
 
 async def card(request: Request) -> Response:

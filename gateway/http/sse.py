@@ -20,8 +20,10 @@ from typing import Any
 import orjson
 from starlette.responses import StreamingResponse
 
+from gateway.canonical import task_json
 from gateway.dialects import V03_PROTO, V1, Dialect, artifact_out, status_out, task_out
 from gateway.errors import GatewayError
+from gateway.models import Task
 from gateway.service.streams import StreamEvent, TaskStream
 
 __all__ = ["Shape", "event_v03", "event_v03_proto", "event_v1", "sse_one", "sse_response"]
@@ -35,8 +37,8 @@ _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 def event_v03(event: StreamEvent) -> dict[str, Any]:
     """The event in 0.3 JSON (``kind``-tagged)."""
-    if event.kind == "task":
-        return event.data
+    if isinstance(event.data, Task):
+        return task_json(event.data)
     head = {"taskId": event.task_id, "contextId": event.context_id}
     if event.kind == "status":
         return {"kind": "status-update", **head, "status": event.data, "final": event.final}
@@ -44,7 +46,7 @@ def event_v03(event: StreamEvent) -> dict[str, Any]:
 
 
 def _proto(event: StreamEvent, dialect: Dialect) -> dict[str, Any]:
-    if event.kind == "task":
+    if isinstance(event.data, Task):
         return {"task": task_out(event.data, dialect)}
     head = {"taskId": event.task_id, "contextId": event.context_id}
     if event.kind == "status":

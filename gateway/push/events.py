@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-from gateway.dialects import V1, task_out
+from gateway.canonical import task_json
+from gateway.dialects import V1, artifact_out, status_out
+from gateway.models import Task
 
 __all__ = ["PushJob", "payload"]
 
@@ -48,22 +49,21 @@ class PushJob:
         )
 
 
-def payload(job: PushJob, task: dict[str, Any], version: str) -> bytes | None:
+def payload(job: PushJob, task: Task, version: str) -> bytes | None:
     """The body for ``job``, built from the task as it stands (None: nothing to send, the
     artifact is gone: a later attempt of the run replaced it). 0.3 webhooks get the Task;
     1.0 webhooks a ``StreamResponse``: a ``statusUpdate`` (the event's state; the stored
     status when the task is still in it) or an ``artifactUpdate``."""
     if version != "1.0":
-        return orjson.dumps(task)
-    header = {"taskId": task["id"], "contextId": task.get("contextId", "")}
+        return orjson.dumps(task_json(task))
+    header = {"taskId": task.id, "contextId": task.context_id}
     if job.kind == "a":
-        found = [a for a in task.get("artifacts") or () if a.get("artifactId") == job.artifact_id]
+        found = [a for a in task.artifact_list if a.get("artifactId") == job.artifact_id]
         if not found:
             return None
-        shown = task_out({"id": task["id"], "artifacts": [found[-1]]}, V1)
-        return orjson.dumps({"artifactUpdate": {**header, "artifact": shown["artifacts"][0]}})
-    status = task.get("status") or {}
+        shown = artifact_out(found[-1], V1)
+        return orjson.dumps({"artifactUpdate": {**header, "artifact": shown}})
+    status = task.status.value or {}
     if status.get("state") != job.state:
         status = {"state": job.state}
-    shown = task_out({"id": task["id"], "status": status}, V1)
-    return orjson.dumps({"statusUpdate": {**header, "status": shown["status"]}})
+    return orjson.dumps({"statusUpdate": {**header, "status": status_out(status, V1)}})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.errors import ContextNotFoundError
 from gateway.longterm.wire import forget_job
+from gateway.models import ContextList, ContextPage, ScrubReport
 from gateway.principal import Principal
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
@@ -48,13 +48,13 @@ class ContextService:
         # attempt, which finds the context gone).
         self._push_queue = JobStore(client, PUSH, PUSH_GROUP, PUSH)
 
-    async def list(self, principal: Principal, limit: int, offset: int) -> dict[str, Any]:
+    async def list(self, principal: Principal, limit: int, offset: int) -> ContextList:
         items, total = await self.store.list_contexts(keys_of(principal), limit, offset)
-        return {"items": items, "total": total, "limit": limit, "offset": offset}
+        return ContextList(items, total, limit, offset)
 
     async def read(
         self, principal: Principal, context_id: str, limit: int, offset: int
-    ) -> dict[str, Any]:
+    ) -> ContextPage:
         page = await self.store.read_context(keys_of(principal), context_id, limit, offset)
         if page is None:
             raise ContextNotFoundError()
@@ -62,7 +62,7 @@ class ContextService:
 
     async def delete(
         self, principal: Principal, context_id: str, request_id: str = ""
-    ) -> dict[str, int]:
+    ) -> ScrubReport:
         """Scrub the context: every key of it, its index entries; running tasks stop; the
         long-term memories its turns added are queued for deletion (the job names the
         scrub's ``request_id``, so their deletion is recorded against it). Then its dead
@@ -80,11 +80,11 @@ class ContextService:
         )
         if receipt is None:
             raise ContextNotFoundError()
-        return {
-            "messages": receipt.messages,
-            "tasks": receipt.tasks,
-            "vectors": receipt.vectors,
-            "pendingJobs": receipt.pending_jobs + deliveries,
-            "deadLetters": dead,
-            "memoriesQueued": receipt.memories_queued,
-        }
+        return ScrubReport(
+            receipt.messages,
+            receipt.tasks,
+            receipt.vectors,
+            receipt.pending_jobs + deliveries,
+            dead,
+            receipt.memories_queued,
+        )

@@ -24,7 +24,7 @@ from gateway.errors import (
 )
 from gateway.ids import new_id
 from gateway.memory.text import embeddable_text
-from gateway.models import SendMessageRequest
+from gateway.models import SendMessageRequest, Task
 from gateway.principal import Principal
 from gateway.push.configs import Version
 from gateway.service.push import PushService
@@ -81,7 +81,7 @@ class MessageService:
         agent_id: str,
         request: SendMessageRequest,
         push_version: Version = "0.3",
-    ) -> dict[str, Any]:
+    ) -> Task:
         agent = await self.agents.resolve(principal.tenant, agent_id)
         registered = self.agents.builtin(agent_id) is None
         config = request.configuration

@@ -21,12 +21,14 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway.agents.base import ContextSearch
+from gateway.canonical import hit_json
 from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOperationError
 from gateway.memory.embedders import Embedder, EmbedderError
 from gateway.memory.lexical import LexicalIndex, counted
 from gateway.memory.ranking import Mode, rank
 from gateway.memory.reembed import job_json, reembed
 from gateway.memory.text import embeddable_text
+from gateway.models import SearchHit
 from gateway.principal import Principal
 from gateway.store.keys import UserKeys, keys_of
 from gateway.store.memory_store import MemoryStore, StoredVectors
@@ -42,9 +44,9 @@ _COUNT_IN_THREAD = 500  # messages read at once from which their terms are count
 
 @dataclass(frozen=True)
 class Found:
-    """Hits ``{messageId, taskId, score, text}``, best first, and the ranking applied."""
+    """Hits, best first, and the ranking applied."""
 
-    hits: list[dict[str, Any]]
+    hits: list[SearchHit]
     mode: Mode
 
 
@@ -163,12 +165,12 @@ class SearchService:
         wanted = [(keys, context_id, int(ids[r.index])) for r in ranked]
         messages = await self.store.messages_by_seq(wanted)
         hits = [
-            {
-                "messageId": message.get("messageId"),
-                "taskId": message.get("taskId"),
-                "score": round(r.score, 6),
-                "text": embeddable_text(message),
-            }
+            SearchHit(
+                message.get("messageId"),
+                message.get("taskId"),
+                round(r.score, 6),
+                embeddable_text(message),
+            )
             for r, message in zip(ranked, messages, strict=True)
             if message is not None
         ]
@@ -185,7 +187,7 @@ class SearchService:
             query: str, top_k: int, mode: Mode = "hybrid"
         ) -> list[dict[str, Any]]:
             found = await self.search(principal, context_id, query, top_k, mode=mode)
-            return found.hits
+            return [hit_json(h) for h in found.hits]
 
         return context_search
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from gateway.a2a import settled
 from gateway.engine.events import TaskEvents
 from gateway.errors import TaskNotFoundError, UnsupportedOperationError
-from gateway.models import SendMessageRequest
+from gateway.models import SendMessageRequest, Task
 from gateway.principal import Principal
 from gateway.service.messages import MessageService
 from gateway.store.event_log import EventLog, LoggedEvent, event_id
@@ -35,22 +35,22 @@ BATCH = 100  # events read from the log at a time (a reader's buffer, at most)
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
-    """One event of a task's stream, in the canonical (0.3 JSON) spelling. ``data`` is the
-    Task (``task``), a TaskStatus (``status``), or ``{"artifact", "append", "lastChunk"}``."""
+    """One event of a task's stream. ``data`` is the Task (``task``), or, in the canonical
+    (0.3 JSON) spelling, a TaskStatus (``status``) or ``{"artifact", "append",
+    "lastChunk"}``."""
 
     id: str
     kind: Literal["task", "status", "artifact"]
-    data: dict[str, Any]
+    data: Task | dict[str, Any]
     task_id: str
     context_id: str
 
     @property
     def final(self) -> bool:
         """Whether the stream ends with this event (a terminal or interrupted state)."""
-        if self.kind == "artifact":
-            return False
-        status = self.data.get("status", {}) if self.kind == "task" else self.data
-        return settled(str(status.get("state", "")))
+        if isinstance(self.data, Task):
+            return settled(self.data.state)
+        return self.kind == "status" and settled(str(self.data.get("state", "")))
 
 
 # What a stream yields: events, and None where a keep-alive is due.
@@ -80,14 +80,14 @@ class StreamService:
 
     async def send(
         self, principal: Principal, agent_id: str, request: SendMessageRequest
-    ) -> tuple[dict[str, Any], TaskStream]:
+    ) -> tuple[Task, TaskStream]:
         """Store the message as a send does (refusals raise here, before any event), then
         follow its task: first the task, then its events until the turn ends. Returns the
         task as the send stored it, and the stream."""
         config = request.configuration.model_copy(update={"blocking": False})
         request = request.model_copy(update={"configuration": config})
         task = await self._messages.send(principal, agent_id, request)
-        return task, await self.subscribe(principal, task["id"], None)
+        return task, await self.subscribe(principal, task.id, None)
 
     async def subscribe(
         self,
@@ -114,7 +114,7 @@ class StreamService:
             first = StreamEvent(after, "task", task, task_id, context_id)
             if first.final and not terminal:
                 raise UnsupportedOperationError(
-                    f"The task is {task['status']['state']}: there is nothing to subscribe to"
+                    f"The task is {task.state}: there is nothing to subscribe to"
                 )
         return self._follow(keys, context_id, task_id, after, first)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from gateway import metrics
 from gateway.engine.status import status_json
 from gateway.errors import TaskNotCancelableError, TaskNotFoundError
+from gateway.models import Task
 from gateway.principal import Principal
 from gateway.store.keys import keys_of
 from gateway.store.redis_store import Store
@@ -33,7 +33,7 @@ class TaskFilter:
 
 @dataclass(frozen=True)
 class TaskPage:
-    tasks: list[dict[str, Any]]
+    tasks: list[Task]
     total: int
     last: tuple[str, str] | None  # the cursor of the last task, when more follow
 
@@ -55,16 +55,14 @@ class TaskService:
             raise TaskNotFoundError()
         return context_id
 
-    async def get(
-        self, principal: Principal, task_id: str, history_length: int | None
-    ) -> dict[str, Any]:
+    async def get(self, principal: Principal, task_id: str, history_length: int | None) -> Task:
         context_id = await self._context_of(principal, task_id)
         task = await self.store.read_task(keys_of(principal), context_id, task_id, history_length)
         if task is None:
             raise TaskNotFoundError()
         return task
 
-    async def cancel(self, principal: Principal, task_id: str) -> dict[str, Any]:
+    async def cancel(self, principal: Principal, task_id: str) -> Task:
         context_id = await self._context_of(principal, task_id)
         status = status_json("canceled", context_id, task_id, "Canceled at the client's request.")
         outcome, state = await self.store.cancel_task(
@@ -87,9 +85,8 @@ class TaskService:
         for (tid, cid), task in zip(pairs, found, strict=True):
             if task is None:
                 continue
-            status = task.get("status") or {}
-            stamp = str(status.get("timestamp", ""))
-            if f.state is not None and status.get("state") != f.state:
+            stamp = task.status_timestamp
+            if f.state is not None and task.state != f.state:
                 continue
             if f.updated_after is not None and _instant(stamp) <= f.updated_after:
                 continue
@@ -102,9 +99,6 @@ class TaskService:
         tasks = await asyncio.gather(
             *(self.store.read_task(keys, c, t, f.history_length) for _, t, c in page)
         )
-        shown = [t for t in tasks if t is not None]
-        if not f.artifacts:
-            for task in shown:
-                task.pop("artifacts", None)
+        shown = [t if f.artifacts else t.without_artifacts() for t in tasks if t is not None]
         more = start + f.page_size < len(matching)
         return TaskPage(shown, len(matching), page[-1][0] if more and page else None)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import orjson
 
+from gateway.models import Task
 from gateway.store.keys import UserKeys
 from gateway.store.records import message_seqs
 from gateway.store.records import text_of as _text
@@ -55,7 +56,7 @@ class EventLog:
     @_translated
     async def snapshot(
         self, keys: UserKeys, context_id: str, task_id: str
-    ) -> tuple[dict[str, Any] | None, str]:
+    ) -> tuple[Task | None, str]:
         """The task as it stands (whole history, the artifact being streamed included) and
         the id of the last event it includes ("0-0" when none), read at one instant."""
         ck = keys.context(context_id)

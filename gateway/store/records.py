@@ -1,4 +1,4 @@
-"""Pure assembly of A2A objects from the fields the store keeps."""
+"""Pure assembly of typed results (``gateway.models``) from the fields the store keeps."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from gateway.clock import iso_from_ms, now_ms
+from gateway.models import RawJson, Task
 
 __all__ = [
     "assemble_task",
@@ -35,6 +36,10 @@ def message_seqs(raw: bytes | str | None, last: int | None = None) -> list[bytes
     return seqs
 
 
+def _raw(value: bytes | str) -> RawJson:
+    return RawJson(value if isinstance(value, bytes) else value.encode())
+
+
 def assemble_task(
     task_id: str,
     context_id: str,
@@ -43,25 +48,23 @@ def assemble_task(
     history: Sequence[bytes | str] | None,
     metadata: bytes | str | None = None,
     agent_metadata: bytes | str | None = None,
-) -> dict[str, Any]:
-    """An A2A Task from its stored fields; ``history`` None leaves it out. The metadata is
-    the client's, with what the agent reported (usage, remote ids) merged over it."""
-    task: dict[str, Any] = {
-        "id": task_id,
-        "contextId": context_id,
-        "kind": "task",
-        "status": orjson.loads(status),
-    }
-    if artifacts and artifacts not in (b"[]", "[]"):
-        task["artifacts"] = orjson.loads(artifacts)
-    if history is not None:
-        task["history"] = [orjson.loads(m) for m in history]
-    if metadata or agent_metadata:
-        merged = orjson.loads(metadata) if metadata else {}
-        if agent_metadata:
-            merged.update(orjson.loads(agent_metadata))
-        task["metadata"] = merged
-    return task
+) -> Task:
+    """A Task from its stored fields, which it carries unparsed; ``history`` None leaves it
+    out. The metadata is the client's, with what the agent reported (usage, remote ids)
+    merged over it (parsed only when there are both)."""
+    merged: RawJson | None = None
+    if metadata and agent_metadata:
+        merged = RawJson.of(orjson.loads(metadata) | orjson.loads(agent_metadata))
+    elif metadata or agent_metadata:
+        merged = _raw(metadata or agent_metadata or b"")
+    return Task(
+        task_id,
+        context_id,
+        _raw(status),
+        _raw(artifacts) if artifacts and artifacts not in (b"[]", "[]") else None,
+        tuple(_raw(m) for m in history) if history is not None else None,
+        merged,
+    )
 
 
 def with_open_artifact(

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.a2a import INTERRUPTED, TERMINAL
+from gateway.canonical import task_value
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -27,6 +28,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
+from gateway.models import ContextPage, ContextSummary, Task
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.keys import (
     CONTEXT_KEY_COUNT,
@@ -41,7 +43,6 @@ from gateway.store.keys import (
 from gateway.store.push_records import seal_config
 from gateway.store.records import (
     assemble_task,
-    iso_from_ms,
     message_seqs,
     now_ms,
     with_open_artifact,
@@ -58,6 +59,7 @@ __all__ = [
     "SendResult",
     "SendWrite",
     "Store",
+    "TaskUpdate",
     "UpdateResult",
 ]
 
@@ -140,6 +142,43 @@ class ScrubReceipt:
 
 
 @dataclass(frozen=True)
+class TaskUpdate:
+    """One write of a run's progress to its task (``Store.update_task``).
+
+    ``state`` "" leaves the status as it is. The write is skipped when ``required_state`` is
+    given and the task is no longer in it, and fenced when ``attempt`` no longer owns the
+    run. ``seq`` names the run's message; with ``finish`` that run is recorded as done and
+    its job ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
+    ended completed or input-required is queued for long-term memory. ``metadata_json`` (the
+    agent's metadata of this run) replaces what earlier runs reported.
+
+    A finishing write while messages wait for the task queues the next one's run (on the
+    jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's queue)
+    and leaves the task ``submitted`` with ``next_status_json``.
+
+    ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
+    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed)."""
+
+    context_id: str
+    task_id: str
+    state: str
+    status_json: bytes
+    artifacts: Sequence[bytes] = ()
+    message_json: bytes | None = None
+    required_state: str = ""
+    attempt: str = ""
+    seq: int = 0
+    finish: bool = False
+    entry: str = ""
+    outbox_job: bytes = b""
+    metadata_json: bytes = b""
+    queued_locally: bool = False
+    next_status_json: bytes = b""
+    artifact_events: Sequence[bytes] = ()
+    open_artifact: bytes = b""
+
+
+@dataclass(frozen=True)
 class UpdateResult:
     outcome: Literal["ok", "gone", "terminal", "skipped", "fenced", "moot"]
     artifacts_json: bytes | None = None
@@ -202,7 +241,7 @@ class Store:
         fields: Sequence[Any],
         history: list[bytes] | None,
         streamed: Any = None,
-    ) -> dict[str, Any]:
+    ) -> Task:
         """A task from its stored (sealed) status, artifacts, metadata and agent metadata;
         ``streamed``: the artifact a run is streaming, shown after the others."""
         status, arts, metadata, extra = fields
@@ -236,9 +275,8 @@ class Store:
         for n, tid in enumerate(reference_ids):
             status, arts = raw[2 * n], raw[2 * n + 1]
             if status is not None:
-                referenced.append(
-                    self._task(keys, context_id, tid, (status, arts, None, None), None)
-                )
+                stored = (status, arts, None, None)
+                referenced.append(task_value(self._task(keys, context_id, tid, stored, None)))
         return RunInputs(orjson.loads(self.open_message(keys, context_id, msg)), seq, referenced)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
@@ -445,47 +483,15 @@ class Store:
         raise StoreUnavailableError()
 
     @_translated
-    async def update_task(
-        self,
-        keys: UserKeys,
-        context_id: str,
-        task_id: str,
-        state: str,
-        status_json: bytes,
-        artifacts: Sequence[bytes] = (),
-        message_json: bytes | None = None,
-        *,
-        required_state: str = "",
-        attempt: str = "",
-        seq: int = 0,
-        finish: bool = False,
-        entry: str = "",
-        outbox_job: bytes = b"",
-        metadata_json: bytes = b"",
-        queued_locally: bool = False,
-        next_status_json: bytes = b"",
-        artifact_events: Sequence[bytes] = (),
-        open_artifact: bytes = b"",
-    ) -> UpdateResult:
-        """Record a run's progress (``state`` "" leaves the status as it is).
-
-        Refused for terminal or scrubbed tasks; skipped when ``required_state`` is given and
-        the task is no longer in it; fenced when ``attempt`` no longer owns the run. ``seq``
-        names the run's message; with ``finish`` that run is recorded as done and its job
-        ``entry`` acknowledged in the same step, and, given an ``outbox_job``, a turn that
-        ended completed or input-required is queued for long-term memory. ``metadata_json``
-        (the agent's metadata of this run) replaces what earlier runs reported.
-
-        A finishing write while messages wait for the task queues the next one's run (on the
-        jobs stream, or, ``queued_locally``, returned as ``next_run`` for this process's
-        queue) and leaves the task ``submitted`` with ``next_status_json``.
-
-        ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
-        ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed).
-        Both are sealed like the task's content."""
+    async def update_task(self, keys: UserKeys, u: TaskUpdate) -> UpdateResult:
+        """Record a run's progress (see ``TaskUpdate``). Refused for terminal or scrubbed
+        tasks. Content, artifact events and the open artifact included, is sealed."""
+        context_id, task_id, artifacts = u.context_id, u.task_id, u.artifacts
+        seq, finish, entry, outbox_job = u.seq, u.finish, u.entry, u.outbox_job
+        open_artifact, queued_locally = u.open_artifact, u.queued_locally
         status_field = f"{task_id}:s"
         art_aad = context_of(keys.prefix, context_id, f"{task_id}:a")
-        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in artifact_events]
+        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in u.artifact_events]
         if open_artifact not in (b"", b"-"):
             open_artifact = self._seal(keys, context_id, f"{task_id}:pa", open_artifact)
         reply = await self.scripts.update(
@@ -493,21 +499,21 @@ class Store:
             args=[
                 context_id,
                 task_id,
-                state,
-                self._seal(keys, context_id, status_field, status_json),
+                u.state,
+                self._seal(keys, context_id, status_field, u.status_json),
                 b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
-                self._seal(keys, context_id, "msg", message_json) if message_json else b"",
+                self._seal(keys, context_id, "msg", u.message_json) if u.message_json else b"",
                 now_ms(),
                 self.ttl_ms,
-                required_state,
-                attempt,
+                u.required_state,
+                u.attempt,
                 "1" if finish else "0",
                 seq,
                 entry,
                 outbox_job,
-                self._seal(keys, context_id, f"{task_id}:xmd", metadata_json),
+                self._seal(keys, context_id, f"{task_id}:xmd", u.metadata_json),
                 "l" if queued_locally else "r",
-                self._seal(keys, context_id, status_field, next_status_json),
+                self._seal(keys, context_id, status_field, u.next_status_json),
                 b"".join(b"%d:%s" % (len(e), e) for e in events),
                 open_artifact,
                 _artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
@@ -608,8 +614,8 @@ class Store:
     @_translated
     async def read_task(
         self, keys: UserKeys, context_id: str, task_id: str, history_length: int | None
-    ) -> dict[str, Any] | None:
-        """The task as A2A JSON; ``history_length`` None means the whole history."""
+    ) -> Task | None:
+        """The task; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
         fields = [f"{task_id}{suffix}" for suffix in (*_TASK_FIELDS, ":pa")]
         status, arts, seqs, metadata, extra, streamed = await self.client.hmget(ck.tasks, fields)
@@ -667,7 +673,8 @@ class Store:
     @_translated
     async def list_contexts(
         self, keys: UserKeys, limit: int, offset: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[ContextSummary], int]:
+        """A page of the user's contexts, newest write first, and how many there are."""
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.zrevrange(keys.contexts, offset, offset + limit - 1)
             pipe.zcard(keys.contexts)
@@ -690,13 +697,7 @@ class Store:
                 stale.append(cid)
                 continue
             items.append(
-                {
-                    "id": cid,
-                    "createdAt": iso_from_ms(int(created)),
-                    "updatedAt": iso_from_ms(int(updated)),
-                    "expiresAt": iso_from_ms(now + int(ttl)),
-                    "taskCount": int(tasks),
-                }
+                ContextSummary(cid, int(created), int(updated), now + int(ttl), int(tasks))
             )
         if stale:
             await self.client.zrem(keys.contexts, *stale)
@@ -705,7 +706,9 @@ class Store:
     @_translated
     async def read_context(
         self, keys: UserKeys, context_id: str, limit: int, offset: int
-    ) -> dict[str, Any] | None:
+    ) -> ContextPage | None:
+        """A page of the context's tasks (oldest first, whole histories); None: no such
+        context."""
         ck = keys.context(context_id)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.pttl(ck.meta)
@@ -721,7 +724,7 @@ class Store:
         all_seqs = [message_seqs(raw[i + 2]) for i in range(0, len(raw), width)]
         flat = [s for seqs in all_seqs for s in seqs]
         msgs = await self.client.hmget(ck.msgs, flat) if flat else []
-        items, pos = [], 0
+        tasks, pos = [], 0
         for n, seqs in enumerate(all_seqs):
             status, arts, _, metadata, extra = raw[width * n : width * n + width]
             history = self._history(keys, context_id, msgs[pos : pos + len(seqs)])
@@ -729,19 +732,18 @@ class Store:
             if status is not None:
                 tid = _text(tids[n])
                 stored = (status, arts, metadata, extra)
-                items.append(self._task(keys, context_id, tid, stored, history))
-        return {
-            "id": context_id,
-            "items": items,
-            "total": int(total),
-            "limit": limit,
-            "offset": offset,
-            "expiresAt": iso_from_ms(now_ms() + int(ttl)),
-            "memory": {
-                "indexed": int(embedded or 0),
-                "pending": max(0, int(queued or 0) - int(embedded or 0)),
-            },
-        }
+                tasks.append(self._task(keys, context_id, tid, stored, history))
+        indexed, queued_n = int(embedded or 0), int(queued or 0)
+        return ContextPage(
+            context_id,
+            tasks,
+            int(total),
+            limit,
+            offset,
+            now_ms() + int(ttl),
+            indexed,
+            max(0, queued_n - indexed),
+        )
 
     @_translated
     async def prune_indexes(self) -> int:

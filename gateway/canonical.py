@@ -1,0 +1,122 @@
+"""The canonical wire format: the gateway's REST API and A2A 0.3 JSON (JSON-RPC, SSE, 0.3
+webhooks), written from the typed results (``gateway.models``).
+
+The canonical spelling is the stored one, so the stored JSON of a task (its status,
+artifacts, messages, metadata) is written as it is (``orjson.Fragment``): a task read from
+Redis is answered without being parsed and serialised again. ``*_json`` functions return
+values for ``orjson.dumps``; ``task_value`` a plain, parsed value (for code that reads into
+it). The proto-JSON dialects are written by ``gateway.dialects``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.clock import iso_from_ms
+from gateway.models import (
+    ContextList,
+    ContextPage,
+    ContextSummary,
+    ScrubReport,
+    SearchHit,
+    Task,
+)
+
+__all__ = [
+    "context_list_json",
+    "context_page_json",
+    "hit_json",
+    "scrub_json",
+    "task_json",
+    "task_value",
+]
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """The Task (``kind`` "task"); artifacts and history only when there are some to show
+    (history: when asked for), metadata when set."""
+    out: dict[str, Any] = {
+        "id": task.id,
+        "contextId": task.context_id,
+        "kind": "task",
+        "status": task.status.fragment(),
+    }
+    if task.artifacts is not None:
+        out["artifacts"] = task.artifacts.fragment()
+    if task.history is not None:
+        out["history"] = [m.fragment() for m in task.history]
+    if task.metadata is not None:
+        out["metadata"] = task.metadata.fragment()
+    return out
+
+
+def task_value(task: Task) -> dict[str, Any]:
+    """The Task as ``task_json`` writes it, parsed (for readers of its fields)."""
+    out: dict[str, Any] = {
+        "id": task.id,
+        "contextId": task.context_id,
+        "kind": "task",
+        "status": task.status.value,
+    }
+    if task.artifacts is not None:
+        out["artifacts"] = task.artifacts.value
+    if task.history is not None:
+        out["history"] = [m.value for m in task.history]
+    if task.metadata is not None:
+        out["metadata"] = task.metadata.value
+    return out
+
+
+def _summary_json(summary: ContextSummary) -> dict[str, Any]:
+    return {
+        "id": summary.id,
+        "createdAt": iso_from_ms(summary.created_ms),
+        "updatedAt": iso_from_ms(summary.updated_ms),
+        "expiresAt": iso_from_ms(summary.expires_ms),
+        "taskCount": summary.task_count,
+    }
+
+
+def context_list_json(listing: ContextList) -> dict[str, Any]:
+    """``GET /v1/contexts``."""
+    return {
+        "items": [_summary_json(s) for s in listing.items],
+        "total": listing.total,
+        "limit": listing.limit,
+        "offset": listing.offset,
+    }
+
+
+def context_page_json(page: ContextPage) -> dict[str, Any]:
+    """``GET /v1/contexts/{id}``: the page's tasks with their whole history."""
+    return {
+        "id": page.id,
+        "items": [task_json(t) for t in page.tasks],
+        "total": page.total,
+        "limit": page.limit,
+        "offset": page.offset,
+        "expiresAt": iso_from_ms(page.expires_ms),
+        "memory": {"indexed": page.indexed, "pending": page.pending},
+    }
+
+
+def hit_json(hit: SearchHit) -> dict[str, Any]:
+    """A search hit ``{messageId, taskId, score, text}``."""
+    return {
+        "messageId": hit.message_id,
+        "taskId": hit.task_id,
+        "score": hit.score,
+        "text": hit.text,
+    }
+
+
+def scrub_json(report: ScrubReport) -> dict[str, int]:
+    """A scrub's receipt (the audit entry's counts)."""
+    return {
+        "messages": report.messages,
+        "tasks": report.tasks,
+        "vectors": report.vectors,
+        "pendingJobs": report.pending_jobs,
+        "deadLetters": report.dead_letters,
+        "memoriesQueued": report.memories_queued,
+    }
