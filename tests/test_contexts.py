@@ -143,6 +143,33 @@ async def test_context_expires_after_retention(make_app: AppFactory, redis: RawR
     assert await _user_keys(redis) == []
 
 
+async def test_keys_created_by_a_later_write_expire_with_their_context(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """A write refreshes the TTL of every key of its context only once the context has lost
+    some of it; a key created by a write in between (here the context memory's vectors,
+    written after the sends) takes the context's remaining TTL: none outlives the context."""
+    async with make_app(context_ttl_seconds=1000, embedder="hashing") as c:
+        body = {
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
+        }
+        cid = (await c.post("/v1/message:send", json=body)).json()["task"]["contextId"]
+        body["message"].update(messageId="2", contextId=cid, parts=[{"kind": "text", "text": "y"}])
+        assert (await c.post("/v1/message:send", json=body)).status_code == 200
+
+        async def indexed() -> bool:
+            memory = (await c.get(f"/v1/contexts/{cid}")).json()["memory"]
+            return bool(memory["pending"] == 0)
+
+        await until(indexed, what="the context's messages to be embedded")
+    keys = [k async for k in redis.scan_iter(match=f"*{cid}*", count=1000)]
+    assert any(k.endswith(b":vec") for k in keys), keys
+    meta = next(k for k in keys if k.endswith(cid.encode()))
+    for key in keys:
+        left = await redis.pttl(meta)  # read first: the key's TTL, read after, is no longer
+        assert 0 < await redis.pttl(key) <= left + 1, key
+
+
 async def test_writes_slide_the_retention(make_app: AppFactory) -> None:
     async with make_app(context_ttl_seconds=2) as c:
         body = {

@@ -107,6 +107,7 @@ class _Run:
         self.streamed_change = b""  # how the stored open artifact changes with the next write
         self.reply: bytes | None = None
         self.open = True
+        self.finishing = False  # the run's last write has begun
         self.outbox_job = b""  # set when the finished turn goes to long-term memory
         self.metadata: dict[str, Any] = {}  # what the agent reported for the task's metadata
         self.metadata_pending = False  # reported since the last write
@@ -121,6 +122,7 @@ class _Run:
         job = self.job
         status = status_json(state, job.context_id, job.task_id, text) if state else b""
         if finish:
+            self.finishing = True
             self._close_streamed()
         metadata = orjson.dumps(self.metadata) if self.metadata else None
         following = status_json("submitted") if finish else b""
@@ -219,7 +221,10 @@ class _Run:
         self.metadata_pending = True
 
     async def mark_working(self) -> None:
-        """Record that the run is under way, unless it has already moved on."""
+        """Record that the run is under way, unless it has already moved on (or is writing
+        its outcome: the mark would be refused or overwritten at once)."""
+        if self.finishing:
+            return
         job = self.job
         with contextlib.suppress(GatewayError):
             working = TaskUpdate(

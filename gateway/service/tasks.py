@@ -80,13 +80,13 @@ class TaskService:
         keys = keys_of(principal)
         index = await self.store.task_contexts(keys)
         pairs = [(t, c) for t, c in index.items() if f.context_id in (None, c)]
-        found = await asyncio.gather(*(self.store.read_task(keys, c, t, 0) for t, c in pairs))
+        statuses = await self.store.task_statuses(keys, pairs)
         matching: list[tuple[tuple[str, str], str, str]] = []
-        for (tid, cid), task in zip(pairs, found, strict=True):
-            if task is None:
+        for (tid, cid), status in zip(pairs, statuses, strict=True):
+            if status is None:
                 continue
-            stamp = task.status_timestamp
-            if f.state is not None and task.state != f.state:
+            stamp = str(status.get("timestamp", ""))
+            if f.state is not None and status.get("state") != f.state:
                 continue
             if f.updated_after is not None and _instant(stamp) <= f.updated_after:
                 continue

@@ -41,7 +41,8 @@ key                                    type    holds
 =====================================  ======  ==============================================
 
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
-them on each write costs O(1) whatever the context holds.
+them costs O(1) whatever the context holds (a write does it only once the context has lost
+1% of its TTL, at most an hour, since the last refresh: ``touch`` in ``scripts.py``).
 
 A tenant's agent registry has a tag of its own, ``{r:<tenant digest>}``:
 ``gw:{r:<t>}:agents`` (set) lists the ids of its registered agents and
@@ -122,7 +123,7 @@ REWRITE_DUE = "gw:{jobs}:rewrite"
 
 
 # How many of ``ContextKeys.all()`` belong to the user and context (the rest are global
-# streams); the first thirteen take the context's sliding TTL on each write.
+# streams); the first thirteen take the context's sliding TTL.
 CONTEXT_KEY_COUNT = 14
 
 

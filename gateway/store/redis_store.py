@@ -594,6 +594,21 @@ class Store:
         return {_text(k): _text(v) for k, v in raw.items()}
 
     @_translated
+    async def task_statuses(
+        self, keys: UserKeys, tasks: Sequence[tuple[str, str]]
+    ) -> list[dict[str, Any] | None]:
+        """The status of each ``(task id, context id)``, None where the task is gone, in one
+        round trip (a listing reads whole tasks only for the page it shows)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for task_id, context_id in tasks:
+                pipe.hget(keys.context(context_id).tasks, f"{task_id}:s")
+            raw = await pipe.execute()
+        return [
+            None if status is None else orjson.loads(self._open(keys, cid, f"{tid}:s", status))
+            for (tid, cid), status in zip(tasks, raw, strict=True)
+        ]
+
+    @_translated
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
         raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")
         return _text(raw) if raw is not None else None

@@ -31,8 +31,21 @@ local JOBS, EMBEDS, OUTBOX = KEYS[15], KEYS[16], KEYS[17]
 local EVENTS = 'gw:ev:'
 -- The task's run (and any message waiting for it) is over: it leaves the running tasks.
 local function settled(tid) redis.call('ZREM', RUNNING, tid) end
-local function touch(ttl)
-  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
+-- The sliding TTL (ms): every key of a context expires with its meta key. A write refreshes
+-- all thirteen only once the meta key has lost more than 1% of the TTL (at most an hour)
+-- since the last refresh, so most writes spend one PTTL instead of thirteen PEXPIREs, and a
+-- context expires between TTL minus that slack and TTL after its last write, never later.
+-- `...` names the keys (indexes into KEYS) the calling script may have created: when the
+-- refresh is skipped, each of them that has no TTL yet takes the meta key's remaining one.
+local function touch(ttl, ...)
+  local left = redis.call('PTTL', KEYS[4])
+  if left < 0 or ttl - left > math.min(ttl / 100, 3600000) then
+    for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
+    return
+  end
+  for _, i in ipairs({...}) do
+    if redis.call('PTTL', KEYS[i]) == -1 then redis.call('PEXPIRE', KEYS[i], left) end
+  end
 end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot). Marks that are
 -- not stream entries ('pending:<seq>' on a cluster, 'local:<seq>' for the in-process queue)
@@ -259,7 +272,7 @@ if not waits then notify(cid, tid, 's', 'submitted', now, ttl) end
 redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('HSET', KEYS[4], 'updated', now)
 redis.call('ZADD', KEYS[1], now, cid)
-touch(ttl)
+touch(ttl, 1, 2)
 if flag('e') then
   redis.call('HINCRBY', KEYS[4], 'embq', 1)
   if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', ARGV[13], 'seq', seq) end
@@ -422,7 +435,7 @@ if finish then
 end
 redis.call('HSET', KEYS[4], 'updated', ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
-touch(tonumber(ARGV[8]))
+touch(tonumber(ARGV[8]), 1)
 if chained ~= '' then notify(cid, tid, 's', 'submitted', ARGV[7], tonumber(ARGV[8]))
 elseif ARGV[3] ~= '' then notify(cid, tid, 's', ARGV[3], ARGV[7], tonumber(ARGV[8])) end
 if chained ~= '' then
@@ -456,7 +469,7 @@ settled(tid)
 notify(cid, tid, 's', 'canceled', ARGV[4], tonumber(ARGV[5]))
 redis.call('HSET', KEYS[4], 'updated', ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[4], cid)
-touch(tonumber(ARGV[5]))
+touch(tonumber(ARGV[5]), 1)
 redis.call('PUBLISH', EVENTS .. tid, 'canceled')
 return {'ok', PUSHED}
 """
@@ -570,7 +583,7 @@ local done = redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[4]))
 if done >= tonumber(redis.call('HGET', KEYS[4], 'embq') or '0') then
   redis.call('HDEL', KEYS[4], 'vre')
 end
-touch(tonumber(ARGV[1]))
+touch(tonumber(ARGV[1]), 9, 10, 11)
 return added
 """
 )
