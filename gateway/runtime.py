@@ -25,9 +25,9 @@ from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
-from gateway.engine.jobs import JobQueue
 from gateway.engine.maintenance import Maintenance
 from gateway.engine.memory_queue import MemoryQueue
+from gateway.engine.runs import JobQueue
 from gateway.engine.stream_queue import StreamQueue
 from gateway.longterm.cortadel import Cortadel
 from gateway.longterm.outbox import Outbox

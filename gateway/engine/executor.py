@@ -36,7 +36,7 @@ from gateway.agents.base import (
 from gateway.agents.registry import AgentRegistry
 from gateway.backoff import Backoff
 from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent, TaskEvents
-from gateway.engine.jobs import RunJob
+from gateway.engine.runs import RunJob
 from gateway.engine.status import (
     agent_message,
     artifact_event,

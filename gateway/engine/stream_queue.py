@@ -18,7 +18,7 @@ import time
 
 from gateway import metrics
 from gateway.engine.executor import RunExecutor
-from gateway.engine.jobs import RunJob
+from gateway.engine.runs import RunJob
 from gateway.errors import GatewayError
 from gateway.store.jobs import JobStore
 
@@ -127,7 +127,7 @@ class StreamQueue:
     def _spawn(self, entry: str, fields: dict[bytes, bytes]) -> None:
         task: asyncio.Task[None]
         try:
-            job = RunJob.from_wire(fields, entry).with_attempt(f"{self.consumer}/{entry}")
+            job = RunJob.from_wire(fields, entry).taken_by(self.consumer, entry)
         except (KeyError, ValueError, TypeError):
             log.error("malformed job entry", extra={"entry": entry})
             task = asyncio.create_task(self._reject(entry, fields))
