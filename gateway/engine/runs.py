@@ -5,8 +5,8 @@ A send reserves a worker of this process before it writes (``RunHandOff.reserve`
 script may then take the next job of the stream for that worker in the same step (usually
 the message's own, sometimes an older one). ``RunHandOff.accepted`` settles the reservation
 with the store's answer: it starts the job taken here, or gives the worker back. Who may
-write a run's outcome is its attempt id, built by ``attempt_id`` only (the send and update
-scripts spell the same format for the runs they fence, beside a comment naming it).
+write a run's outcome is its attempt id, built by ``attempt_id`` only (the send script
+fences the runs it hands over with the same format, in one Lua function naming this one).
 """
 
 from __future__ import annotations
