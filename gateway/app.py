@@ -19,6 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.audit.log import AuditLog
+from gateway.engine.runs import RunHandOff
 from gateway.http.a2a_rest import proto_rest_routes
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.audit import AuditMiddleware
@@ -107,7 +108,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     messages = MessageService(
         runtime.store,
         runtime.agents,
-        runtime.queue,
+        RunHandOff(runtime.queue),
         runtime.events,
         settings.blocking_timeout_seconds,
         embedding=runtime.embedder is not None,

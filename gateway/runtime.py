@@ -23,12 +23,12 @@ from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
+from gateway.engine.durable_queue import DurableQueue
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
-from gateway.engine.jobs import JobQueue
 from gateway.engine.maintenance import Maintenance
 from gateway.engine.memory_queue import MemoryQueue
-from gateway.engine.stream_queue import StreamQueue
+from gateway.engine.runs import JobQueue
 from gateway.longterm.cortadel import Cortadel
 from gateway.longterm.outbox import Outbox
 from gateway.longterm.recall import LongTermMemory
@@ -184,7 +184,7 @@ class Runtime:
         if settings.queue == "memory":
             queue = MemoryQueue(executor, settings.runner_concurrency)
         else:
-            queue = StreamQueue(
+            queue = DurableQueue(
                 jobs,
                 executor,
                 consumer=consumer_name(),

@@ -22,7 +22,7 @@ LAYERS = [
     "engine",
     "longterm",
     "memory | agents | push",
-    "identity | audit | stream_worker",
+    "identity | audit | stream_consumer",
     "store",
     "configuration : settings : options : models : canonical : protojson : dialects"
     " : validation"

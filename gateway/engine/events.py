@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.store.keys import EVENTS_PATTERN
 
 __all__ = ["INTERRUPTED", "NEXT", "TaskEvent", "TaskEvents"]
@@ -35,6 +36,8 @@ INTERRUPTED = "interrupted"
 # Events that come from outside the task's run, so they reach local watchers through Redis
 # even while the run is in this process.
 _FOREIGN = frozenset({"canceled", INTERRUPTED})
+# A lost subscription is made again, with these pauses.
+_RESUBSCRIBE = RetryPolicy(Backoff(0.05, 2.0), (RedisError, OSError))
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,25 +149,26 @@ class TaskEvents:
             callback(task_id, text, seq)
 
     async def _listen(self) -> None:
-        delay = 0.05
+        pauses = _RESUBSCRIBE.pauses()
         while not self._stopping:
             pubsub = self._pubsub = self._client.pubsub()
             try:
                 await pubsub.psubscribe(EVENTS_PATTERN)
                 self._ready.set()
-                delay = 0.05
+                pauses.reset()
                 async for msg in pubsub.listen():
                     if msg["type"] == "pmessage":
                         self._dispatch(msg["channel"], msg["data"])
-            except (RedisError, OSError) as exc:
+            except Exception as exc:
+                if not _RESUBSCRIBE.retries(exc):
+                    raise
                 self._ready.clear()
                 if self._stopping:
                     return
                 log.warning(
                     "event subscription lost; reconnecting", extra={"error": type(exc).__name__}
                 )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                await pauses.wait()
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]

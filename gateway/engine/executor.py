@@ -34,9 +34,9 @@ from gateway.agents.base import (
     StatusUpdate,
 )
 from gateway.agents.registry import AgentRegistry
-from gateway.backoff import Backoff
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent, TaskEvents
-from gateway.engine.jobs import RunJob
+from gateway.engine.runs import RunJob
 from gateway.engine.status import (
     agent_message,
     artifact_event,
@@ -67,23 +67,18 @@ MEMORY_TEXT = "Long-term memory is unavailable, and this agent requires it."
 GONE_TEXT = "The agent was deleted before the task ran."
 
 
-# A run's writes are retried through a Redis outage for this long (at most the job's lease:
-# past it another worker may take the run over, and this one's writes are fenced off anyway).
-_RETRY_FIRST_SECONDS = 0.05
+# A run's writes are retried through a Redis outage (for at most the job's lease: past it
+# another worker may take the run over, and this one's writes are fenced off anyway).
+STORE_RETRY = RetryPolicy(Backoff(0.05, 2.0), (StoreUnavailableError,))
+
+
+def _retried(_: BaseException) -> None:
+    log.warning("store unavailable; retrying the run's write")
 
 
 async def retrying(call: Callable[[], Awaitable[T]], seconds: float) -> T:
     """``call()``, retried with backoff while the store is unavailable, for up to ``seconds``."""
-    deadline = time.monotonic() + seconds
-    backoff = Backoff(_RETRY_FIRST_SECONDS, 2.0)
-    while True:
-        try:
-            return await call()
-        except StoreUnavailableError:
-            if time.monotonic() >= deadline:
-                raise
-            log.warning("store unavailable; retrying the run's write")
-        await backoff.wait()
+    return await STORE_RETRY.call(call, within=seconds, on_retry=_retried)
 
 
 class _Run:

@@ -26,7 +26,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from gateway import metrics
 from gateway.engine.executor import RunExecutor
-from gateway.engine.jobs import RunJob
+from gateway.engine.runs import RunJob
 from gateway.errors import GatewayError
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.jobs import RECLAIMER, JobStore

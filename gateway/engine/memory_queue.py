@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 
 from gateway.engine.executor import SHUTDOWN_TEXT, RunExecutor
-from gateway.engine.jobs import RunJob
+from gateway.engine.runs import RunJob
 from gateway.errors import StoreUnavailableError
 
 __all__ = ["MemoryQueue"]

@@ -105,17 +105,17 @@ class _ListQuery(_Model):
 async def send(call: Call, body: Any, version: Version = "0.3") -> Task:
     """message/send with a canonical body: the task. ``version``: the binding's, whose
     payloads a push config in the send's configuration gets."""
-    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    agent = await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     request = validated(SendMessageRequest, body)
-    sent = await call.state.messages.send(call.principal, call.agent_id, request, version)
+    sent = await call.state.messages.send(call.principal, agent, request, version)
     return call.noted(sent)
 
 
 async def stream_send(call: Call, body: Any) -> TaskStream:
     """message/stream with a canonical body: the task's events (refusals raise first)."""
-    await call.state.agents.resolve(call.principal.tenant, call.agent_id)
+    agent = await call.state.agents.resolve(call.principal.tenant, call.agent_id)
     request = validated(SendMessageRequest, body)
-    task, stream = await call.state.streams.send(call.principal, call.agent_id, request)
+    task, stream = await call.state.streams.send(call.principal, agent, request)
     call.noted(task)
     return stream
 

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.agents.base import Agent
 from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.canonical import (
     context_list_json,
@@ -79,23 +80,28 @@ def _agent_id(request: Request) -> str:
 async def _served(request: Request) -> AppState:
     """The app state, once the agent named by the path (or the default) is known to exist
     for the caller (built in, or registered by the caller's tenant)."""
+    return (await _serving(request))[0]
+
+
+async def _serving(request: Request) -> tuple[AppState, Agent]:
+    """The app state and the agent named by the path (or the default), as the caller sees
+    it: resolved once for the request."""
     state = _state(request)
-    await state.agents.resolve(_principal(request).tenant, _agent_id(request))
-    return state
+    return state, await state.agents.resolve(_principal(request).tenant, _agent_id(request))
 
 
 async def send_message(request: Request) -> Response:
-    state, agent_id = await _served(request), _agent_id(request)
+    state, agent = await _serving(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    task = await state.messages.send(_principal(request), agent_id, body)
+    task = await state.messages.send(_principal(request), agent, body)
     note_ids(request.scope, task=task.id, context=task.context_id)
     return JSONResponse({"task": task_json(task)})
 
 
 async def stream_message(request: Request) -> Response:
-    state, agent_id = await _served(request), _agent_id(request)
+    state, agent = await _serving(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    task, stream = await state.streams.send(_principal(request), agent_id, body)
+    task, stream = await state.streams.send(_principal(request), agent, body)
     note_ids(request.scope, task=task.id, context=task.context_id)
     return sse_response(stream, event_v03)
 

@@ -27,7 +27,7 @@ import orjson
 
 from gateway import metrics, tracing
 from gateway.audit.entry import AuditEntry
-from gateway.backoff import Backoff
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
@@ -36,7 +36,7 @@ from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
 from gateway.store.records import now_ms
-from gateway.stream_worker import StreamWorker
+from gateway.stream_consumer import BatchConsumer
 
 __all__ = ["Outbox"]
 
@@ -67,7 +67,7 @@ def _span(batch: list[OutboxJob]) -> AbstractContextManager[Any]:
     )
 
 
-class Outbox(StreamWorker):
+class Outbox(BatchConsumer):
     name = "ltm-outbox"
 
     def __init__(
@@ -89,13 +89,16 @@ class Outbox(StreamWorker):
             jobs, consumer=consumer, batch=batch, block_ms=block_ms, lease_seconds=lease_seconds
         )
         self._cortadel, self._store, self._header = cortadel, store, header
-        self._cap = backoff_cap
+        # Cortadel's answers that may pass are tried again until they do, unless stopping.
+        self._cortadel_retry = RetryPolicy(
+            Backoff(0.2, backoff_cap), lambda exc: retryable(exc) and not self._closing
+        )
         # Whether a scrub deletes a context's memories (GATEWAY_CORTADEL_SCRUB), and so
         # those of turns that land after it.
         self._forget_scrubbed = forget_scrubbed
         self._audit = audit
 
-    async def handle(self, entries: list[Entry]) -> None:
+    async def process(self, entries: list[Entry]) -> None:
         await self.deliver(entries)
 
     async def deliver(self, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
@@ -119,10 +122,10 @@ class Outbox(StreamWorker):
                         tracing.failed(exc)
                         tracing.annotate({"gateway.outbox.refused_status": exc.status})
                         for job in batch:
-                            await self._jobs.dead_letter(job.entry, job.fields, str(exc))
+                            await self.jobs.dead_letter(job.entry, job.fields, str(exc))
                         log.error("outbox job refused by cortadel", extra={"status": exc.status})
                         return
-                    await self._jobs.ack([j.entry for j in batch])
+                    await self.jobs.ack([j.entry for j in batch])
 
         tasks = [
             one(functools.partial(self._store_turns, g, [turn_of[j.entry] for j in g]), g)
@@ -212,20 +215,19 @@ class Outbox(StreamWorker):
             tracing.event("forgotten", {"gateway.outbox.memories": len(chunk)})
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        backoff = Backoff(0.2, self._cap)
-        while True:
-            try:
-                return await call()
-            except Exception as exc:
-                if not retryable(exc):
-                    raise _Refused(int(getattr(exc, "status", 0))) from exc
-                if self._closing:
-                    raise
-                metrics.LTM_RETRIES.inc()
-                reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
-                tracing.event("retry", {"reason": reason, "status": int(getattr(exc, "status", 0))})
-                log.warning(
-                    "cortadel unavailable; retrying",
-                    extra={"reason": reason, "status": getattr(exc, "status", None)},
-                )
-                await backoff.wait()
+        try:
+            return await self._cortadel_retry.call(call, on_retry=_retried)
+        except Exception as exc:
+            if not retryable(exc):
+                raise _Refused(int(getattr(exc, "status", 0))) from exc
+            raise  # stopping
+
+
+def _retried(exc: BaseException) -> None:
+    metrics.LTM_RETRIES.inc()
+    reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
+    tracing.event("retry", {"reason": reason, "status": int(getattr(exc, "status", 0))})
+    log.warning(
+        "cortadel unavailable; retrying",
+        extra={"reason": reason, "status": getattr(exc, "status", None)},
+    )

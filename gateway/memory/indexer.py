@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import orjson
 
 from gateway import metrics, tracing
-from gateway.backoff import Backoff
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.errors import GatewayError
 from gateway.memory.embedders import Embedder, EmbedderError, Matrix
 from gateway.memory.reembed import reembed
@@ -27,7 +27,7 @@ from gateway.memory.text import embeddable_text
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore, VectorBatch
-from gateway.stream_worker import StreamWorker
+from gateway.stream_consumer import BatchConsumer
 
 __all__ = ["Indexer"]
 
@@ -44,9 +44,8 @@ class _Item:
     job: bytes = b""  # the job's ids, to queue the context again
 
 
-class Indexer(StreamWorker):
+class Indexer(BatchConsumer):
     name = "indexer"
-    transient = (GatewayError, EmbedderError)
 
     def __init__(
         self,
@@ -63,21 +62,34 @@ class Indexer(StreamWorker):
         backoff_cap: float = 30.0,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
+        # A batch whose embedding failed stays pending; the loop pauses, then reads on.
+        read_retry = RetryPolicy(Backoff(0.05, 2.0), (GatewayError, EmbedderError))
         super().__init__(
-            jobs, consumer=consumer, batch=batch, block_ms=block_ms, lease_seconds=lease_seconds
+            jobs,
+            consumer=consumer,
+            batch=batch,
+            block_ms=block_ms,
+            lease_seconds=lease_seconds,
+            retry=read_retry,
         )
         self._store, self._embedder = store, embedder
-        self._max_chars, self._cap, self._linger = max_chars, backoff_cap, linger
+        self._max_chars, self._linger = max_chars, linger
+        # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
+        # unless the indexer is stopping.
+        self._embed_retry = RetryPolicy(
+            Backoff(0.2, backoff_cap),
+            lambda exc: isinstance(exc, EmbedderError) and exc.retryable and not self._closing,
+        )
 
-    async def read(self) -> list[Entry]:
-        batch = await super().read()
-        if batch and len(batch) < self._batch and self._linger:
+    async def read(self, count: int) -> list[Entry]:
+        batch = await super().read(count)
+        if batch and len(batch) < count and self._linger:
             # Let a batch gather: fewer round trips, less competition with requests.
             await asyncio.sleep(self._linger)
-            batch += await self._jobs.read(self._consumer, self._batch - len(batch), None)
+            batch += await self.jobs.read(self.consumer, count - len(batch), None)
         return batch
 
-    async def handle(self, entries: list[Entry]) -> None:
+    async def process(self, entries: list[Entry]) -> None:
         await self.index([self._item(e, f) for e, f in entries])
 
     @staticmethod
@@ -115,7 +127,7 @@ class Indexer(StreamWorker):
         tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
         vectors = await self._embed_all(texts)
         await self._write(items, todo, vectors, skipped)
-        await self._jobs.ack([i.entry for i in items])
+        await self.jobs.ack([i.entry for i in items])
 
     async def _write(
         self,
@@ -167,15 +179,10 @@ class Indexer(StreamWorker):
         return [row for text in texts for row in await self._embed_all([text])]
 
     async def _embed_retrying(self, texts: list[str]) -> Matrix:
-        backoff = Backoff(0.2, self._cap)
-        while True:
-            try:
-                matrix: Matrix = await self._embedder.embed(texts)
-                return matrix
-            except EmbedderError as exc:
-                if not exc.retryable or self._closing:
-                    raise
-                metrics.EMBED_RETRIES.inc()
-                tracing.event("retry", {"reason": str(exc)})
-                log.warning("embedder unavailable; retrying", extra={"reason": str(exc)})
-                await backoff.wait()
+        return await self._embed_retry.call(lambda: self._embedder.embed(texts), on_retry=_retried)
+
+
+def _retried(exc: BaseException) -> None:
+    metrics.EMBED_RETRIES.inc()
+    tracing.event("retry", {"reason": str(exc)})
+    log.warning("embedder unavailable; retrying", extra={"reason": str(exc)})

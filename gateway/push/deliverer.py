@@ -47,7 +47,7 @@ from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
-from gateway.stream_worker import StreamWorker
+from gateway.stream_consumer import StreamConsumer
 
 __all__ = ["PushDeliverer"]
 
@@ -73,7 +73,7 @@ class _GiveUp(Exception):
     """Not worth retrying (the reason holds a status or a cause, never content)."""
 
 
-class PushDeliverer(StreamWorker):
+class PushDeliverer(StreamConsumer):
     name = "push-deliverer"
 
     def __init__(
@@ -92,13 +92,8 @@ class PushDeliverer(StreamWorker):
         backoff_first: float,
         backoff_cap: float,
     ) -> None:
-        super().__init__(
-            jobs,
-            consumer=consumer,
-            batch=concurrency,
-            block_ms=block_ms,
-            lease_seconds=lease_seconds,
-        )
+        super().__init__(jobs, consumer=consumer, block_ms=block_ms, lease_seconds=lease_seconds)
+        self._batch = concurrency
         self._store, self._configs = store, PushStore(store)
         self._http, self._keys = http, keys
         self._slots = asyncio.Semaphore(concurrency)
@@ -107,33 +102,21 @@ class PushDeliverer(StreamWorker):
         self._held = HELD_PER_SLOT * concurrency
         self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self._room = asyncio.Event()
-        self._renewing: asyncio.Task[None] | None = None
         # per origin that failed: set (and dropped) when a delivery to it next succeeds
         self._recovered: dict[str, asyncio.Event] = {}
 
-    async def start(self) -> None:
-        await super().start()
-        self._renewing = asyncio.create_task(self._renew(), name="push-leases")
-
-    async def stop(self) -> None:
-        """Stop reading; deliveries under way are cut short and stay pending (the group's
-        reclaimer gets them, and maintenance requeues them after the lease)."""
-        self._closing = True
-        for task in [*self._inflight.values(), *([self._renewing] if self._renewing else [])]:
+    async def drain(self, grace_seconds: float) -> None:
+        """Deliveries under way are cut short and stay pending (the group's reclaimer gets
+        them, and maintenance requeues them after the lease)."""
+        for task in self._inflight.values():
             task.cancel()
         if self._inflight:
             await asyncio.wait(set(self._inflight.values()), timeout=5.0)
         await self._acks.close()
-        await super().stop()
 
-    async def read(self) -> list[Entry]:
-        """The next events, as many as there is room to hold (at most a batch)."""
-        while len(self._inflight) >= self._held:
-            self._room.clear()
-            await self._room.wait()
-        room = min(self._batch, self._held - len(self._inflight))
-        return await self._jobs.read(self._consumer, room, self._block_ms)
+    def room(self) -> int:
+        """As many events as there is room to hold (at most a batch)."""
+        return min(self._batch, self._held - len(self._inflight))
 
     async def handle(self, entries: list[Entry]) -> None:
         for entry, fields in entries:
@@ -144,14 +127,7 @@ class PushDeliverer(StreamWorker):
 
     def _done(self, entry: str, _: object = None) -> None:
         self._inflight.pop(entry, None)
-        self._room.set()
-
-    async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self._lease / 3)
-            if self._inflight:
-                with contextlib.suppress(GatewayError):
-                    await self._jobs.heartbeat(self._consumer, list(self._inflight))
+        self.let_go([entry])
 
     async def _deliver(self, entry: str, fields: dict[bytes, bytes]) -> None:
         try:
@@ -198,13 +174,7 @@ class PushDeliverer(StreamWorker):
     async def _dead(self, entry: str, fields: dict[bytes, bytes], reason: str) -> None:
         metrics.PUSH_DELIVERIES.labels("dead").inc()
         log.warning("webhook event given up", extra={"entry": entry, "reason": reason})
-        backoff = Backoff(0.05, 2.0)
-        while True:
-            try:
-                await self._jobs.dead_letter(entry, fields, reason)
-                return
-            except GatewayError:
-                await backoff.wait()
+        await self.settle(entry, fields, reason)
 
     async def _attempt(self, job: PushJob, origin: str) -> tuple[bool | None, str]:
         """One try: (True delivered, False to retry, None when there is nothing to

@@ -11,9 +11,10 @@ import orjson
 
 from gateway import metrics, tracing
 from gateway.a2a import accepts_any
+from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
 from gateway.engine.events import TaskEvent, TaskEvents
-from gateway.engine.jobs import JobQueue, RunJob
+from gateway.engine.runs import RunHandOff, RunJob
 from gateway.engine.status import status_json
 from gateway.errors import (
     ContentTypeNotSupportedError,
@@ -66,7 +67,7 @@ def message_digest(body: dict[str, Any]) -> str:
 class MessageService:
     store: Store
     agents: AgentRegistry
-    queue: JobQueue
+    runs: RunHandOff
     events: TaskEvents
     blocking_timeout: float
     embedding: bool = False
@@ -78,12 +79,11 @@ class MessageService:
     async def send(
         self,
         principal: Principal,
-        agent_id: str,
+        agent: Agent,
         request: SendMessageRequest,
         push_version: Version = "0.3",
     ) -> Task:
-        agent = await self.agents.resolve(principal.tenant, agent_id)
-        registered = self.agents.builtin(agent_id) is None
+        """Accept a message for ``agent`` (resolved by the caller for this request)."""
         config = request.configuration
         if config.pushNotificationConfig is not None and self.push is None:
             raise PushNotificationNotSupportedError()
@@ -91,11 +91,10 @@ class MessageService:
             raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
         history_length = config.historyLength or 0
         policy = run_policy(request.message.metadata, agent, self.run_policy)
-        claimant = self.queue.claimant()
-        try:
-            write, template = await self._prepare(
-                principal, agent.id, request, claimant, registered, policy
-            )
+        registered = self.agents.builtin(agent.id) is None
+        with self.runs.reserve() as slot:
+            write, job = await self._prepare(principal, agent.id, request, registered, policy)
+            write = self.runs.queued(write, slot)
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -107,11 +106,8 @@ class MessageService:
                 tracing.sent(agent.id, result)
                 if not result.duplicate and not result.waiting:  # a task opened or reopened
                     _SUBMITTED.inc()
-                claimant = await self._hand_over(template, result, claimant)
+                await self.runs.accepted(slot, job, result)
                 event = await self._outcome(principal, result, events, config.blocking)
-        finally:
-            if claimant:
-                self.queue.release()
         if event is not None and event.status_json is not None and history_length == 0:
             metadata = orjson.dumps(request.metadata) if request.metadata else None
             return assemble_task(
@@ -153,35 +149,11 @@ class MessageService:
             result.seq,
         )
 
-    async def _hand_over(self, template: RunJob, result: SendResult, claimant: str) -> str:
-        """Give the run to the queue; returns the claimant if its reservation went unused."""
-        if result.duplicate or result.waiting:
-            return claimant
-        job = replace(
-            template,
-            context_id=result.context_id,
-            task_id=result.task_id,
-            seq=result.seq,
-            inputs=result.inputs,
-        )
-        if result.claimed_own:
-            job = replace(job, entry=result.entry, attempt=f"{claimant}/{result.entry}")
-        elif result.claimed is not None:
-            self.queue.adopt(*result.claimed)
-            claimant = ""
-        if not self.queue.durable:
-            job = job.run_here()
-        if not self.queue.durable or result.claimed_own:
-            await self.queue.enqueue(job)
-            claimant = ""
-        return claimant
-
     async def _prepare(
         self,
         principal: Principal,
         agent_id: str,
         request: SendMessageRequest,
-        claimant: str,
         registered: bool,
         policy: RunPolicy,
     ) -> tuple[SendWrite, RunJob]:
@@ -225,9 +197,6 @@ class MessageService:
             status_json=status_json("submitted"),
             reference_ids=references,
             job_json=template.wire(),
-            queue_run=self.queue.durable,
-            local_run=not self.queue.durable,
-            claimant=claimant,
             embed=self.embedding and bool(embeddable_text(stored)),
             policy=policy,
             quotas=self.quotas,

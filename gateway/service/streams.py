@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.a2a import settled
+from gateway.agents.base import Agent
 from gateway.engine.events import TaskEvents
 from gateway.errors import TaskNotFoundError, UnsupportedOperationError
 from gateway.models import SendMessageRequest, Task
@@ -79,14 +80,14 @@ class StreamService:
             news.set()
 
     async def send(
-        self, principal: Principal, agent_id: str, request: SendMessageRequest
+        self, principal: Principal, agent: Agent, request: SendMessageRequest
     ) -> tuple[Task, TaskStream]:
         """Store the message as a send does (refusals raise here, before any event), then
         follow its task: first the task, then its events until the turn ends. Returns the
         task as the send stored it, and the stream."""
         config = request.configuration.model_copy(update={"blocking": False})
         request = request.model_copy(update={"configuration": config})
-        task = await self._messages.send(principal, agent_id, request)
+        task = await self._messages.send(principal, agent, request)
         return task, await self.subscribe(principal, task.id, None)
 
     async def subscribe(

@@ -123,10 +123,6 @@ class SendResult:
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
 
-    @property
-    def claimed_own(self) -> bool:
-        return self.claimed is not None and self.claimed[0] == self.entry
-
 
 @dataclass(frozen=True)
 class ScrubReceipt:

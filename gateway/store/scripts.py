@@ -56,6 +56,9 @@ local function ack(entry)
     redis.call('XDEL', JOBS, entry)
   end
 end
+-- The attempt id of a run taken by `owner` ('local' for the in-process queue) as stream
+-- entry or message seq `job`: the twin of gateway.engine.runs.attempt_id, keep them alike.
+local function attempt_id(owner, job) return owner .. '/' .. job end
 -- Make `att` the attempt that owns the task's run, marking how much artifact and history
 -- the task held when it began (what a later attempt rolls back to).
 local function fence(tid, att)
@@ -297,7 +300,7 @@ end
 local msg, referenced = run_inputs(seq, 18)
 if flag('l') then
   redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
-  fence(tid, 'local/' .. seq)
+  fence(tid, attempt_id('local', seq))
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
 if not flag('r') then
@@ -318,7 +321,7 @@ local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1,
                         'STREAMS', JOBS, '>')
 if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 local claimed = got[1][2][1]
-if claimed[1] == entry then fence(tid, ARGV[14] .. '/' .. entry) end
+if claimed[1] == entry then fence(tid, attempt_id(ARGV[14], entry)) end
 return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 """
 )

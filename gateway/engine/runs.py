@@ -1,0 +1,196 @@
+"""The run hand-off: a run of an agent as a job, the queue interface, and ``RunHandOff``,
+which takes an accepted message's run from the send to a worker.
+
+A send reserves a worker of this process before it writes (``RunHandOff.reserve``); the send
+script may then take the next job of the stream for that worker in the same step (usually
+the message's own, sometimes an older one). ``RunHandOff.accepted`` settles the reservation
+with the store's answer: it starts the job taken here, or gives the worker back. Who may
+write a run's outcome is its attempt id, built by ``attempt_id`` only (the send script
+fences the runs it hands over with the same format, in one Lua function naming this one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.store.redis_store import RunInputs, SendResult, SendWrite
+
+__all__ = ["LOCAL", "JobQueue", "Reservation", "RunHandOff", "RunJob", "attempt_id"]
+
+# The owner of a run queued in this process's queue (not the jobs stream).
+LOCAL = "local"
+
+
+def attempt_id(owner: str, job: str | int) -> str:
+    """The attempt that may write a run: the consumer that took stream entry ``job``, or
+    ``LOCAL`` and the message's seq for a run of the in-process queue. The send script
+    (``store/scripts.py``) builds the same for the runs it fences."""
+    return f"{owner}/{job}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunJob:
+    """Everything needed to run the agent on one accepted message (ids only, no content)."""
+
+    tenant: str
+    user: str
+    agent_id: str
+    context_id: str
+    task_id: str
+    seq: int
+    reference_ids: Sequence[str] = ()
+    output_modes: Sequence[str] = ()  # the client's acceptedOutputModes
+    registered: bool = False  # the agent is in the registry (shared by every worker)
+    # Handed over by the send that created the job, so the run needs no read. A queue
+    # that serialises jobs drops it; the run then loads its inputs itself.
+    inputs: RunInputs | None = field(default=None, compare=False)
+    # Set by the stream queue: the entry to acknowledge, and the attempt that may write.
+    entry: str = ""
+    attempt: str = ""
+    attempts: int = 1
+    # The W3C traceparent of the span that queued the run (empty when tracing is off):
+    # the run's span continues that trace on whichever replica takes the job.
+    trace: str = ""
+
+    def wire(self) -> bytes:
+        """The job's fields as stored in the stream (``seq`` is added by the send script)."""
+        fields: dict[str, Any] = {
+            "t": self.tenant,
+            "u": self.user,
+            "a": self.agent_id,
+            "c": self.context_id,
+            "k": self.task_id,
+            "r": list(self.reference_ids),
+        }
+        if self.output_modes:
+            fields["o"] = list(self.output_modes)
+        if self.registered:
+            fields["g"] = 1
+        if self.trace:
+            fields["tp"] = self.trace
+        return orjson.dumps(fields)
+
+    @classmethod
+    def from_wire(cls, fields: dict[bytes, bytes], entry: str) -> RunJob:
+        raw: dict[str, Any] = orjson.loads(fields[b"job"])
+        return cls(
+            tenant=raw["t"],
+            user=raw["u"],
+            agent_id=raw["a"],
+            context_id=raw["c"],
+            task_id=raw["k"],
+            seq=int(fields[b"seq"]),
+            reference_ids=tuple(raw["r"]),
+            output_modes=tuple(raw.get("o") or ()),
+            registered=bool(raw.get("g")),
+            entry=entry,
+            attempts=int(fields.get(b"n", b"1")),
+            trace=str(raw.get("tp") or ""),
+        )
+
+    def taken_by(self, consumer: str, entry: str) -> RunJob:
+        """The job as stream entry ``entry``, taken by ``consumer``."""
+        return replace(self, entry=entry, attempt=attempt_id(consumer, entry))
+
+    @property
+    def local(self) -> bool:
+        """Whether this process's queue runs the job (not the jobs stream)."""
+        return self.attempt == attempt_id(LOCAL, self.seq)
+
+    def run_here(self) -> RunJob:
+        """The job as queued in this process: fenced by the attempt the send script wrote."""
+        return replace(self, attempt=attempt_id(LOCAL, self.seq))
+
+    def accepted(self, result: SendResult) -> RunJob:
+        """The job of an accepted message, with the ids, seq and inputs the store gave it."""
+        return replace(
+            self,
+            context_id=result.context_id,
+            task_id=result.task_id,
+            seq=result.seq,
+            inputs=result.inputs,
+        )
+
+    def following(self, seq: int, job_json: bytes) -> RunJob:
+        """The run of the next message that waited for this one (queued in this process)."""
+        return RunJob.from_wire({b"job": job_json, b"seq": str(seq).encode()}, "").run_here()
+
+
+class JobQueue(Protocol):
+    """Where accepted runs go. A durable queue has the send script write the job together
+    with the message; a process with a free worker may take a job in that same step
+    (``claimant``), and then runs it here (``enqueue`` / ``adopt``)."""
+
+    durable: bool
+
+    def claimant(self) -> str:
+        """A consumer name that may take one job at send time ('' when none may); each
+        non-empty answer is settled by exactly one ``enqueue``, ``adopt`` or ``release``."""
+        ...
+
+    def release(self) -> None: ...
+
+    def adopt(self, entry: str, fields: dict[bytes, bytes]) -> None:
+        """Run a job that a claimant took at send time (another message's)."""
+        ...
+
+    async def enqueue(self, job: RunJob) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self, grace_seconds: float) -> None: ...
+
+
+@dataclass
+class Reservation:
+    """A worker of this process held for the run a send may take at once ('' for none)."""
+
+    consumer: str
+
+
+class RunHandOff:
+    """Where the service hands an accepted message's run: reserves a worker before the send
+    writes, tells the write how its run is queued, and starts the job the send took here."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    @contextlib.contextmanager
+    def reserve(self) -> Iterator[Reservation]:
+        """A worker for the send's run, given back on leaving unless the run took it."""
+        slot = Reservation(self.queue.claimant())
+        try:
+            yield slot
+        finally:
+            if slot.consumer:
+                self.queue.release()
+
+    def queued(self, write: SendWrite, slot: Reservation) -> SendWrite:
+        """The send's write, with how its run is queued: on the jobs stream (taken at once
+        by ``slot``'s worker when it has one) or by this process's queue."""
+        durable = self.queue.durable
+        return replace(write, queue_run=durable, local_run=not durable, claimant=slot.consumer)
+
+    async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> None:
+        """Hand over the run of an accepted message (``job``: its ids as the write named
+        them; the store's answer fixes them). A replayed message or one waiting for the
+        task's run has none yet."""
+        if result.duplicate or result.waiting:
+            return
+        job = job.accepted(result)
+        if not self.queue.durable:
+            await self.queue.enqueue(job.run_here())
+            return
+        if result.claimed is None:
+            return  # queued on the stream, for whichever worker reads it
+        consumer, slot.consumer = slot.consumer, ""
+        entry, fields = result.claimed
+        if entry == result.entry:  # its own job: started with the inputs the send returned
+            await self.queue.enqueue(job.taken_by(consumer, entry))
+        else:
+            self.queue.adopt(entry, fields)
