@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from gateway.store.fields import MESSAGES, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.records import message_seqs, now_ms
 from gateway.store.records import text_of as _text
@@ -68,7 +69,7 @@ class LongTermStore:
         follow it in the task up to the next user message ([] when the context is gone)."""
         async with self._client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hget(ref.keys.context(ref.context_id).tasks, f"{ref.task_id}:m")
+                pipe.hget(ref.keys.context(ref.context_id).tasks, task_field(ref.task_id, MESSAGES))
             all_seqs = await pipe.execute()
         wanted: list[list[bytes]] = []
         for ref, raw in zip(refs, all_seqs, strict=True):

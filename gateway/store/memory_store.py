@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from gateway.store import fields as f
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
 from gateway.store.sealing import context_of
@@ -30,6 +31,16 @@ __all__ = ["VECTORS_FIELD", "MemoryStore", "StoredVectors", "VectorBatch", "fram
 VECTORS_FIELD = "vec"  # the field named in the associated data of sealed vector frames
 # A search that reads a context whole and opens more frames than this merges them into one.
 _COMPACT_AFTER = 16
+# What a read of the vectors takes from the context's meta hash, in the order it unpacks.
+_VECTOR_META = [
+    f.META_CREATED,
+    f.META_VECTOR_DIMS,
+    f.META_VECTOR_MODEL,
+    f.META_VECTOR_GENERATION,
+    f.META_REEMBEDDING,
+    f.META_SEQ,
+    f.META_VECTOR_FORM,
+]
 
 
 @dataclass(frozen=True)
@@ -174,10 +185,10 @@ class MemoryStore:
         ck = keys.context(context_id)
         while True:
             async with self._store.client.pipeline(transaction=False) as pipe:
-                pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vgen", "vre", "seq", "vfmt"])
+                pipe.hmget(ck.meta, _VECTOR_META)
                 pipe.getrange(ck.vector_seqs, 4 * first_row, -1)
                 pipe.getrange(ck.vectors, offset, -1)
-                pipe.hget(ck.meta, "vgen")
+                pipe.hget(ck.meta, f.META_VECTOR_GENERATION)
                 meta, seqs, vectors, gen_after = await pipe.execute()
             if meta[3] == gen_after:  # no new layout between the reads
                 break
@@ -239,7 +250,9 @@ class MemoryStore:
     async def embedding_state(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
         """(highest message seq, messages ever queued for embedding); None when gone."""
         meta = keys.context(context_id).meta
-        created, last, queued = await self._store.client.hmget(meta, ["created", "seq", "embq"])
+        created, last, queued = await self._store.client.hmget(
+            meta, [f.META_CREATED, f.META_SEQ, f.META_EMBED_QUEUED]
+        )
         return None if created is None else (int(last or 0), int(queued or 0))
 
     @_translated

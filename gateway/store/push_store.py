@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.store.fields import PUSH_IDS, STATE, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.records import text_of as _text
@@ -46,7 +47,9 @@ class PushStore:
     async def read(self, keys: UserKeys, context_id: str, task_id: str) -> dict[str, bytes] | None:
         """The task's configs by id (clear JSON), or None when there is no such task."""
         tasks = keys.context(context_id).tasks
-        state, ids = await self._client.hmget(tasks, [f"{task_id}:st", f"{task_id}:pn"])
+        state, ids = await self._client.hmget(
+            tasks, [task_field(task_id, STATE), task_field(task_id, PUSH_IDS)]
+        )
         if state is None:
             return None
         names = [i for i in _text(ids).split(",") if i] if ids else []

@@ -29,13 +29,17 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.models import ContextPage, ContextSummary, Task
+from gateway.store import fields as f
 from gateway.store.disk_rewrite import DiskRewrite
+from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
+from gateway.store.fields import task_field
 from gateway.store.keys import (
     CONTEXT_KEY_COUNT,
     EMBEDS,
     JOBS,
     JOBS_GROUP,
     OUTBOX,
+    PENDING_PUSHES,
     PUSH,
     PUSH_CONTEXTS,
     UserKeys,
@@ -65,7 +69,6 @@ __all__ = [
 
 log = logging.getLogger("gateway.store")
 
-_TASK_FIELDS = (":s", ":a", ":m", ":md", ":xmd")
 _POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
 
 # What a message that continues a task whose run is under way does: wait for that run to
@@ -230,7 +233,7 @@ class Store:
         return self.sealer.open(raw, context_of(keys.prefix, context_id, field))
 
     def _open_artifacts(self, keys: UserKeys, context_id: str, task_id: str, raw: Any) -> Any:
-        aad = context_of(keys.prefix, context_id, f"{task_id}:a")
+        aad = context_of(keys.prefix, context_id, task_field(task_id, f.ARTIFACTS))
         return self.sealer.open_artifacts(raw, aad)
 
     def _task(
@@ -246,15 +249,17 @@ class Store:
         ``streamed``: the artifact a run is streaming, shown after the others."""
         status, arts, metadata, extra = fields
         arts = self._open_artifacts(keys, context_id, task_id, arts)
-        arts = with_open_artifact(arts, self._open(keys, context_id, f"{task_id}:pa", streamed))
+        arts = with_open_artifact(
+            arts, self._open(keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), streamed)
+        )
         return assemble_task(
             task_id,
             context_id,
-            self._open(keys, context_id, f"{task_id}:s", status),
+            self._open(keys, context_id, task_field(task_id, f.STATUS), status),
             arts,
             history,
-            self._open(keys, context_id, f"{task_id}:md", metadata),
-            self._open(keys, context_id, f"{task_id}:xmd", extra),
+            self._open(keys, context_id, task_field(task_id, f.METADATA), metadata),
+            self._open(keys, context_id, task_field(task_id, f.AGENT_METADATA), extra),
         )
 
     def _history(self, keys: UserKeys, context_id: str, raw: Sequence[Any]) -> list[bytes]:
@@ -300,10 +305,12 @@ class Store:
         """Cluster mode, a replayed message: if the first attempt died before queueing its
         job, queue it now (a job queued twice runs once: attempts are fenced)."""
         tasks = keys.context(context_id).tasks
-        mark = await self.client.hget(tasks, f"{task_id}:job")
-        if mark is not None and _text(mark).startswith("pending:"):
-            seq = int(_text(mark).split(":", 1)[1])
-            stored: Any = await self.client.hget(tasks, f"{task_id}:wj:{seq}")
+        mark = await self.client.hget(tasks, task_field(task_id, f.JOB))
+        if mark is not None and _text(mark).startswith(f.PENDING_MARK):
+            seq = int(_text(mark).removeprefix(f.PENDING_MARK))
+            stored: Any = await self.client.hget(
+                tasks, task_field(task_id, f"{f.WAITING_JOB}{seq}")
+            )
             if stored is None:
                 stored = orjson.dumps(orjson.loads(job_json) | {"c": context_id, "k": task_id})
             await self._queue_job(keys, context_id, task_id, stored, seq)
@@ -324,7 +331,7 @@ class Store:
         it); what is not moved now, maintenance's sweep moves after the lease."""
         if self.cluster and _text(flag) == "push":
             try:
-                await self.move_pushes(f"{keys.meta(context_id)}:push")
+                await self.move_pushes(f"{keys.meta(context_id)}{PENDING_PUSHES}")
             except RedisError as error:
                 log.warning("push deliveries left for the sweep: %s", type(error).__name__)
 
@@ -333,7 +340,7 @@ class Store:
         pending deliveries among those maintenance sweeps (in the jobs slot, so it cannot
         be in the write's own step; noted first, it is never missing when needed)."""
         if self.cluster:
-            pending = f"{keys.meta(context_id)}:push"
+            pending = f"{keys.meta(context_id)}{PENDING_PUSHES}"
             await self.client.zadd(PUSH_CONTEXTS, {pending: now_ms()}, nx=True)
 
     async def move_pushes(self, pending: str, *, stale_only: bool = False) -> int:
@@ -368,7 +375,7 @@ class Store:
             pending = _text(member)
             moved += await self.move_pushes(pending, stale_only=True)
             # A context whose meta key is gone is dead for good (ids are never reused).
-            if not await self.client.exists(pending.removesuffix(":push")):
+            if not await self.client.exists(pending.removesuffix(PENDING_PUSHES)):
                 await self.client.zrem(PUSH_CONTEXTS, pending)
         return moved
 
@@ -399,8 +406,8 @@ class Store:
                 w.task_id,
                 "1" if w.continuing else "0",
                 self._seal(keys, context_id, "msg", w.message_json),
-                self._seal(keys, context_id, f"{w.task_id}:md", w.metadata_json),
-                self._seal(keys, context_id, f"{w.task_id}:s", w.status_json),
+                self._seal(keys, context_id, task_field(w.task_id, f.METADATA), w.metadata_json),
+                self._seal(keys, context_id, task_field(w.task_id, f.STATUS), w.status_json),
                 now_ms(),
                 self.ttl_ms,
                 stale,
@@ -489,11 +496,16 @@ class Store:
         context_id, task_id, artifacts = u.context_id, u.task_id, u.artifacts
         seq, finish, entry, outbox_job = u.seq, u.finish, u.entry, u.outbox_job
         open_artifact, queued_locally = u.open_artifact, u.queued_locally
-        status_field = f"{task_id}:s"
-        art_aad = context_of(keys.prefix, context_id, f"{task_id}:a")
-        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in u.artifact_events]
+        status_field = task_field(task_id, f.STATUS)
+        art_aad = context_of(keys.prefix, context_id, task_field(task_id, f.ARTIFACTS))
+        events = [
+            self._seal(keys, context_id, task_field(task_id, f.EVENTS_SEAL), e)
+            for e in u.artifact_events
+        ]
         if open_artifact not in (b"", b"-"):
-            open_artifact = self._seal(keys, context_id, f"{task_id}:pa", open_artifact)
+            open_artifact = self._seal(
+                keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), open_artifact
+            )
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
             args=[
@@ -511,7 +523,9 @@ class Store:
                 seq,
                 entry,
                 outbox_job,
-                self._seal(keys, context_id, f"{task_id}:xmd", u.metadata_json),
+                self._seal(
+                    keys, context_id, task_field(task_id, f.AGENT_METADATA), u.metadata_json
+                ),
                 "l" if queued_locally else "r",
                 self._seal(keys, context_id, status_field, u.next_status_json),
                 b"".join(b"%d:%s" % (len(e), e) for e in events),
@@ -548,7 +562,7 @@ class Store:
             args=[
                 context_id,
                 task_id,
-                self._seal(keys, context_id, f"{task_id}:s", status_json),
+                self._seal(keys, context_id, task_field(task_id, f.STATUS), status_json),
                 now_ms(),
                 self.ttl_ms,
             ],
@@ -595,7 +609,7 @@ class Store:
 
     @_translated
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
-        raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")
+        raw = await self.client.hget(keys.context(context_id).tasks, task_field(task_id, f.STATE))
         return _text(raw) if raw is not None else None
 
     @_translated
@@ -603,7 +617,7 @@ class Store:
         """Whether a blocking send of the message at ``seq`` may return: the task is gone or
         terminal, or the message's run has settled (the task is interrupted, or has gone on to
         a later message). ``seq`` 0: whether the task is settled, whatever ran."""
-        fields = [f"{task_id}:st", f"{task_id}:ran", f"{task_id}:job"]
+        fields = [task_field(task_id, s) for s in (f.STATE, f.RAN, f.JOB)]
         state, ran, job = await self.client.hmget(keys.context(context_id).tasks, fields)
         if state is None or _text(state) in TERMINAL:
             return True
@@ -617,7 +631,7 @@ class Store:
     ) -> Task | None:
         """The task; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
-        fields = [f"{task_id}{suffix}" for suffix in (*_TASK_FIELDS, ":pa")]
+        fields = [task_field(task_id, s) for s in (*_TASK_FIELDS, f.OPEN_ARTIFACT)]
         status, arts, seqs, metadata, extra, streamed = await self.client.hmget(ck.tasks, fields)
         if status is None:
             return None

@@ -13,26 +13,104 @@ so no late write can resurrect it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from redis.commands.core import AsyncScript
 
-__all__ = ["Scripts"]
+from gateway.a2a import INTERRUPTED, TERMINAL
+from gateway.store import fields as f
+from gateway.store.keys import (
+    CONTEXT_KEY_COUNT,
+    EVENT_CHANNEL,
+    EVENT_STREAM,
+    EVENTS_GRACE_MS,
+    JOBS_GROUP,
+    PENDING_PUSHES,
+)
+
+__all__ = ["LUA_NAMES", "Scripts"]
+
+# Every name the scripts share with Python, as the Lua locals of their prelude (generated
+# here, so the scripts never spell a field, key part or state themselves).
+LUA_NAMES: Mapping[str, str | int] = {
+    "F_STATE": f.STATE,
+    "F_STATUS": f.STATUS,
+    "F_ARTIFACTS": f.ARTIFACTS,
+    "F_MESSAGES": f.MESSAGES,
+    "F_METADATA": f.METADATA,
+    "F_AGENT_METADATA": f.AGENT_METADATA,
+    "F_OPEN_ARTIFACT": f.OPEN_ARTIFACT,
+    "F_ATTEMPT": f.ATTEMPT,
+    "F_MARK": f.MARK,
+    "F_JOB": f.JOB,
+    "F_RAN": f.RAN,
+    "F_WAITING": f.WAITING,
+    "F_WAITING_JOB": f.WAITING_JOB,
+    "F_PUSH_IDS": f.PUSH_IDS,
+    "F_PUSH_CONFIG": f.PUSH_CONFIG,
+    "F_PUSH_EVENTS": f.PUSH_EVENTS,
+    "PENDING_MARK": f.PENDING_MARK,
+    "LOCAL_MARK": f.LOCAL_MARK,
+    "M_CREATED": f.META_CREATED,
+    "M_UPDATED": f.META_UPDATED,
+    "M_SEQ": f.META_SEQ,
+    "M_TASKS": f.META_TASKS,
+    "M_ORIGIN": f.META_ORIGIN,
+    "M_BYTES": f.META_BYTES,
+    "M_EMBED_QUEUED": f.META_EMBED_QUEUED,
+    "M_EMBEDDED": f.META_EMBEDDED,
+    "M_VECTOR_MODEL": f.META_VECTOR_MODEL,
+    "M_VECTOR_DIMS": f.META_VECTOR_DIMS,
+    "M_VECTOR_FORM": f.META_VECTOR_FORM,
+    "M_VECTOR_GENERATION": f.META_VECTOR_GENERATION,
+    "M_REEMBEDDING": f.META_REEMBEDDING,
+    "GROUP": JOBS_GROUP,
+    "EVENTS": EVENT_CHANNEL,
+    "EVENT_STREAM": EVENT_STREAM,
+    "EVENTS_GRACE_MS": EVENTS_GRACE_MS,
+    "PENDING_PUSHES": PENDING_PUSHES,
+    # The keys whose TTL a write of the context refreshes: all of its own (not the user's
+    # running tasks, nor the streams).
+    "CONTEXT_TTL_KEYS": CONTEXT_KEY_COUNT - 1,
+}
+
+
+def _lua_value(value: str | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if any(c in value for c in "'\\\n"):
+        raise ValueError(f"not a plain Lua string: {value!r}")
+    return f"'{value}'"
+
+
+def _lua_set(name: str, members: frozenset[str]) -> str:
+    return (
+        f"local {name} = {{" + ", ".join(f"[{_lua_value(m)}] = true" for m in sorted(members)) + "}"
+    )
+
+
+_CONSTANTS = "\n".join(
+    [
+        *(f"local {name} = {_lua_value(value)}" for name, value in LUA_NAMES.items()),
+        _lua_set("TERMINAL", TERMINAL),
+        _lua_set("INTERRUPTED", INTERRUPTED),
+    ]
+)
 
 # KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 vec  10 vix
 #       11 vbits  12 seen  13 ledger  14 the user's running tasks  15 jobs stream
 #       16 embedding stream  17 long-term memory outbox (15-17 absent on a cluster)
-_PRELUDE = """
-local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
-local GROUP = 'runners'
+_PRELUDE = (
+    _CONSTANTS
+    + """
 local RUNNING = KEYS[14]
 local JOBS, EMBEDS, OUTBOX = KEYS[15], KEYS[16], KEYS[17]
-local EVENTS = 'gw:ev:'
 -- The task's run (and any message waiting for it) is over: it leaves the running tasks.
 local function settled(tid) redis.call('ZREM', RUNNING, tid) end
 local function touch(ttl)
-  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot). Marks that are
 -- not stream entries ('pending:<seq>' on a cluster, 'local:<seq>' for the in-process queue)
@@ -46,16 +124,18 @@ end
 -- Make `att` the attempt that owns the task's run, marking how much artifact and history
 -- the task held when it began (what a later attempt rolls back to).
 local function fence(tid, att)
-  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':att', att, tid .. ':mk', #arts .. '|' .. #seqs)
+  local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
+  local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
+  redis.call('HSET', KEYS[6], tid .. F_ATTEMPT, att, tid .. F_MARK, #arts .. '|' .. #seqs)
 end
 -- Forget the messages waiting for the task's run (they stay in its history).
 local function drop_waiting(tid)
-  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  local queued = redis.call('HGET', KEYS[6], tid .. F_WAITING)
   if not queued then return end
-  for s in string.gmatch(queued, '[^,]+') do redis.call('HDEL', KEYS[6], tid .. ':wj:' .. s) end
-  redis.call('HDEL', KEYS[6], tid .. ':w')
+  for s in string.gmatch(queued, '[^,]+') do
+    redis.call('HDEL', KEYS[6], tid .. F_WAITING_JOB .. s)
+  end
+  redis.call('HDEL', KEYS[6], tid .. F_WAITING)
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
 -- artifacts of the referenced tasks. Earlier messages are loaded only if the agent asks.
@@ -63,8 +143,8 @@ local function run_inputs(seq, first_ref)
   local msg = redis.call('HGET', KEYS[7], seq)
   local refs = {}
   for i = first_ref, #ARGV do
-    refs[#refs + 1] = ARGV[i] .. ':s'
-    refs[#refs + 1] = ARGV[i] .. ':a'
+    refs[#refs + 1] = ARGV[i] .. F_STATUS
+    refs[#refs + 1] = ARGV[i] .. F_ARTIFACTS
   end
   local referenced = {}
   if #refs > 0 then referenced = redis.call('HMGET', KEYS[6], unpack(refs)) end
@@ -74,9 +154,8 @@ end
 -- '<meta key>:ev:<tid>', in the context's slot. Entries: 'k' (s status, a artifact) and 'd'
 -- (its json). A stream lives as long as the context unless its task settles, then for
 -- EVENTS_GRACE_MS more; a scrub deletes it.
-local EVENTS_GRACE_MS = 300000
 local function emit(tid, kind, data, ttl, settled)
-  local key = KEYS[4] .. ':ev:' .. tid
+  local key = KEYS[4] .. EVENT_STREAM .. tid
   redis.call('XADD', key, '*', 'k', kind, 'd', data)
   if settled and ttl > EVENTS_GRACE_MS then ttl = EVENTS_GRACE_MS end
   redis.call('PEXPIRE', key, ttl)
@@ -92,6 +171,7 @@ local function emit_artifacts(tid, list, ttl)
   end
 end
 """
+)
 
 # Push notifications (``gateway/push``). The deliveries stream is the last key. On a cluster
 # it is in another slot, so a delivery waits in the context's own zset '<meta key>:push'
@@ -104,11 +184,11 @@ end
 # events, so each has a stable id (`<tid>.<n>`) a receiver can dedupe on.
 _PRELUDE += """
 local PUSH = JOBS and KEYS[#KEYS]
-local PUSH_PENDING = KEYS[4] .. ':push'
+local PUSH_PENDING = KEYS[4] .. PENDING_PUSHES
 local PUSHED = ''  -- 'push': deliveries wait in PUSH_PENDING for the store to move them
 -- Whether the task may take the config `id` (it has it, or fewer than `max`).
 local function push_room(tid, id, max)
-  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  local ids = redis.call('HGET', KEYS[6], tid .. F_PUSH_IDS)
   if not ids then return true end
   local n = 0
   for i in string.gmatch(ids, '[^,]+') do
@@ -118,24 +198,25 @@ local function push_room(tid, id, max)
   return n < max
 end
 local function push_set(tid, id, config)
-  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  local ids = redis.call('HGET', KEYS[6], tid .. F_PUSH_IDS)
   if not ids then ids = id
   elseif not string.find(',' .. ids .. ',', ',' .. id .. ',', 1, true) then ids = ids .. ',' .. id
   end
-  redis.call('HSET', KEYS[6], tid .. ':pn', ids, tid .. ':pn:' .. id, config)
+  redis.call('HSET', KEYS[6], tid .. F_PUSH_IDS, ids, tid .. F_PUSH_CONFIG .. id, config)
 end
 -- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': the
 -- artifact `aid` was added) to each of its webhooks, in the write that made the change.
 local function notify(cid, tid, kind, state, now, ttl, aid)
-  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  local ids = redis.call('HGET', KEYS[6], tid .. F_PUSH_IDS)
   if not ids then return end
   local wanted = {}
   for id in string.gmatch(ids, '[^,]+') do
-    local ok, cfg = pcall(cjson.decode, redis.call('HGET', KEYS[6], tid .. ':pn:' .. id) or '')
+    local stored = redis.call('HGET', KEYS[6], tid .. F_PUSH_CONFIG .. id)
+    local ok, cfg = pcall(cjson.decode, stored or '')
     if ok and (kind == 's' or cfg.a) then wanted[#wanted + 1] = {id, cfg} end
   end
   if #wanted == 0 then return end
-  local n = redis.call('HINCRBY', KEYS[6], tid .. ':pe', 1)
+  local n = redis.call('HINCRBY', KEYS[6], tid .. F_PUSH_EVENTS, 1)
   for _, w in ipairs(wanted) do
     local job = cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid, p = w[1], n = n,
       e = kind, s = state, i = aid or '', q = tonumber(now)})
@@ -156,8 +237,8 @@ end
 #       its `id`) for the task, or '' 18.. reference ids
 # Flags: 'r' queue the run on the jobs stream (with the message: an accepted message always
 # has its run queued), 'l' the run is this process's (in-process queue), 'e' queue the
-# message for embedding; and the run policy for a task whose run is under way (its ':job'
-# is set): 'w' enqueue (the message waits in ':w' for the run to settle), 'x' reject,
+# message for embedding; and the run policy for a task whose run is under way (its F_JOB
+# is set): 'w' enqueue (the message waits in F_WAITING for the run to settle), 'x' reject,
 # 'i' interrupt (the run is superseded: fenced off, its job dropped, and earlier messages
 # count as run).
 # Returns {'ok', tid, seq, message, referenced, entry, claimed entry, its fields,
@@ -187,16 +268,16 @@ else
             string.sub(prior, b + 1)}
   end
   if continuing then
-    local state = redis.call('HGET', KEYS[6], tid .. ':st')
+    local state = redis.call('HGET', KEYS[6], tid .. F_STATE)
     if not state then return {'notask'} end
     if TERMINAL[state] then return {'terminal', state} end
-    busy = redis.call('HEXISTS', KEYS[6], tid .. ':job') == 1
+    busy = redis.call('HEXISTS', KEYS[6], tid .. F_JOB) == 1
     if busy and flag('x') then return {'busy'} end
   end
 end
 local unknown = {}
 for i = 18, #ARGV do
-  if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
+  if redis.call('HEXISTS', KEYS[6], ARGV[i] .. F_STATE) == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
 end
@@ -221,7 +302,7 @@ if qm > 0 and mode ~= 'new' and redis.call('HLEN', KEYS[7]) >= qm then
 end
 if qb > 0 then
   local used = 0
-  if mode ~= 'new' then used = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0') end
+  if mode ~= 'new' then used = tonumber(redis.call('HGET', KEYS[4], M_BYTES) or '0') end
   if used + #ARGV[7] > qb then return {'quota', 'bytes_per_context', qb} end
 end
 local push = nil
@@ -230,60 +311,60 @@ if ARGV[17] ~= '' then
   if continuing and not push_room(tid, push.id, 10) then return {'pushfull'} end
 end
 if mode == 'new' then
-  redis.call('HSET', KEYS[4], 'created', now, 'updated', now, 'seq', 0, 'tasks', 0,
-             'origin', mid)
+  redis.call('HSET', KEYS[4], M_CREATED, now, M_UPDATED, now, M_SEQ, 0, M_TASKS, 0,
+             M_ORIGIN, mid)
   redis.call('HSET', KEYS[3], mid, cid)
 end
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+local seq = redis.call('HINCRBY', KEYS[4], M_SEQ, 1)
 local waits = busy and not flag('i')
 redis.call('HSET', KEYS[7], seq, ARGV[7])
-redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[7])  -- for the bytes quota
+redis.call('HINCRBY', KEYS[4], M_BYTES, #ARGV[7])  -- for the bytes quota
 if continuing then
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
+  local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
+  redis.call('HSET', KEYS[6], tid .. F_MESSAGES, seqs .. ',' .. seq)
   if not waits then
-    redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9])
+    redis.call('HSET', KEYS[6], tid .. F_STATE, 'submitted', tid .. F_STATUS, ARGV[9])
     emit(tid, 's', ARGV[9], ttl, false)
   end
 else
   redis.call('RPUSH', KEYS[5], tid)
-  redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9],
-             tid .. ':a', '[]', tid .. ':m', seq)
-  if ARGV[8] ~= '' then redis.call('HSET', KEYS[6], tid .. ':md', ARGV[8]) end
+  redis.call('HSET', KEYS[6], tid .. F_STATE, 'submitted', tid .. F_STATUS, ARGV[9],
+             tid .. F_ARTIFACTS, '[]', tid .. F_MESSAGES, seq)
+  if ARGV[8] ~= '' then redis.call('HSET', KEYS[6], tid .. F_METADATA, ARGV[8]) end
   emit(tid, 's', ARGV[9], ttl, false)
   redis.call('HSET', KEYS[2], tid, cid)
-  redis.call('HINCRBY', KEYS[4], 'tasks', 1)
+  redis.call('HINCRBY', KEYS[4], M_TASKS, 1)
 end
 if push then push_set(tid, push.id, ARGV[17]) end
 if not waits then notify(cid, tid, 's', 'submitted', now, ttl) end
 redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest .. '|' .. seq)
-redis.call('HSET', KEYS[4], 'updated', now)
+redis.call('HSET', KEYS[4], M_UPDATED, now)
 redis.call('ZADD', KEYS[1], now, cid)
 touch(ttl)
 if flag('e') then
-  redis.call('HINCRBY', KEYS[4], 'embq', 1)
+  redis.call('HINCRBY', KEYS[4], M_EMBED_QUEUED, 1)
   if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', ARGV[13], 'seq', seq) end
 end
 if waits then
-  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  local queued = redis.call('HGET', KEYS[6], tid .. F_WAITING)
   if queued then queued = queued .. ',' .. seq else queued = tostring(seq) end
-  redis.call('HSET', KEYS[6], tid .. ':w', queued, tid .. ':wj:' .. seq, ARGV[13])
+  redis.call('HSET', KEYS[6], tid .. F_WAITING, queued, tid .. F_WAITING_JOB .. seq, ARGV[13])
   return {'wait', tid, seq}
 end
 redis.call('ZADD', RUNNING, now, tid)
 redis.call('PEXPIRE', RUNNING, ttl)
 local superseded = ''
 if busy then
-  superseded = redis.call('HGET', KEYS[6], tid .. ':job')
+  superseded = redis.call('HGET', KEYS[6], tid .. F_JOB)
   drop_waiting(tid)
-  redis.call('HSET', KEYS[6], tid .. ':ran', seq - 1)
-  redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
+  redis.call('HSET', KEYS[6], tid .. F_RAN, seq - 1)
+  redis.call('HDEL', KEYS[6], tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   if JOBS then ack(superseded); superseded = '' end
   redis.call('PUBLISH', EVENTS .. tid, 'interrupted|' .. (seq - 1))
 end
 local msg, referenced = run_inputs(seq, 18)
 if flag('l') then
-  redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
+  redis.call('HSET', KEYS[6], tid .. F_JOB, LOCAL_MARK .. seq)
   fence(tid, 'local/' .. seq)
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
@@ -293,11 +374,11 @@ end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
-  redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. seq)
+  redis.call('HSET', KEYS[6], tid .. F_JOB, PENDING_MARK .. seq)
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
 local entry = redis.call('XADD', JOBS, '*', 'job', ARGV[13], 'seq', seq)
-redis.call('HSET', KEYS[6], tid .. ':job', entry)
+redis.call('HSET', KEYS[6], tid .. F_JOB, entry)
 if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
@@ -338,32 +419,32 @@ _UPDATE = (
     + """
 local cid, tid, finish, entry = ARGV[1], ARGV[2], ARGV[11] == '1', ARGV[13]
 if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'gone'} end
-local state = redis.call('HGET', KEYS[6], tid .. ':st')
+local state = redis.call('HGET', KEYS[6], tid .. F_STATE)
 if not state then ack(entry); return {'gone'} end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
   return {'terminal'}
 end
-if finish and tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0') >= tonumber(ARGV[12])
+if finish and tonumber(redis.call('HGET', KEYS[6], tid .. F_RAN) or '0') >= tonumber(ARGV[12])
 then
   ack(entry)
   return {'moot'}
 end
-if ARGV[10] ~= '' and redis.call('HGET', KEYS[6], tid .. ':att') ~= ARGV[10] then
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[6], tid .. F_ATTEMPT) ~= ARGV[10] then
   return {'fenced'}
 end
 if ARGV[9] ~= '' and state ~= ARGV[9] then return {'skipped'} end
 if #ARGV[5] + #ARGV[6] > 0 then  -- the bytes quota counts replies and artifacts too
-  redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[5] + #ARGV[6])
+  redis.call('HINCRBY', KEYS[4], M_BYTES, #ARGV[5] + #ARGV[6])
 end
 if ARGV[6] ~= '' then
-  local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+  local seq = redis.call('HINCRBY', KEYS[4], M_SEQ, 1)
   redis.call('HSET', KEYS[7], seq, ARGV[6])
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
+  local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
+  redis.call('HSET', KEYS[6], tid .. F_MESSAGES, seqs .. ',' .. seq)
 end
-local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-if (ARGV[20] or '') ~= '' and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
+local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
+if (ARGV[20] or '') ~= '' and redis.call('HEXISTS', KEYS[6], tid .. F_PUSH_IDS) == 1 then
   for aid in string.gmatch(ARGV[20], '[^\\n]+') do
     notify(cid, tid, 'a', '', ARGV[7], tonumber(ARGV[8]), aid)
   end
@@ -371,19 +452,19 @@ end
 if ARGV[5] ~= '' then
   if arts == '[]' then arts = '[' .. ARGV[5] .. ']'
   else arts = string.sub(arts, 1, -2) .. ',' .. ARGV[5] .. ']' end
-  redis.call('HSET', KEYS[6], tid .. ':a', arts)
+  redis.call('HSET', KEYS[6], tid .. F_ARTIFACTS, arts)
 end
 if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
+  redis.call('HSET', KEYS[6], tid .. F_STATE, ARGV[3], tid .. F_STATUS, ARGV[4])
 end
-if ARGV[15] ~= '' then redis.call('HSET', KEYS[6], tid .. ':xmd', ARGV[15]) end
-if ARGV[19] == '-' then redis.call('HDEL', KEYS[6], tid .. ':pa')
-elseif ARGV[19] ~= '' then redis.call('HSET', KEYS[6], tid .. ':pa', ARGV[19]) end
+if ARGV[15] ~= '' then redis.call('HSET', KEYS[6], tid .. F_AGENT_METADATA, ARGV[15]) end
+if ARGV[19] == '-' then redis.call('HDEL', KEYS[6], tid .. F_OPEN_ARTIFACT)
+elseif ARGV[19] ~= '' then redis.call('HSET', KEYS[6], tid .. F_OPEN_ARTIFACT, ARGV[19]) end
 if ARGV[18] ~= '' then emit_artifacts(tid, ARGV[18], tonumber(ARGV[8])) end
 local store, chained, nextjob, nextseq = '', '', '', ''
 if finish then
-  redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])
-  redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
+  redis.call('HSET', KEYS[6], tid .. F_RAN, ARGV[12])
+  redis.call('HDEL', KEYS[6], tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   ack(entry)
   local ended = ARGV[3]
   if ended == '' then ended = state end
@@ -391,36 +472,36 @@ if finish then
     if OUTBOX then redis.call('XADD', OUTBOX, '*', 'job', ARGV[14], 'seq', ARGV[12])
     else store = 'store' end
   end
-  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  local queued = redis.call('HGET', KEYS[6], tid .. F_WAITING)
   if queued then
     chained = '1'
     local sep = string.find(queued, ',', 1, true)
     if sep then
       nextseq = string.sub(queued, 1, sep - 1)
-      redis.call('HSET', KEYS[6], tid .. ':w', string.sub(queued, sep + 1))
+      redis.call('HSET', KEYS[6], tid .. F_WAITING, string.sub(queued, sep + 1))
     else
       nextseq = queued
-      redis.call('HDEL', KEYS[6], tid .. ':w')
+      redis.call('HDEL', KEYS[6], tid .. F_WAITING)
     end
-    nextjob = redis.call('HGET', KEYS[6], tid .. ':wj:' .. nextseq)
-    redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[17])
+    nextjob = redis.call('HGET', KEYS[6], tid .. F_WAITING_JOB .. nextseq)
+    redis.call('HSET', KEYS[6], tid .. F_STATE, 'submitted', tid .. F_STATUS, ARGV[17])
     if ARGV[16] == 'r' and JOBS then
       local queued_entry = redis.call('XADD', JOBS, '*', 'job', nextjob, 'seq', nextseq)
-      redis.call('HSET', KEYS[6], tid .. ':job', queued_entry)
-      redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
+      redis.call('HSET', KEYS[6], tid .. F_JOB, queued_entry)
+      redis.call('HDEL', KEYS[6], tid .. F_WAITING_JOB .. nextseq)
       nextjob, nextseq = '', ''
     elseif ARGV[16] == 'r' then
       -- Cluster: the store queues it next (begin_run of this run's job repairs a crash).
-      redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. nextseq)
+      redis.call('HSET', KEYS[6], tid .. F_JOB, PENDING_MARK .. nextseq)
     else
-      redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. nextseq)
-      redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
+      redis.call('HSET', KEYS[6], tid .. F_JOB, LOCAL_MARK .. nextseq)
+      redis.call('HDEL', KEYS[6], tid .. F_WAITING_JOB .. nextseq)
     end
   else
     settled(tid)
   end
 end
-redis.call('HSET', KEYS[4], 'updated', ARGV[7])
+redis.call('HSET', KEYS[4], M_UPDATED, ARGV[7])
 redis.call('ZADD', KEYS[1], ARGV[7], cid)
 touch(tonumber(ARGV[8]))
 if chained ~= '' then notify(cid, tid, 's', 'submitted', ARGV[7], tonumber(ARGV[8]))
@@ -446,15 +527,15 @@ _CANCEL = (
     + """
 local cid, tid = ARGV[1], ARGV[2]
 if redis.call('EXISTS', KEYS[4]) == 0 then return {'notask'} end
-local state = redis.call('HGET', KEYS[6], tid .. ':st')
+local state = redis.call('HGET', KEYS[6], tid .. F_STATE)
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
-redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
+redis.call('HSET', KEYS[6], tid .. F_STATE, 'canceled', tid .. F_STATUS, ARGV[3])
 emit(tid, 's', ARGV[3], tonumber(ARGV[5]), true)
 drop_waiting(tid)
 settled(tid)
 notify(cid, tid, 's', 'canceled', ARGV[4], tonumber(ARGV[5]))
-redis.call('HSET', KEYS[4], 'updated', ARGV[4])
+redis.call('HSET', KEYS[4], M_UPDATED, ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[4], cid)
 touch(tonumber(ARGV[5]))
 redis.call('PUBLISH', EVENTS .. tid, 'canceled')
@@ -477,53 +558,53 @@ _BEGIN_RUN = (
     + """
 local tid, seq, att, entry = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'moot'} end
-local state = redis.call('HGET', KEYS[6], tid .. ':st')
-local ran = tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0')
+local state = redis.call('HGET', KEYS[6], tid .. F_STATE)
+local ran = tonumber(redis.call('HGET', KEYS[6], tid .. F_RAN) or '0')
 if not state or TERMINAL[state] then ack(entry); return {'moot'} end
-local job = redis.call('HGET', KEYS[6], tid .. ':job') or ''
+local job = redis.call('HGET', KEYS[6], tid .. F_JOB) or ''
 if ran >= seq then
   ack(entry)
-  if not JOBS and string.sub(job, 1, 8) == 'pending:' then
-    local n = string.sub(job, 9)
-    local lost = redis.call('HGET', KEYS[6], tid .. ':wj:' .. n)
+  if not JOBS and string.sub(job, 1, #PENDING_MARK) == PENDING_MARK then
+    local n = string.sub(job, #PENDING_MARK + 1)
+    local lost = redis.call('HGET', KEYS[6], tid .. F_WAITING_JOB .. n)
     if lost and tonumber(n) > ran then return {'moot', n, lost} end
   end
   return {'moot'}
 end
-if entry ~= '' and job == 'pending:' .. seq then
-  redis.call('HSET', KEYS[6], tid .. ':job', entry)
+if entry ~= '' and job == PENDING_MARK .. seq then
+  redis.call('HSET', KEYS[6], tid .. F_JOB, entry)
 end
-redis.call('HDEL', KEYS[6], tid .. ':wj:' .. seq)
+redis.call('HDEL', KEYS[6], tid .. F_WAITING_JOB .. seq)
 if att ~= '' then
-  local prev = redis.call('HGET', KEYS[6], tid .. ':att')
-  local mark = redis.call('HGET', KEYS[6], tid .. ':mk')
+  local prev = redis.call('HGET', KEYS[6], tid .. F_ATTEMPT)
+  local mark = redis.call('HGET', KEYS[6], tid .. F_MARK)
   if prev and prev ~= att and mark then
-    redis.call('HDEL', KEYS[6], tid .. ':pa')
-    local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-    local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
+    redis.call('HDEL', KEYS[6], tid .. F_OPEN_ARTIFACT)
+    local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
+    local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
     local sep = string.find(mark, '|', 1, true)
     local alen, mlen = tonumber(string.sub(mark, 1, sep - 1)), tonumber(string.sub(mark, sep + 1))
     if #arts > alen then
       if alen <= 2 then arts = '[]' else arts = string.sub(arts, 1, alen - 1) .. ']' end
-      redis.call('HSET', KEYS[6], tid .. ':a', arts)
+      redis.call('HSET', KEYS[6], tid .. F_ARTIFACTS, arts)
     end
     if #seqs > mlen then
       local waiting = {}
-      for s in string.gmatch(redis.call('HGET', KEYS[6], tid .. ':w') or '', '[^,]+') do
+      for s in string.gmatch(redis.call('HGET', KEYS[6], tid .. F_WAITING) or '', '[^,]+') do
         waiting[s] = true
       end
       local kept = string.sub(seqs, 1, mlen)
       for s in string.gmatch(string.sub(seqs, mlen + 2), '[^,]+') do
         if waiting[s] then kept = kept .. ',' .. s else redis.call('HDEL', KEYS[7], s) end
       end
-      redis.call('HSET', KEYS[6], tid .. ':m', kept)
+      redis.call('HSET', KEYS[6], tid .. F_MESSAGES, kept)
     end
   end
   if prev ~= att then fence(tid, att) end
 end
 local msg, referenced = run_inputs(seq, 5)
-return {'ok', msg, referenced, redis.call('HGET', KEYS[4], 'seq'),
-        redis.call('HGET', KEYS[6], tid .. ':w') or ''}
+return {'ok', msg, referenced, redis.call('HGET', KEYS[4], M_SEQ),
+        redis.call('HGET', KEYS[6], tid .. F_WAITING) or ''}
 """
 )
 
@@ -542,7 +623,8 @@ _ADD_VECTORS = (
     _PRELUDE
     + """
 if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
-local model, dims, form = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'vfmt'))
+local model, dims, form = unpack(redis.call('HMGET', KEYS[4], M_VECTOR_MODEL, M_VECTOR_DIMS,
+                                            M_VECTOR_FORM))
 if (model and model ~= ARGV[2]) or (dims and (not model or dims ~= ARGV[3])) then
   return -1
 end
@@ -552,11 +634,11 @@ if sealed then
   for i = 6, #ARGV, 3 do
     if redis.call('GETBIT', KEYS[11], tonumber(ARGV[i + 1])) == 1 then return -2 end
   end
-  redis.call('HSET', KEYS[4], 'vfmt', 's')
+  redis.call('HSET', KEYS[4], M_VECTOR_FORM, 's')
 else
-  redis.call('HDEL', KEYS[4], 'vfmt')
+  redis.call('HDEL', KEYS[4], M_VECTOR_FORM)
 end
-redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vdim', ARGV[3])
+redis.call('HSET', KEYS[4], M_VECTOR_MODEL, ARGV[2], M_VECTOR_DIMS, ARGV[3])
 local added = 0
 for i = 6, #ARGV, 3 do
   if redis.call('SETBIT', KEYS[11], tonumber(ARGV[i + 1]), 1) == 0 then
@@ -566,9 +648,9 @@ for i = 6, #ARGV, 3 do
   end
 end
 if sealed and added > 0 and ARGV[5] ~= '-' then redis.call('APPEND', KEYS[9], ARGV[5]) end
-local done = redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[4]))
-if done >= tonumber(redis.call('HGET', KEYS[4], 'embq') or '0') then
-  redis.call('HDEL', KEYS[4], 'vre')
+local done = redis.call('HINCRBY', KEYS[4], M_EMBEDDED, added + tonumber(ARGV[4]))
+if done >= tonumber(redis.call('HGET', KEYS[4], M_EMBED_QUEUED) or '0') then
+  redis.call('HDEL', KEYS[4], M_REEMBEDDING)
 end
 touch(tonumber(ARGV[1]))
 return added
@@ -586,14 +668,15 @@ _RESET_VECTORS = (
     _PRELUDE
     + """
 if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
-local model, dims, queued = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'embq'))
+local model, dims, queued = unpack(redis.call('HMGET', KEYS[4], M_VECTOR_MODEL, M_VECTOR_DIMS,
+                                              M_EMBED_QUEUED))
 if model == ARGV[2] or not (model or dims) then return 0 end
 redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
-redis.call('HDEL', KEYS[4], 'vdim', 'vfmt')
+redis.call('HDEL', KEYS[4], M_VECTOR_DIMS, M_VECTOR_FORM)
 local since = tonumber(queued or '0') - tonumber(ARGV[4])
-redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vre', 1, 'embd', 0,
-           'embq', tonumber(ARGV[3]) + since)
-redis.call('HINCRBY', KEYS[4], 'vgen', 1)
+redis.call('HSET', KEYS[4], M_VECTOR_MODEL, ARGV[2], M_REEMBEDDING, 1, M_EMBEDDED, 0,
+           M_EMBED_QUEUED, tonumber(ARGV[3]) + since)
+redis.call('HINCRBY', KEYS[4], M_VECTOR_GENERATION, 1)
 touch(tonumber(ARGV[1]))
 return 1
 """
@@ -619,7 +702,7 @@ if #forget > 0 and OUTBOX then
   redis.call('XADD', OUTBOX, '*', 'job', ARGV[2], 'forget', table.concat(forget, ','))
   forget = {}
 end
-local origin = redis.call('HGET', KEYS[4], 'origin')
+local origin = redis.call('HGET', KEYS[4], M_ORIGIN)
 if origin and redis.call('HGET', KEYS[3], origin) == cid then
   redis.call('HDEL', KEYS[3], origin)
 end
@@ -627,15 +710,15 @@ local tids = redis.call('LRANGE', KEYS[5], 0, -1)
 for i = 1, #tids do
   redis.call('HDEL', KEYS[2], tids[i])
   settled(tids[i])
-  redis.call('DEL', KEYS[4] .. ':ev:' .. tids[i])
-  local state = redis.call('HGET', KEYS[6], tids[i] .. ':st')
+  redis.call('DEL', KEYS[4] .. EVENT_STREAM .. tids[i])
+  local state = redis.call('HGET', KEYS[6], tids[i] .. F_STATE)
   if state and not TERMINAL[state] then
     redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
   end
-  local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
+  local job = redis.call('HGET', KEYS[6], tids[i] .. F_JOB)
   if job then ack(job) end
   if state and not TERMINAL[state] then  -- its run (and any message waiting) is dropped
-    local waiting = redis.call('HGET', KEYS[6], tids[i] .. ':w')
+    local waiting = redis.call('HGET', KEYS[6], tids[i] .. F_WAITING)
     local _, queued = string.gsub(waiting or '', '[^,]+', '')
     receipt[5] = receipt[5] + (job and 1 or 0) + queued
   end
@@ -684,28 +767,35 @@ return 1
 # (sealed) or '' (clear). Replaces the stored vectors unless vectors were added or reset
 # meanwhile, keeping the expiry, and starts a new generation (searching processes read the
 # new layout whole). Returns the new generation, or 0 when it changed nothing.
-_REWRITE_VECTORS = """
+_REWRITE_VECTORS = (
+    _CONSTANTS
+    + """
 if redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return 0 end
-if tonumber(redis.call('HGET', KEYS[1], 'vgen') or '0') ~= tonumber(ARGV[2]) then return 0 end
+local generation = redis.call('HGET', KEYS[1], M_VECTOR_GENERATION) or '0'
+if tonumber(generation) ~= tonumber(ARGV[2]) then return 0 end
 redis.call('SET', KEYS[2], ARGV[3], 'KEEPTTL')
 if ARGV[4] == 's' then
-  redis.call('HSET', KEYS[1], 'vfmt', 's')
+  redis.call('HSET', KEYS[1], M_VECTOR_FORM, 's')
 else
-  redis.call('HDEL', KEYS[1], 'vfmt')
+  redis.call('HDEL', KEYS[1], M_VECTOR_FORM)
 end
-return redis.call('HINCRBY', KEYS[1], 'vgen', 1)
+return redis.call('HINCRBY', KEYS[1], M_VECTOR_GENERATION, 1)
 """
+)
 
 
 # KEYS: 1 the context's tasks hash. ARGV: 1 tid 2 seq 3 entry.
 # Cluster mode: records a queued job's entry in place of the task's 'pending:<seq>' mark,
 # unless its run has begun (and recorded it) or settled meanwhile.
-_RECORD_JOB = """
-if redis.call('HGET', KEYS[1], ARGV[1] .. ':job') == 'pending:' .. ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1] .. ':job', ARGV[3])
+_RECORD_JOB = (
+    _CONSTANTS
+    + """
+if redis.call('HGET', KEYS[1], ARGV[1] .. F_JOB) == PENDING_MARK .. ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1] .. F_JOB, ARGV[3])
 end
 return 1
 """
+)
 
 
 # Push configs of a task (context keys). ARGV: 1 tid 2 config id 3 config json, or '' to
@@ -717,18 +807,18 @@ _PUSH_CONFIG = (
     + """
 local tid, id, config = ARGV[1], ARGV[2], ARGV[3]
 if redis.call('EXISTS', KEYS[4]) == 0 then return {'notask'} end
-if redis.call('HEXISTS', KEYS[6], tid .. ':st') == 0 then return {'notask'} end
+if redis.call('HEXISTS', KEYS[6], tid .. F_STATE) == 0 then return {'notask'} end
 if config ~= '' then
   if not push_room(tid, id, tonumber(ARGV[5])) then return {'full'} end
   push_set(tid, id, config)
 else
   local kept = {}
-  for i in string.gmatch(redis.call('HGET', KEYS[6], tid .. ':pn') or '', '[^,]+') do
+  for i in string.gmatch(redis.call('HGET', KEYS[6], tid .. F_PUSH_IDS) or '', '[^,]+') do
     if i ~= id then kept[#kept + 1] = i end
   end
-  redis.call('HDEL', KEYS[6], tid .. ':pn:' .. id)
-  if #kept > 0 then redis.call('HSET', KEYS[6], tid .. ':pn', table.concat(kept, ','))
-  else redis.call('HDEL', KEYS[6], tid .. ':pn') end
+  redis.call('HDEL', KEYS[6], tid .. F_PUSH_CONFIG .. id)
+  if #kept > 0 then redis.call('HSET', KEYS[6], tid .. F_PUSH_IDS, table.concat(kept, ','))
+  else redis.call('HDEL', KEYS[6], tid .. F_PUSH_IDS) end
 end
 touch(tonumber(ARGV[4]))
 return {'ok'}
