@@ -184,6 +184,7 @@ class TaskUpdate:
 @dataclass(frozen=True)
 class UpdateResult:
     outcome: Literal["ok", "gone", "terminal", "skipped", "fenced", "moot"]
+    # The task's artifacts, given with a write that finishes the run or settles the task.
     artifacts_json: bytes | None = None
     chained: bool = False  # the run settled while messages waited: the next one is queued
     # The next waiting message's run (its seq and job fields) when the caller queues it

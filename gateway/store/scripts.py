@@ -124,9 +124,9 @@ end
 -- Make `att` the attempt that owns the task's run, marking how much artifact and history
 -- the task held when it began (what a later attempt rolls back to).
 local function fence(tid, att)
-  local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
-  local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
-  redis.call('HSET', KEYS[6], tid .. F_ATTEMPT, att, tid .. F_MARK, #arts .. '|' .. #seqs)
+  local arts = redis.call('HSTRLEN', KEYS[6], tid .. F_ARTIFACTS)
+  local seqs = redis.call('HSTRLEN', KEYS[6], tid .. F_MESSAGES)
+  redis.call('HSET', KEYS[6], tid .. F_ATTEMPT, att, tid .. F_MARK, arts .. '|' .. seqs)
 end
 -- Forget the messages waiting for the task's run (they stay in its history).
 local function drop_waiting(tid)
@@ -407,7 +407,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
-# Returns {'ok', artifacts json array, 'store' or '', '1' when the next run was queued or '',
+# Returns {'ok', artifacts json array (nil unless the write finishes the run or leaves the
+# task terminal or interrupted), 'store' or '', '1' when the next run was queued or '',
 # next job json, next seq, 'push' or ''} ('' for next job and seq unless the caller queues
 # that run itself; 'push' on a cluster when deliveries wait to be moved),
 # {'skipped'} (state not as required), {'fenced'} (another attempt owns the run),
@@ -443,7 +444,11 @@ if ARGV[6] ~= '' then
   local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
   redis.call('HSET', KEYS[6], tid .. F_MESSAGES, seqs .. ',' .. seq)
 end
-local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
+-- The artifacts are read only to append to them, or to return them with a write that
+-- settles the task or ends its run (a progress or 'working' write returns none).
+local returns_arts = finish or TERMINAL[ARGV[3]] or INTERRUPTED[ARGV[3]]
+local arts = false
+if ARGV[5] ~= '' or returns_arts then arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS) end
 if (ARGV[20] or '') ~= '' and redis.call('HEXISTS', KEYS[6], tid .. F_PUSH_IDS) == 1 then
   for aid in string.gmatch(ARGV[20], '[^\\n]+') do
     notify(cid, tid, 'a', '', ARGV[7], tonumber(ARGV[8]), aid)
@@ -515,6 +520,7 @@ elseif ARGV[3] ~= '' then
 elseif ARGV[18] ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. ARGV[12])
 end
+if not returns_arts then arts = false end
 return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
@@ -580,15 +586,16 @@ if att ~= '' then
   local mark = redis.call('HGET', KEYS[6], tid .. F_MARK)
   if prev and prev ~= att and mark then
     redis.call('HDEL', KEYS[6], tid .. F_OPEN_ARTIFACT)
-    local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
-    local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
     local sep = string.find(mark, '|', 1, true)
     local alen, mlen = tonumber(string.sub(mark, 1, sep - 1)), tonumber(string.sub(mark, sep + 1))
-    if #arts > alen then
+    -- Lengths first (HSTRLEN): the values are read only when there is something to cut.
+    if redis.call('HSTRLEN', KEYS[6], tid .. F_ARTIFACTS) > alen then
+      local arts = redis.call('HGET', KEYS[6], tid .. F_ARTIFACTS)
       if alen <= 2 then arts = '[]' else arts = string.sub(arts, 1, alen - 1) .. ']' end
       redis.call('HSET', KEYS[6], tid .. F_ARTIFACTS, arts)
     end
-    if #seqs > mlen then
+    if redis.call('HSTRLEN', KEYS[6], tid .. F_MESSAGES) > mlen then
+      local seqs = redis.call('HGET', KEYS[6], tid .. F_MESSAGES)
       local waiting = {}
       for s in string.gmatch(redis.call('HGET', KEYS[6], tid .. F_WAITING) or '', '[^,]+') do
         waiting[s] = true
@@ -710,7 +717,7 @@ local tids = redis.call('LRANGE', KEYS[5], 0, -1)
 for i = 1, #tids do
   redis.call('HDEL', KEYS[2], tids[i])
   settled(tids[i])
-  redis.call('DEL', KEYS[4] .. EVENT_STREAM .. tids[i])
+  redis.call('UNLINK', KEYS[4] .. EVENT_STREAM .. tids[i])
   local state = redis.call('HGET', KEYS[6], tids[i] .. F_STATE)
   if state and not TERMINAL[state] then
     redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
@@ -723,11 +730,12 @@ for i = 1, #tids do
     receipt[5] = receipt[5] + (job and 1 or 0) + queued
   end
 end
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
+-- UNLINK: the memory of large values (vectors, long histories) is freed off the main thread.
+redis.call('UNLINK', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
            KEYS[12], KEYS[13])
 -- deliveries a cluster had not moved to the stream yet (counted with the dropped jobs)
 receipt[5] = receipt[5] + redis.call('ZCARD', PUSH_PENDING)
-redis.call('DEL', PUSH_PENDING)
+redis.call('UNLINK', PUSH_PENDING)
 redis.call('ZREM', KEYS[1], cid)
 for i = 1, #forget do receipt[#receipt + 1] = forget[i] end
 return receipt
