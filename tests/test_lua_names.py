@@ -42,3 +42,17 @@ def test_prelude_defines_every_shared_name() -> None:
         assert re.search(rf"^local {name} = '?{re.escape(str(value))}'?$", _GENERATED, re.M)
     for state in TERMINAL:
         assert f"['{state}'] = true" in _GENERATED
+
+
+def test_scripts_name_their_args() -> None:
+    """No script reads a numbered ARGV: its args are locals generated from its NamedTuple."""
+    generated = re.compile(r"^local [a-z_, ]+ = ARGV\[1\][^\n]*$", re.M)
+    for name, body in _bodies().items():
+        assert not re.findall(r"ARGV\[\d+\]", generated.sub("", body)), name
+
+
+def test_scripts_define_where_their_rest_args_begin() -> None:
+    for name, value in vars(scripts).items():
+        if name.startswith("_") and name.isupper() and isinstance(value, str):
+            for rest in set(re.findall(r"\b(\w+_from)\b", value)):
+                assert f"local {rest} = " in value, (name, rest)

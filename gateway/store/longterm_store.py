@@ -18,6 +18,7 @@ from gateway.store.keys import UserKeys
 from gateway.store.records import message_seqs, now_ms
 from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
+from gateway.store.scripts import RememberArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["LongTermStore", "TurnRef"]
@@ -47,7 +48,7 @@ class LongTermStore:
             return set()
         ck = keys.context(context_id)
         fresh = await self._store.scripts.remember(
-            keys=[ck.meta, ck.seen], args=[now_ms(), keep, *ids]
+            keys=[ck.meta, ck.seen], args=argv(RememberArgs(now_ms(), keep, list(ids)))
         )
         return {_text(i) for i in fresh}
 

@@ -23,6 +23,7 @@ import orjson
 from gateway.store import fields as f
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
+from gateway.store.scripts import AddVectorsArgs, ResetVectorsArgs, RewriteVectorsArgs, argv
 from gateway.store.sealing import context_of
 from gateway.store.translate import translated as _translated
 
@@ -100,18 +101,21 @@ class MemoryStore:
         ]
 
     def _args(self, b: VectorBatch, sealed: bool) -> list[Any]:
-        args: list[Any] = [self._store.ttl_ms, b.model, b.dimensions, b.skipped]
+        rows: list[bytes | int] = []
         if not sealed:
-            args.append(b"")
             for seq, blob in b.vectors:
-                args += [seq.to_bytes(4, "little"), seq, blob]
-            return args
-        rows = b"".join(blob for _, blob in b.vectors)
-        aad = context_of(b.keys.prefix, b.context_id, VECTORS_FIELD)
-        args.append(frame(self._store.sealer.seal(rows, aad)) if rows else b"-")
-        for seq, _ in b.vectors:
-            args += [seq.to_bytes(4, "little"), seq, b""]
-        return args
+                rows += [seq.to_bytes(4, "little"), seq, blob]
+            sealed_frame = b""
+        else:
+            joined = b"".join(blob for _, blob in b.vectors)
+            aad = context_of(b.keys.prefix, b.context_id, VECTORS_FIELD)
+            sealed_frame = frame(self._store.sealer.seal(joined, aad)) if joined else b"-"
+            for seq, _ in b.vectors:
+                rows += [seq.to_bytes(4, "little"), seq, b""]
+        args = AddVectorsArgs(
+            self._store.ttl_ms, b.model, b.dimensions, b.skipped, sealed_frame, rows
+        )
+        return argv(args)
 
     async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
         if self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
@@ -239,7 +243,8 @@ class MemoryStore:
             ck = keys.context(context_id)
             generation = int(
                 await self._store.scripts.rewrite_vectors(
-                    keys=[ck.meta, ck.vectors], args=[used, stored.generation, merged, "s"]
+                    keys=[ck.meta, ck.vectors],
+                    args=argv(RewriteVectorsArgs(used, stored.generation, merged, "s")),
                 )
             )
             if generation:  # read next in the merged layout
@@ -271,7 +276,7 @@ class MemoryStore:
         ck = keys.context(context_id)
         started = await self._store.scripts.reset_vectors(
             keys=ck.all()[:CONTEXT_KEY_COUNT],
-            args=[self._store.ttl_ms, model, len(seqs), queued],
+            args=argv(ResetVectorsArgs(self._store.ttl_ms, model, len(seqs), queued)),
         )
         if int(started) != 1:
             return False

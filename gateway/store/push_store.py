@@ -13,6 +13,7 @@ from gateway.store.keys import UserKeys
 from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
+from gateway.store.scripts import PushConfigArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["PushStore"]
@@ -39,7 +40,7 @@ class PushStore:
         sealed = seal_config(self._store.sealer, keys.prefix, context_id, task_id, config_json)
         reply = await self._store.scripts.push_config(
             keys=self._store._keys(keys, context_id),
-            args=[task_id, config_id, sealed, self._store.ttl_ms, most],
+            args=argv(PushConfigArgs(task_id, config_id, sealed, self._store.ttl_ms, most)),
         )
         return _text(reply[0])
 

@@ -52,7 +52,17 @@ from gateway.store.records import (
     with_open_artifact,
 )
 from gateway.store.records import text_of as _text
-from gateway.store.scripts import Scripts
+from gateway.store.scripts import (
+    BeginRunArgs,
+    CancelArgs,
+    RecordJobArgs,
+    Scripts,
+    ScrubArgs,
+    SendArgs,
+    TakePushesArgs,
+    UpdateArgs,
+    argv,
+)
 from gateway.store.sealing import Sealer, context_of
 from gateway.store.translate import translated as _translated
 
@@ -297,7 +307,7 @@ class Store:
         entry on the task in place of the 'pending' mark the send script left."""
         entry = _text(await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq}))
         tasks = keys.context(context_id).tasks
-        await self.scripts.record_job(keys=[tasks], args=[task_id, seq, entry])
+        await self.scripts.record_job(keys=[tasks], args=argv(RecordJobArgs(task_id, seq, entry)))
         return entry
 
     async def _queue_if_lost(
@@ -354,7 +364,11 @@ class Store:
         while True:
             taken = await self.scripts.take_pushes(
                 keys=[pending],
-                args=[now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch],
+                args=argv(
+                    TakePushesArgs(
+                        now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch
+                    )
+                ),
             )
             if not taken:
                 return moved
@@ -399,29 +413,37 @@ class Store:
             await self.note_push_context(keys, context_id)
         reply = await self.scripts.send(
             keys=self._keys(keys, context_id),
-            args=[
-                mode,
-                context_id,
-                w.message_id,
-                w.digest,
-                w.task_id,
-                "1" if w.continuing else "0",
-                self._seal(keys, context_id, "msg", w.message_json),
-                self._seal(keys, context_id, task_field(w.task_id, f.METADATA), w.metadata_json),
-                self._seal(keys, context_id, task_field(w.task_id, f.STATUS), w.status_json),
-                now_ms(),
-                self.ttl_ms,
-                stale,
-                w.job_json,
-                "" if self.cluster else w.claimant,
-                ("r" if w.queue_run else "")
-                + ("l" if w.local_run else "")
-                + ("e" if w.embed else "")
-                + _POLICY_FLAGS[w.policy],
-                ",".join(str(q) for q in w.quotas),
-                seal_config(self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json),
-                *w.reference_ids,
-            ],
+            args=argv(
+                SendArgs(
+                    mode=mode,
+                    cid=context_id,
+                    mid=w.message_id,
+                    digest=w.digest,
+                    tid=w.task_id,
+                    continuing="1" if w.continuing else "0",
+                    message=self._seal(keys, context_id, "msg", w.message_json),
+                    metadata=self._seal(
+                        keys, context_id, task_field(w.task_id, f.METADATA), w.metadata_json
+                    ),
+                    status=self._seal(
+                        keys, context_id, task_field(w.task_id, f.STATUS), w.status_json
+                    ),
+                    now=now_ms(),
+                    ttl=self.ttl_ms,
+                    stale_origin=stale,
+                    job=w.job_json,
+                    claimant="" if self.cluster else w.claimant,
+                    flags=("r" if w.queue_run else "")
+                    + ("l" if w.local_run else "")
+                    + ("e" if w.embed else "")
+                    + _POLICY_FLAGS[w.policy],
+                    quotas=",".join(str(q) for q in w.quotas),
+                    push_config=seal_config(
+                        self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
+                    ),
+                    refs=list(w.reference_ids),
+                )
+            ),
         )
         kind = _text(reply[0])
         if kind == "ok":
@@ -509,30 +531,36 @@ class Store:
             )
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
-            args=[
-                context_id,
-                task_id,
-                u.state,
-                self._seal(keys, context_id, status_field, u.status_json),
-                b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
-                self._seal(keys, context_id, "msg", u.message_json) if u.message_json else b"",
-                now_ms(),
-                self.ttl_ms,
-                u.required_state,
-                u.attempt,
-                "1" if finish else "0",
-                seq,
-                entry,
-                outbox_job,
-                self._seal(
-                    keys, context_id, task_field(task_id, f.AGENT_METADATA), u.metadata_json
-                ),
-                "l" if queued_locally else "r",
-                self._seal(keys, context_id, status_field, u.next_status_json),
-                b"".join(b"%d:%s" % (len(e), e) for e in events),
-                open_artifact,
-                _artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
-            ],
+            args=argv(
+                UpdateArgs(
+                    cid=context_id,
+                    tid=task_id,
+                    new_state=u.state,
+                    status=self._seal(keys, context_id, status_field, u.status_json),
+                    artifacts=b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
+                    reply=self._seal(keys, context_id, "msg", u.message_json)
+                    if u.message_json
+                    else b"",
+                    now=now_ms(),
+                    ttl=self.ttl_ms,
+                    required_state=u.required_state,
+                    attempt=u.attempt,
+                    finish="1" if finish else "0",
+                    run_seq=seq,
+                    entry=entry,
+                    outbox_job=outbox_job,
+                    agent_metadata=self._seal(
+                        keys, context_id, task_field(task_id, f.AGENT_METADATA), u.metadata_json
+                    ),
+                    next_queue="l" if queued_locally else "r",
+                    next_status=self._seal(keys, context_id, status_field, u.next_status_json),
+                    artifact_events=b"".join(b"%d:%s" % (len(e), e) for e in events),
+                    open_artifact=open_artifact,
+                    artifact_ids=_artifact_ids(artifacts)
+                    if self.push_artifacts and artifacts
+                    else b"",
+                )
+            ),
         )
         outcome = _text(reply[0])
         if outcome != "ok":
@@ -560,13 +588,15 @@ class Store:
     ) -> tuple[str, str | None]:
         reply = await self.scripts.cancel(
             keys=self._keys(keys, context_id),
-            args=[
-                context_id,
-                task_id,
-                self._seal(keys, context_id, task_field(task_id, f.STATUS), status_json),
-                now_ms(),
-                self.ttl_ms,
-            ],
+            args=argv(
+                CancelArgs(
+                    cid=context_id,
+                    tid=task_id,
+                    status=self._seal(keys, context_id, task_field(task_id, f.STATUS), status_json),
+                    now=now_ms(),
+                    ttl=self.ttl_ms,
+                )
+            ),
         )
         outcome = _text(reply[0])
         if outcome == "ok":
@@ -582,7 +612,7 @@ class Store:
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
         was removed, or None when there was no such context."""
         reply = await self.scripts.scrub(
-            keys=self._keys(keys, context_id), args=[context_id, forget_job]
+            keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
         )
         if not int(reply[0]):
             return None
@@ -662,7 +692,7 @@ class Store:
         and rolls back what an earlier, interrupted attempt wrote."""
         reply = await self.scripts.begin_run(
             keys=self._keys(keys, context_id),
-            args=[task_id, seq, attempt, entry, *reference_ids],
+            args=argv(BeginRunArgs(task_id, seq, attempt, entry, list(reference_ids))),
         )
         if _text(reply[0]) != "ok":
             if len(reply) > 2:  # a cluster: the run before settled, its next job was lost

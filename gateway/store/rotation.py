@@ -34,7 +34,7 @@ from gateway.store.agents_store import entry_aad
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.push_records import is_current, open_config, seal_config
 from gateway.store.records import text_of
-from gateway.store.scripts import Scripts
+from gateway.store.scripts import RewriteVectorsArgs, Scripts, argv
 from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
 
 __all__ = ["Rotation", "RotationFigures", "rotate_data"]
@@ -255,9 +255,9 @@ class Rotation:
             rows = stored
         else:
             return  # clear, and encryption is off: as a new write would be
-        layout = [frame(self.sealer.seal(rows, aad)), "s"] if self.target else [rows, ""]
-        args: list[Any] = [len(stored), int(generation or 0), *layout]
-        done = 1 if int(await self._rewrite(keys=[meta, key], args=args)) else 0
+        layout, form = (frame(self.sealer.seal(rows, aad)), "s") if self.target else (rows, "")
+        args = RewriteVectorsArgs(len(stored), int(generation or 0), layout, form)
+        done = 1 if int(await self._rewrite(keys=[meta, key], args=argv(args))) else 0
         figures.resealed += done
         figures.skipped += 1 - done
 
