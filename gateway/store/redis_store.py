@@ -52,6 +52,18 @@ from gateway.store.records import (
     with_open_artifact,
 )
 from gateway.store.records import text_of as _text
+from gateway.store.replies import (
+    SendAccepted,
+    SendDuplicate,
+    SendOrigin,
+    SendRefused,
+    SendWaiting,
+    begin_run_reply,
+    cancel_reply,
+    scrub_reply,
+    send_reply,
+    update_reply,
+)
 from gateway.store.scripts import (
     BeginRunArgs,
     CancelArgs,
@@ -335,12 +347,12 @@ class Store:
                 pipe.xdel(JOBS, entry)
                 await pipe.execute()
 
-    async def _moved_pushes(self, keys: UserKeys, context_id: str, flag: Any) -> None:
+    async def _moved_pushes(self, keys: UserKeys, context_id: str, pushed: bool) -> None:
         """Cluster mode's second step of a write whose script said 'push': its deliveries,
         waiting in the context's slot, go to the push stream. Best effort: the write is
         stored, so a failure here must not report it failed (a retried write would repeat
         it); what is not moved now, maintenance's sweep moves after the lease."""
-        if self.cluster and _text(flag) == "push":
+        if self.cluster and pushed:
             try:
                 await self.move_pushes(f"{keys.meta(context_id)}{PENDING_PUSHES}")
             except RedisError as error:
@@ -445,44 +457,41 @@ class Store:
                 )
             ),
         )
-        kind = _text(reply[0])
-        if kind == "ok":
-            return await self._accepted(keys, w, context_id, reply)
-        if kind == "wait":
-            seq = int(reply[2])
-            if self.cluster and w.embed:
-                await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
-            return SendResult(context_id, _text(reply[1]), seq, False, waiting=True)
-        if kind == "dup":
-            if _text(reply[2]) != w.digest:
-                raise IdempotencyConflictError()
-            if self.cluster and w.queue_run:
-                await self._queue_if_lost(keys, context_id, _text(reply[1]), w.job_json)
-            return SendResult(context_id, _text(reply[1]), int(reply[3]), duplicate=True)
-        if kind == "origin":
-            return await self._retry_opening(keys, w, _text(reply[1]))
-        self._raise_refusal(kind, [_text(r) for r in reply[1:]], w.continuing)
-        raise AssertionError(kind)  # pragma: no cover
+        match send_reply(reply):
+            case SendAccepted() as accepted:
+                return await self._accepted(keys, w, context_id, accepted)
+            case SendWaiting(task_id, seq):
+                if self.cluster and w.embed:
+                    await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
+                return SendResult(context_id, task_id, seq, False, waiting=True)
+            case SendDuplicate(task_id, digest, seq):
+                if digest != w.digest:
+                    raise IdempotencyConflictError()
+                if self.cluster and w.queue_run:
+                    await self._queue_if_lost(keys, context_id, task_id, w.job_json)
+                return SendResult(context_id, task_id, seq, duplicate=True)
+            case SendOrigin(origin):
+                return await self._retry_opening(keys, w, origin)
+            case SendRefused(kind, detail):
+                self._raise_refusal(kind, detail, w.continuing)
+                raise AssertionError(kind)  # pragma: no cover
 
     async def _accepted(
-        self, keys: UserKeys, w: SendWrite, context_id: str, reply: list[Any]
+        self, keys: UserKeys, w: SendWrite, context_id: str, reply: SendAccepted
     ) -> SendResult:
-        """An accepted message whose run starts now: {'ok', tid, seq, message, referenced,
-        entry, claimed entry, claimed fields, superseded entry}."""
-        task_id, seq = _text(reply[1]), int(reply[2])
-        inputs = self._run_inputs(keys, context_id, w.reference_ids, seq, reply[3], reply[4])
-        entry, claimed_entry, raw, superseded = _text(reply[5]), _text(reply[6]), reply[7], reply[8]
+        """An accepted message whose run starts now."""
+        task_id, seq, entry = reply.task_id, reply.seq, reply.entry
+        inputs = self._run_inputs(
+            keys, context_id, w.reference_ids, seq, reply.message, reply.referenced
+        )
         if self.cluster:
-            await self._ack_job(_text(superseded))
+            await self._ack_job(reply.superseded)
             if w.queue_run:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
             if w.embed:
                 await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
-            await self._moved_pushes(keys, context_id, reply[9] if len(reply) > 9 else "")
-        claimed = None
-        if claimed_entry:
-            claimed = (claimed_entry, {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
-        return SendResult(context_id, task_id, seq, False, inputs, entry, claimed)
+            await self._moved_pushes(keys, context_id, reply.pushed)
+        return SendResult(context_id, task_id, seq, False, inputs, entry, reply.claimed)
 
     async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
         """The messageId already opened a context: replay it, or reopen if that one is gone."""
@@ -562,25 +571,25 @@ class Store:
                 )
             ),
         )
-        outcome = _text(reply[0])
-        if outcome != "ok":
-            if (finish and outcome != "fenced") or outcome == "gone":
+        written = update_reply(reply)
+        if written.outcome != "ok":
+            if (finish and written.outcome != "fenced") or written.outcome == "gone":
                 await self._ack_job(entry)
-            return UpdateResult(outcome)  # type: ignore[arg-type]
-        if _text(reply[2]) == "store":
+            return UpdateResult(written.outcome)  # type: ignore[arg-type]
+        if written.store_turn:
             await self.client.xadd(OUTBOX, {b"job": outbox_job, b"seq": seq})
-        chained, next_run = _text(reply[3]) == "1", None
-        if chained and reply[5]:
-            next_seq, next_job = int(reply[5]), reply[4]
+        next_run = None
+        if written.chained and written.next_run is not None:
             if queued_locally:
-                next_run = (next_seq, next_job)
+                next_run = written.next_run
             else:  # a cluster: queue it before this run's job is acknowledged
+                next_seq, next_job = written.next_run
                 await self._queue_job(keys, context_id, task_id, next_job, next_seq)
-        await self._moved_pushes(keys, context_id, reply[6])
+        await self._moved_pushes(keys, context_id, written.pushed)
         if finish:
             await self._ack_job(entry)
-        artifacts_json = self._open_artifacts(keys, context_id, task_id, reply[1])
-        return UpdateResult("ok", artifacts_json, chained, next_run)
+        artifacts_json = self._open_artifacts(keys, context_id, task_id, written.artifacts)
+        return UpdateResult("ok", artifacts_json, written.chained, next_run)
 
     @_translated
     async def cancel_task(
@@ -598,11 +607,9 @@ class Store:
                 )
             ),
         )
-        outcome = _text(reply[0])
-        if outcome == "ok":
-            await self._moved_pushes(keys, context_id, reply[1])
-            return outcome, None
-        return outcome, _text(reply[1]) if len(reply) > 1 else None
+        canceled = cancel_reply(reply)
+        await self._moved_pushes(keys, context_id, canceled.pushed)
+        return canceled.outcome, canceled.state
 
     @_translated
     async def scrub(
@@ -614,15 +621,15 @@ class Store:
         reply = await self.scripts.scrub(
             keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
         )
-        if not int(reply[0]):
+        scrubbed = scrub_reply(reply)
+        if scrubbed is None:
             return None
-        rest = reply[6:]
-        if rest:
-            ids = b",".join(r if isinstance(r, bytes) else str(r).encode() for r in rest)
+        if scrubbed.forget:
+            ids = b",".join(scrubbed.forget)
             await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
         if self.disk_rewrite is not None:
             await self.disk_rewrite.schedule()
-        return ScrubReceipt(*(int(n) for n in reply[1:6]))
+        return ScrubReceipt(*scrubbed.counts)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -694,16 +701,18 @@ class Store:
             keys=self._keys(keys, context_id),
             args=argv(BeginRunArgs(task_id, seq, attempt, entry, list(reference_ids))),
         )
-        if _text(reply[0]) != "ok":
-            if len(reply) > 2:  # a cluster: the run before settled, its next job was lost
-                await self._queue_job(keys, context_id, task_id, reply[2], int(reply[1]))
+        begun = begin_run_reply(reply)
+        if begun.moot:
+            if begun.lost is not None:  # a cluster: the run before settled, its job was lost
+                lost_seq, lost_job = begun.lost
+                await self._queue_job(keys, context_id, task_id, lost_job, lost_seq)
             await self._ack_job(entry)
             return None
-        inputs = self._run_inputs(keys, context_id, reference_ids, seq, reply[1], reply[2])
+        referenced = begun.referenced or []
+        inputs = self._run_inputs(keys, context_id, reference_ids, seq, begun.message, referenced)
         if inputs is None:
             return None
-        waiting = frozenset(int(s) for s in _text(reply[4]).split(",") if s)
-        return replace(inputs, last=int(reply[3]), waiting=waiting)
+        return replace(inputs, last=begun.last, waiting=begun.waiting)
 
     @_translated
     async def context_messages(
