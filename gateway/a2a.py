@@ -1,8 +1,7 @@
 """Neutral A2A helpers (pure): which task states end a task or hand the turn back to the
 client, and media-type negotiation for ``acceptedOutputModes``.
 
-The store's Lua scripts spell the terminal states once more (``store/scripts.py``), since a
-script cannot import Python.
+The store's Lua scripts get these sets generated into their prelude (``store/scripts.py``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import orjson
 
 from gateway.api_keys import KeyRecord
 from gateway.store.records import now_ms
-from gateway.store.scripts import Scripts
+from gateway.store.scripts import Scripts, UseApiKeyArgs, argv
 from gateway.store.translate import translated
 
 __all__ = ["ApiKeyStore"]
@@ -85,7 +85,7 @@ class ApiKeyStore:
     @translated
     async def use(self, key_id: str) -> KeyRecord | None:
         """The record, its last use set to now (one script call; nothing for no record)."""
-        raw = await self._use(keys=[_record_key(key_id)], args=[now_ms()])
+        raw = await self._use(keys=[_record_key(key_id)], args=argv(UseApiKeyArgs(now_ms())))
         return _record(key_id, raw) if raw else None
 
     @translated

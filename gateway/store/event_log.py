@@ -12,7 +12,8 @@ from typing import Any, Literal
 import orjson
 
 from gateway.models import Task
-from gateway.store.keys import UserKeys
+from gateway.store.fields import EVENTS_SEAL, OPEN_ARTIFACT, STATUS, TASK_FIELDS, task_field
+from gateway.store.keys import UserKeys, event_stream
 from gateway.store.records import message_seqs
 from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
@@ -21,7 +22,7 @@ from gateway.store.translate import translated as _translated
 __all__ = ["EventLog", "LoggedEvent", "event_id"]
 
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
-_FIELDS = (":s", ":a", ":m", ":md", ":xmd", ":pa")
+_FIELDS = (*TASK_FIELDS, OPEN_ARTIFACT)
 _KINDS: dict[bytes, Literal["status", "artifact"]] = {b"s": "status", b"a": "artifact"}
 
 
@@ -34,7 +35,7 @@ def event_id(raw: str | None) -> str | None:
 
 
 def _key(keys: UserKeys, context_id: str, task_id: str) -> str:
-    return f"{keys.meta(context_id)}:ev:{task_id}"
+    return event_stream(keys.meta(context_id), task_id)
 
 
 def _sortable(entry_id: str) -> tuple[int, int]:
@@ -60,7 +61,7 @@ class EventLog:
         """The task as it stands (whole history, the artifact being streamed included) and
         the id of the last event it includes ("0-0" when none), read at one instant."""
         ck = keys.context(context_id)
-        fields = [f"{task_id}{suffix}" for suffix in _FIELDS]
+        fields = [task_field(task_id, suffix) for suffix in _FIELDS]
         reply = await self._store.scripts.snapshot(
             keys=[ck.tasks, _key(keys, context_id, task_id)], args=fields
         )
@@ -87,7 +88,7 @@ class EventLog:
         store, out = self._store, []
         for entry_id, fields in raw:
             kind = _KINDS[fields[b"k"]]
-            field = f"{task_id}:s" if kind == "status" else f"{task_id}:ev"
+            field = task_field(task_id, STATUS if kind == "status" else EVENTS_SEAL)
             data = store._open(keys, context_id, field, fields[b"d"])  # sealed like the task
             out.append(LoggedEvent(_text(entry_id), kind, orjson.loads(data)))
         return out

@@ -76,13 +76,17 @@ __all__ = [
     "EMBEDS",
     "EMBEDS_DEAD",
     "EMBEDS_GROUP",
+    "EVENTS_GRACE_MS",
     "EVENTS_PATTERN",
+    "EVENT_CHANNEL",
+    "EVENT_STREAM",
     "JOBS",
     "JOBS_GROUP",
     "MAINTENANCE_LEADER",
     "OUTBOX",
     "OUTBOX_DEAD",
     "OUTBOX_GROUP",
+    "PENDING_PUSHES",
     "PUSH",
     "PUSH_CONTEXTS",
     "PUSH_DEAD",
@@ -92,12 +96,21 @@ __all__ = [
     "TenantAgentKeys",
     "UserKeys",
     "auth_failure_key",
+    "event_stream",
     "keys_of",
     "rate_keys",
     "user_tag",
 ]
 
-EVENTS_PATTERN = "gw:ev:*"
+# A task's changes are published on '<EVENT_CHANNEL><tid>'.
+EVENT_CHANNEL = "gw:ev:"
+EVENTS_PATTERN = f"{EVENT_CHANNEL}*"
+# A task's event stream is '<context meta><EVENT_STREAM><tid>' (in the context's slot).
+EVENT_STREAM = ":ev:"
+# Redis Cluster: a context's webhook deliveries wait in '<context meta><PENDING_PUSHES>'.
+PENDING_PUSHES = ":push"
+# How long a settled task's event stream outlives it (unless its context expires first).
+EVENTS_GRACE_MS = 300_000
 JOBS = "gw:{jobs}"
 EMBEDS = "gw:{jobs}:embed"
 EMBEDS_DEAD = "gw:{jobs}:embed:dead"
@@ -125,6 +138,11 @@ REWRITE_DUE = "gw:{jobs}:rewrite"
 # How many of ``ContextKeys.all()`` belong to the user and context (the rest are global
 # streams); the first thirteen take the context's sliding TTL.
 CONTEXT_KEY_COUNT = 14
+
+
+def event_stream(meta: str, task_id: str) -> str:
+    """The event stream of a task of the context whose meta key is ``meta``."""
+    return f"{meta}{EVENT_STREAM}{task_id}"
 
 
 def rate_keys(tenant: str, user: str) -> tuple[str, str]:

@@ -13,10 +13,12 @@ from typing import Any
 
 import orjson
 
+from gateway.store.fields import MESSAGES, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.records import message_seqs, now_ms
 from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
+from gateway.store.scripts import RememberArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["LongTermStore", "TurnRef"]
@@ -46,7 +48,7 @@ class LongTermStore:
             return set()
         ck = keys.context(context_id)
         fresh = await self._store.scripts.remember(
-            keys=[ck.meta, ck.seen], args=[now_ms(), keep, *ids]
+            keys=[ck.meta, ck.seen], args=argv(RememberArgs(now_ms(), keep, list(ids)))
         )
         return {_text(i) for i in fresh}
 
@@ -68,7 +70,7 @@ class LongTermStore:
         follow it in the task up to the next user message ([] when the context is gone)."""
         async with self._client.pipeline(transaction=False) as pipe:
             for ref in refs:
-                pipe.hget(ref.keys.context(ref.context_id).tasks, f"{ref.task_id}:m")
+                pipe.hget(ref.keys.context(ref.context_id).tasks, task_field(ref.task_id, MESSAGES))
             all_seqs = await pipe.execute()
         wanted: list[list[bytes]] = []
         for ref, raw in zip(refs, all_seqs, strict=True):

@@ -20,8 +20,10 @@ from typing import Any
 
 import orjson
 
+from gateway.store import fields as f
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
+from gateway.store.scripts import AddVectorsArgs, ResetVectorsArgs, RewriteVectorsArgs, argv
 from gateway.store.sealing import context_of
 from gateway.store.translate import translated as _translated
 
@@ -30,6 +32,16 @@ __all__ = ["VECTORS_FIELD", "MemoryStore", "StoredVectors", "VectorBatch", "fram
 VECTORS_FIELD = "vec"  # the field named in the associated data of sealed vector frames
 # A search that reads a context whole and opens more frames than this merges them into one.
 _COMPACT_AFTER = 16
+# What a read of the vectors takes from the context's meta hash, in the order it unpacks.
+_VECTOR_META = [
+    f.META_CREATED,
+    f.META_VECTOR_DIMS,
+    f.META_VECTOR_MODEL,
+    f.META_VECTOR_GENERATION,
+    f.META_REEMBEDDING,
+    f.META_SEQ,
+    f.META_VECTOR_FORM,
+]
 
 
 @dataclass(frozen=True)
@@ -89,18 +101,21 @@ class MemoryStore:
         ]
 
     def _args(self, b: VectorBatch, sealed: bool) -> list[Any]:
-        args: list[Any] = [self._store.ttl_ms, b.model, b.dimensions, b.skipped]
+        rows: list[bytes | int] = []
         if not sealed:
-            args.append(b"")
             for seq, blob in b.vectors:
-                args += [seq.to_bytes(4, "little"), seq, blob]
-            return args
-        rows = b"".join(blob for _, blob in b.vectors)
-        aad = context_of(b.keys.prefix, b.context_id, VECTORS_FIELD)
-        args.append(frame(self._store.sealer.seal(rows, aad)) if rows else b"-")
-        for seq, _ in b.vectors:
-            args += [seq.to_bytes(4, "little"), seq, b""]
-        return args
+                rows += [seq.to_bytes(4, "little"), seq, blob]
+            sealed_frame = b""
+        else:
+            joined = b"".join(blob for _, blob in b.vectors)
+            aad = context_of(b.keys.prefix, b.context_id, VECTORS_FIELD)
+            sealed_frame = frame(self._store.sealer.seal(joined, aad)) if joined else b"-"
+            for seq, _ in b.vectors:
+                rows += [seq.to_bytes(4, "little"), seq, b""]
+        args = AddVectorsArgs(
+            self._store.ttl_ms, b.model, b.dimensions, b.skipped, sealed_frame, rows
+        )
+        return argv(args)
 
     async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
         if self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
@@ -174,10 +189,10 @@ class MemoryStore:
         ck = keys.context(context_id)
         while True:
             async with self._store.client.pipeline(transaction=False) as pipe:
-                pipe.hmget(ck.meta, ["created", "vdim", "vmodel", "vgen", "vre", "seq", "vfmt"])
+                pipe.hmget(ck.meta, _VECTOR_META)
                 pipe.getrange(ck.vector_seqs, 4 * first_row, -1)
                 pipe.getrange(ck.vectors, offset, -1)
-                pipe.hget(ck.meta, "vgen")
+                pipe.hget(ck.meta, f.META_VECTOR_GENERATION)
                 meta, seqs, vectors, gen_after = await pipe.execute()
             if meta[3] == gen_after:  # no new layout between the reads
                 break
@@ -228,7 +243,8 @@ class MemoryStore:
             ck = keys.context(context_id)
             generation = int(
                 await self._store.scripts.rewrite_vectors(
-                    keys=[ck.meta, ck.vectors], args=[used, stored.generation, merged, "s"]
+                    keys=[ck.meta, ck.vectors],
+                    args=argv(RewriteVectorsArgs(used, stored.generation, merged, "s")),
                 )
             )
             if generation:  # read next in the merged layout
@@ -239,7 +255,9 @@ class MemoryStore:
     async def embedding_state(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
         """(highest message seq, messages ever queued for embedding); None when gone."""
         meta = keys.context(context_id).meta
-        created, last, queued = await self._store.client.hmget(meta, ["created", "seq", "embq"])
+        created, last, queued = await self._store.client.hmget(
+            meta, [f.META_CREATED, f.META_SEQ, f.META_EMBED_QUEUED]
+        )
         return None if created is None else (int(last or 0), int(queued or 0))
 
     @_translated
@@ -258,7 +276,7 @@ class MemoryStore:
         ck = keys.context(context_id)
         started = await self._store.scripts.reset_vectors(
             keys=ck.all()[:CONTEXT_KEY_COUNT],
-            args=[self._store.ttl_ms, model, len(seqs), queued],
+            args=argv(ResetVectorsArgs(self._store.ttl_ms, model, len(seqs), queued)),
         )
         if int(started) != 1:
             return False

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from gateway.store.fields import PUSH_CONFIG, task_field
 from gateway.store.sealing import Sealer, context_of, key_id_of
 
 __all__ = ["config_field", "is_current", "open_config", "seal_config"]
@@ -27,7 +28,7 @@ _SORTED = orjson.OPT_SORT_KEYS
 
 def config_field(task_id: str, config_id: str) -> str:
     """The tasks-hash field that holds one config of a task."""
-    return f"{task_id}:pn:{config_id}"
+    return task_field(task_id, f"{PUSH_CONFIG}{config_id}")
 
 
 def _aad(prefix: str, context_id: str, task_id: str, routing: dict[str, Any]) -> bytes:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.store.fields import PUSH_IDS, STATE, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
+from gateway.store.scripts import PushConfigArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["PushStore"]
@@ -38,7 +40,7 @@ class PushStore:
         sealed = seal_config(self._store.sealer, keys.prefix, context_id, task_id, config_json)
         reply = await self._store.scripts.push_config(
             keys=self._store._keys(keys, context_id),
-            args=[task_id, config_id, sealed, self._store.ttl_ms, most],
+            args=argv(PushConfigArgs(task_id, config_id, sealed, self._store.ttl_ms, most)),
         )
         return _text(reply[0])
 
@@ -46,7 +48,9 @@ class PushStore:
     async def read(self, keys: UserKeys, context_id: str, task_id: str) -> dict[str, bytes] | None:
         """The task's configs by id (clear JSON), or None when there is no such task."""
         tasks = keys.context(context_id).tasks
-        state, ids = await self._client.hmget(tasks, [f"{task_id}:st", f"{task_id}:pn"])
+        state, ids = await self._client.hmget(
+            tasks, [task_field(task_id, STATE), task_field(task_id, PUSH_IDS)]
+        )
         if state is None:
             return None
         names = [i for i in _text(ids).split(",") if i] if ids else []

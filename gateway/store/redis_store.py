@@ -29,13 +29,17 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.models import ContextPage, ContextSummary, Task
+from gateway.store import fields as f
 from gateway.store.disk_rewrite import DiskRewrite
+from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
+from gateway.store.fields import task_field
 from gateway.store.keys import (
     CONTEXT_KEY_COUNT,
     EMBEDS,
     JOBS,
     JOBS_GROUP,
     OUTBOX,
+    PENDING_PUSHES,
     PUSH,
     PUSH_CONTEXTS,
     UserKeys,
@@ -48,7 +52,29 @@ from gateway.store.records import (
     with_open_artifact,
 )
 from gateway.store.records import text_of as _text
-from gateway.store.scripts import Scripts
+from gateway.store.replies import (
+    SendAccepted,
+    SendDuplicate,
+    SendOrigin,
+    SendRefused,
+    SendWaiting,
+    begin_run_reply,
+    cancel_reply,
+    scrub_reply,
+    send_reply,
+    update_reply,
+)
+from gateway.store.scripts import (
+    BeginRunArgs,
+    CancelArgs,
+    RecordJobArgs,
+    Scripts,
+    ScrubArgs,
+    SendArgs,
+    TakePushesArgs,
+    UpdateArgs,
+    argv,
+)
 from gateway.store.sealing import Sealer, context_of
 from gateway.store.translate import translated as _translated
 
@@ -65,7 +91,6 @@ __all__ = [
 
 log = logging.getLogger("gateway.store")
 
-_TASK_FIELDS = (":s", ":a", ":m", ":md", ":xmd")
 _POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
 
 # What a message that continues a task whose run is under way does: wait for that run to
@@ -177,6 +202,7 @@ class TaskUpdate:
 @dataclass(frozen=True)
 class UpdateResult:
     outcome: Literal["ok", "gone", "terminal", "skipped", "fenced", "moot"]
+    # The task's artifacts, given with a write that finishes the run or settles the task.
     artifacts_json: bytes | None = None
     chained: bool = False  # the run settled while messages waited: the next one is queued
     # The next waiting message's run (its seq and job fields) when the caller queues it
@@ -226,7 +252,7 @@ class Store:
         return self.sealer.open(raw, context_of(keys.prefix, context_id, field))
 
     def _open_artifacts(self, keys: UserKeys, context_id: str, task_id: str, raw: Any) -> Any:
-        aad = context_of(keys.prefix, context_id, f"{task_id}:a")
+        aad = context_of(keys.prefix, context_id, task_field(task_id, f.ARTIFACTS))
         return self.sealer.open_artifacts(raw, aad)
 
     def _task(
@@ -242,15 +268,17 @@ class Store:
         ``streamed``: the artifact a run is streaming, shown after the others."""
         status, arts, metadata, extra = fields
         arts = self._open_artifacts(keys, context_id, task_id, arts)
-        arts = with_open_artifact(arts, self._open(keys, context_id, f"{task_id}:pa", streamed))
+        arts = with_open_artifact(
+            arts, self._open(keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), streamed)
+        )
         return assemble_task(
             task_id,
             context_id,
-            self._open(keys, context_id, f"{task_id}:s", status),
+            self._open(keys, context_id, task_field(task_id, f.STATUS), status),
             arts,
             history,
-            self._open(keys, context_id, f"{task_id}:md", metadata),
-            self._open(keys, context_id, f"{task_id}:xmd", extra),
+            self._open(keys, context_id, task_field(task_id, f.METADATA), metadata),
+            self._open(keys, context_id, task_field(task_id, f.AGENT_METADATA), extra),
         )
 
     def _history(self, keys: UserKeys, context_id: str, raw: Sequence[Any]) -> list[bytes]:
@@ -287,7 +315,7 @@ class Store:
         entry on the task in place of the 'pending' mark the send script left."""
         entry = _text(await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq}))
         tasks = keys.context(context_id).tasks
-        await self.scripts.record_job(keys=[tasks], args=[task_id, seq, entry])
+        await self.scripts.record_job(keys=[tasks], args=argv(RecordJobArgs(task_id, seq, entry)))
         return entry
 
     async def _queue_if_lost(
@@ -296,10 +324,12 @@ class Store:
         """Cluster mode, a replayed message: if the first attempt died before queueing its
         job, queue it now (a job queued twice runs once: attempts are fenced)."""
         tasks = keys.context(context_id).tasks
-        mark = await self.client.hget(tasks, f"{task_id}:job")
-        if mark is not None and _text(mark).startswith("pending:"):
-            seq = int(_text(mark).split(":", 1)[1])
-            stored: Any = await self.client.hget(tasks, f"{task_id}:wj:{seq}")
+        mark = await self.client.hget(tasks, task_field(task_id, f.JOB))
+        if mark is not None and _text(mark).startswith(f.PENDING_MARK):
+            seq = int(_text(mark).removeprefix(f.PENDING_MARK))
+            stored: Any = await self.client.hget(
+                tasks, task_field(task_id, f"{f.WAITING_JOB}{seq}")
+            )
             if stored is None:
                 stored = orjson.dumps(orjson.loads(job_json) | {"c": context_id, "k": task_id})
             await self._queue_job(keys, context_id, task_id, stored, seq)
@@ -313,14 +343,14 @@ class Store:
                 pipe.xdel(JOBS, entry)
                 await pipe.execute()
 
-    async def _moved_pushes(self, keys: UserKeys, context_id: str, flag: Any) -> None:
+    async def _moved_pushes(self, keys: UserKeys, context_id: str, pushed: bool) -> None:
         """Cluster mode's second step of a write whose script said 'push': its deliveries,
         waiting in the context's slot, go to the push stream. Best effort: the write is
         stored, so a failure here must not report it failed (a retried write would repeat
         it); what is not moved now, maintenance's sweep moves after the lease."""
-        if self.cluster and _text(flag) == "push":
+        if self.cluster and pushed:
             try:
-                await self.move_pushes(f"{keys.meta(context_id)}:push")
+                await self.move_pushes(f"{keys.meta(context_id)}{PENDING_PUSHES}")
             except RedisError as error:
                 log.warning("push deliveries left for the sweep: %s", type(error).__name__)
 
@@ -329,7 +359,7 @@ class Store:
         pending deliveries among those maintenance sweeps (in the jobs slot, so it cannot
         be in the write's own step; noted first, it is never missing when needed)."""
         if self.cluster:
-            pending = f"{keys.meta(context_id)}:push"
+            pending = f"{keys.meta(context_id)}{PENDING_PUSHES}"
             await self.client.zadd(PUSH_CONTEXTS, {pending: now_ms()}, nx=True)
 
     async def move_pushes(self, pending: str, *, stale_only: bool = False) -> int:
@@ -342,7 +372,11 @@ class Store:
         while True:
             taken = await self.scripts.take_pushes(
                 keys=[pending],
-                args=[now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch],
+                args=argv(
+                    TakePushesArgs(
+                        now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch
+                    )
+                ),
             )
             if not taken:
                 return moved
@@ -364,7 +398,7 @@ class Store:
             pending = _text(member)
             moved += await self.move_pushes(pending, stale_only=True)
             # A context whose meta key is gone is dead for good (ids are never reused).
-            if not await self.client.exists(pending.removesuffix(":push")):
+            if not await self.client.exists(pending.removesuffix(PENDING_PUSHES)):
                 await self.client.zrem(PUSH_CONTEXTS, pending)
         return moved
 
@@ -387,68 +421,73 @@ class Store:
             await self.note_push_context(keys, context_id)
         reply = await self.scripts.send(
             keys=self._keys(keys, context_id),
-            args=[
-                mode,
-                context_id,
-                w.message_id,
-                w.digest,
-                w.task_id,
-                "1" if w.continuing else "0",
-                self._seal(keys, context_id, "msg", w.message_json),
-                self._seal(keys, context_id, f"{w.task_id}:md", w.metadata_json),
-                self._seal(keys, context_id, f"{w.task_id}:s", w.status_json),
-                now_ms(),
-                self.ttl_ms,
-                stale,
-                w.job_json,
-                "" if self.cluster else w.claimant,
-                ("r" if w.queue_run else "")
-                + ("l" if w.local_run else "")
-                + ("e" if w.embed else "")
-                + _POLICY_FLAGS[w.policy],
-                ",".join(str(q) for q in w.quotas),
-                seal_config(self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json),
-                *w.reference_ids,
-            ],
+            args=argv(
+                SendArgs(
+                    mode=mode,
+                    cid=context_id,
+                    mid=w.message_id,
+                    digest=w.digest,
+                    tid=w.task_id,
+                    continuing="1" if w.continuing else "0",
+                    message=self._seal(keys, context_id, "msg", w.message_json),
+                    metadata=self._seal(
+                        keys, context_id, task_field(w.task_id, f.METADATA), w.metadata_json
+                    ),
+                    status=self._seal(
+                        keys, context_id, task_field(w.task_id, f.STATUS), w.status_json
+                    ),
+                    now=now_ms(),
+                    ttl=self.ttl_ms,
+                    stale_origin=stale,
+                    job=w.job_json,
+                    claimant="" if self.cluster else w.claimant,
+                    flags=("r" if w.queue_run else "")
+                    + ("l" if w.local_run else "")
+                    + ("e" if w.embed else "")
+                    + _POLICY_FLAGS[w.policy],
+                    quotas=",".join(str(q) for q in w.quotas),
+                    push_config=seal_config(
+                        self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
+                    ),
+                    refs=list(w.reference_ids),
+                )
+            ),
         )
-        kind = _text(reply[0])
-        if kind == "ok":
-            return await self._accepted(keys, w, context_id, reply)
-        if kind == "wait":
-            seq = int(reply[2])
-            if self.cluster and w.embed:
-                await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
-            return SendResult(context_id, _text(reply[1]), seq, False, waiting=True)
-        if kind == "dup":
-            if _text(reply[2]) != w.digest:
-                raise IdempotencyConflictError()
-            if self.cluster and w.queue_run:
-                await self._queue_if_lost(keys, context_id, _text(reply[1]), w.job_json)
-            return SendResult(context_id, _text(reply[1]), int(reply[3]), duplicate=True)
-        if kind == "origin":
-            return await self._retry_opening(keys, w, _text(reply[1]))
-        self._raise_refusal(kind, [_text(r) for r in reply[1:]], w.continuing)
-        raise AssertionError(kind)  # pragma: no cover
+        match send_reply(reply):
+            case SendAccepted() as accepted:
+                return await self._accepted(keys, w, context_id, accepted)
+            case SendWaiting(task_id, seq):
+                if self.cluster and w.embed:
+                    await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
+                return SendResult(context_id, task_id, seq, False, waiting=True)
+            case SendDuplicate(task_id, digest, seq):
+                if digest != w.digest:
+                    raise IdempotencyConflictError()
+                if self.cluster and w.queue_run:
+                    await self._queue_if_lost(keys, context_id, task_id, w.job_json)
+                return SendResult(context_id, task_id, seq, duplicate=True)
+            case SendOrigin(origin):
+                return await self._retry_opening(keys, w, origin)
+            case SendRefused(kind, detail):
+                self._raise_refusal(kind, detail, w.continuing)
+                raise AssertionError(kind)  # pragma: no cover
 
     async def _accepted(
-        self, keys: UserKeys, w: SendWrite, context_id: str, reply: list[Any]
+        self, keys: UserKeys, w: SendWrite, context_id: str, reply: SendAccepted
     ) -> SendResult:
-        """An accepted message whose run starts now: {'ok', tid, seq, message, referenced,
-        entry, claimed entry, claimed fields, superseded entry}."""
-        task_id, seq = _text(reply[1]), int(reply[2])
-        inputs = self._run_inputs(keys, context_id, w.reference_ids, seq, reply[3], reply[4])
-        entry, claimed_entry, raw, superseded = _text(reply[5]), _text(reply[6]), reply[7], reply[8]
+        """An accepted message whose run starts now."""
+        task_id, seq, entry = reply.task_id, reply.seq, reply.entry
+        inputs = self._run_inputs(
+            keys, context_id, w.reference_ids, seq, reply.message, reply.referenced
+        )
         if self.cluster:
-            await self._ack_job(_text(superseded))
+            await self._ack_job(reply.superseded)
             if w.queue_run:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
             if w.embed:
                 await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
-            await self._moved_pushes(keys, context_id, reply[9] if len(reply) > 9 else "")
-        claimed = None
-        if claimed_entry:
-            claimed = (claimed_entry, {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
-        return SendResult(context_id, task_id, seq, False, inputs, entry, claimed)
+            await self._moved_pushes(keys, context_id, reply.pushed)
+        return SendResult(context_id, task_id, seq, False, inputs, entry, reply.claimed)
 
     async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
         """The messageId already opened a context: replay it, or reopen if that one is gone."""
@@ -485,55 +524,68 @@ class Store:
         context_id, task_id, artifacts = u.context_id, u.task_id, u.artifacts
         seq, finish, entry, outbox_job = u.seq, u.finish, u.entry, u.outbox_job
         open_artifact, queued_locally = u.open_artifact, u.queued_locally
-        status_field = f"{task_id}:s"
-        art_aad = context_of(keys.prefix, context_id, f"{task_id}:a")
-        events = [self._seal(keys, context_id, f"{task_id}:ev", e) for e in u.artifact_events]
+        status_field = task_field(task_id, f.STATUS)
+        art_aad = context_of(keys.prefix, context_id, task_field(task_id, f.ARTIFACTS))
+        events = [
+            self._seal(keys, context_id, task_field(task_id, f.EVENTS_SEAL), e)
+            for e in u.artifact_events
+        ]
         if open_artifact not in (b"", b"-"):
-            open_artifact = self._seal(keys, context_id, f"{task_id}:pa", open_artifact)
+            open_artifact = self._seal(
+                keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), open_artifact
+            )
         reply = await self.scripts.update(
             keys=self._keys(keys, context_id),
-            args=[
-                context_id,
-                task_id,
-                u.state,
-                self._seal(keys, context_id, status_field, u.status_json),
-                b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
-                self._seal(keys, context_id, "msg", u.message_json) if u.message_json else b"",
-                now_ms(),
-                self.ttl_ms,
-                u.required_state,
-                u.attempt,
-                "1" if finish else "0",
-                seq,
-                entry,
-                outbox_job,
-                self._seal(keys, context_id, f"{task_id}:xmd", u.metadata_json),
-                "l" if queued_locally else "r",
-                self._seal(keys, context_id, status_field, u.next_status_json),
-                b"".join(b"%d:%s" % (len(e), e) for e in events),
-                open_artifact,
-                _artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
-            ],
+            args=argv(
+                UpdateArgs(
+                    cid=context_id,
+                    tid=task_id,
+                    new_state=u.state,
+                    status=self._seal(keys, context_id, status_field, u.status_json),
+                    artifacts=b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
+                    reply=self._seal(keys, context_id, "msg", u.message_json)
+                    if u.message_json
+                    else b"",
+                    now=now_ms(),
+                    ttl=self.ttl_ms,
+                    required_state=u.required_state,
+                    attempt=u.attempt,
+                    finish="1" if finish else "0",
+                    run_seq=seq,
+                    entry=entry,
+                    outbox_job=outbox_job,
+                    agent_metadata=self._seal(
+                        keys, context_id, task_field(task_id, f.AGENT_METADATA), u.metadata_json
+                    ),
+                    next_queue="l" if queued_locally else "r",
+                    next_status=self._seal(keys, context_id, status_field, u.next_status_json),
+                    artifact_events=b"".join(b"%d:%s" % (len(e), e) for e in events),
+                    open_artifact=open_artifact,
+                    artifact_ids=_artifact_ids(artifacts)
+                    if self.push_artifacts and artifacts
+                    else b"",
+                )
+            ),
         )
-        outcome = _text(reply[0])
-        if outcome != "ok":
-            if (finish and outcome != "fenced") or outcome == "gone":
+        written = update_reply(reply)
+        if written.outcome != "ok":
+            if (finish and written.outcome != "fenced") or written.outcome == "gone":
                 await self._ack_job(entry)
-            return UpdateResult(outcome)  # type: ignore[arg-type]
-        if _text(reply[2]) == "store":
+            return UpdateResult(written.outcome)  # type: ignore[arg-type]
+        if written.store_turn:
             await self.client.xadd(OUTBOX, {b"job": outbox_job, b"seq": seq})
-        chained, next_run = _text(reply[3]) == "1", None
-        if chained and reply[5]:
-            next_seq, next_job = int(reply[5]), reply[4]
+        next_run = None
+        if written.chained and written.next_run is not None:
             if queued_locally:
-                next_run = (next_seq, next_job)
+                next_run = written.next_run
             else:  # a cluster: queue it before this run's job is acknowledged
+                next_seq, next_job = written.next_run
                 await self._queue_job(keys, context_id, task_id, next_job, next_seq)
-        await self._moved_pushes(keys, context_id, reply[6])
+        await self._moved_pushes(keys, context_id, written.pushed)
         if finish:
             await self._ack_job(entry)
-        artifacts_json = self._open_artifacts(keys, context_id, task_id, reply[1])
-        return UpdateResult("ok", artifacts_json, chained, next_run)
+        artifacts_json = self._open_artifacts(keys, context_id, task_id, written.artifacts)
+        return UpdateResult("ok", artifacts_json, written.chained, next_run)
 
     @_translated
     async def cancel_task(
@@ -541,19 +593,19 @@ class Store:
     ) -> tuple[str, str | None]:
         reply = await self.scripts.cancel(
             keys=self._keys(keys, context_id),
-            args=[
-                context_id,
-                task_id,
-                self._seal(keys, context_id, f"{task_id}:s", status_json),
-                now_ms(),
-                self.ttl_ms,
-            ],
+            args=argv(
+                CancelArgs(
+                    cid=context_id,
+                    tid=task_id,
+                    status=self._seal(keys, context_id, task_field(task_id, f.STATUS), status_json),
+                    now=now_ms(),
+                    ttl=self.ttl_ms,
+                )
+            ),
         )
-        outcome = _text(reply[0])
-        if outcome == "ok":
-            await self._moved_pushes(keys, context_id, reply[1])
-            return outcome, None
-        return outcome, _text(reply[1]) if len(reply) > 1 else None
+        canceled = cancel_reply(reply)
+        await self._moved_pushes(keys, context_id, canceled.pushed)
+        return canceled.outcome, canceled.state
 
     @_translated
     async def scrub(
@@ -563,17 +615,17 @@ class Store:
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
         was removed, or None when there was no such context."""
         reply = await self.scripts.scrub(
-            keys=self._keys(keys, context_id), args=[context_id, forget_job]
+            keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
         )
-        if not int(reply[0]):
+        scrubbed = scrub_reply(reply)
+        if scrubbed is None:
             return None
-        rest = reply[6:]
-        if rest:
-            ids = b",".join(r if isinstance(r, bytes) else str(r).encode() for r in rest)
+        if scrubbed.forget:
+            ids = b",".join(scrubbed.forget)
             await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
         if self.disk_rewrite is not None:
             await self.disk_rewrite.schedule()
-        return ScrubReceipt(*(int(n) for n in reply[1:6]))
+        return ScrubReceipt(*scrubbed.counts)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -606,7 +658,7 @@ class Store:
 
     @_translated
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
-        raw = await self.client.hget(keys.context(context_id).tasks, f"{task_id}:st")
+        raw = await self.client.hget(keys.context(context_id).tasks, task_field(task_id, f.STATE))
         return _text(raw) if raw is not None else None
 
     @_translated
@@ -614,7 +666,7 @@ class Store:
         """Whether a blocking send of the message at ``seq`` may return: the task is gone or
         terminal, or the message's run has settled (the task is interrupted, or has gone on to
         a later message). ``seq`` 0: whether the task is settled, whatever ran."""
-        fields = [f"{task_id}:st", f"{task_id}:ran", f"{task_id}:job"]
+        fields = [task_field(task_id, s) for s in (f.STATE, f.RAN, f.JOB)]
         state, ran, job = await self.client.hmget(keys.context(context_id).tasks, fields)
         if state is None or _text(state) in TERMINAL:
             return True
@@ -628,7 +680,7 @@ class Store:
     ) -> Task | None:
         """The task; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
-        fields = [f"{task_id}{suffix}" for suffix in (*_TASK_FIELDS, ":pa")]
+        fields = [task_field(task_id, s) for s in (*_TASK_FIELDS, f.OPEN_ARTIFACT)]
         status, arts, seqs, metadata, extra, streamed = await self.client.hmget(ck.tasks, fields)
         if status is None:
             return None
@@ -658,18 +710,20 @@ class Store:
         and rolls back what an earlier, interrupted attempt wrote."""
         reply = await self.scripts.begin_run(
             keys=self._keys(keys, context_id),
-            args=[task_id, seq, attempt, entry, *reference_ids],
+            args=argv(BeginRunArgs(task_id, seq, attempt, entry, list(reference_ids))),
         )
-        if _text(reply[0]) != "ok":
-            if len(reply) > 2:  # a cluster: the run before settled, its next job was lost
-                await self._queue_job(keys, context_id, task_id, reply[2], int(reply[1]))
+        begun = begin_run_reply(reply)
+        if begun.moot:
+            if begun.lost is not None:  # a cluster: the run before settled, its job was lost
+                lost_seq, lost_job = begun.lost
+                await self._queue_job(keys, context_id, task_id, lost_job, lost_seq)
             await self._ack_job(entry)
             return None
-        inputs = self._run_inputs(keys, context_id, reference_ids, seq, reply[1], reply[2])
+        referenced = begun.referenced or []
+        inputs = self._run_inputs(keys, context_id, reference_ids, seq, begun.message, referenced)
         if inputs is None:
             return None
-        waiting = frozenset(int(s) for s in _text(reply[4]).split(",") if s)
-        return replace(inputs, last=int(reply[3]), waiting=waiting)
+        return replace(inputs, last=begun.last, waiting=begun.waiting)
 
     @_translated
     async def context_messages(

@@ -29,11 +29,12 @@ from redis.asyncio.cluster import RedisCluster
 
 from gateway.errors import StoredDataUnreadableError
 from gateway.settings import Settings
+from gateway.store import fields as f
 from gateway.store.agents_store import entry_aad
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.push_records import is_current, open_config, seal_config
 from gateway.store.records import text_of
-from gateway.store.scripts import Scripts
+from gateway.store.scripts import RewriteVectorsArgs, Scripts, argv
 from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
 
 __all__ = ["Rotation", "RotationFigures", "rotate_data"]
@@ -44,11 +45,19 @@ STATE = "gw:{jobs}:rotation"
 _MATCH = "gw:{*}:*"
 _HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
 _AGENT = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")  # a registered agent's entry (a string)
-_TASK_CONTENT = (":s", ":md", ":xmd", ":a", ":pa")
-_PUSH_CONFIG = re.compile(r"^(.+):pn:[^:]+$")  # a task's push config (its URL, token sealed)
+_TASK_CONTENT = (
+    f.STATUS,
+    f.METADATA,
+    f.AGENT_METADATA,
+    f.ARTIFACTS,
+    f.OPEN_ARTIFACT,
+)
+_PUSH_CONFIG = re.compile(
+    rf"^(.+){re.escape(f.PUSH_CONFIG)}[^:]+$"
+)  # a task's push config (its URL, token sealed)
 _LOG = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):ev:(.+)$")  # a task's event log (a stream)
 # The associated data field of an event log entry, by its kind (``event_log.py``).
-_LOG_FIELD = {b"s": ":s", b"a": ":ev"}
+_LOG_FIELD = {b"s": f.STATUS, b"a": f.EVENTS_SEAL}
 
 # KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
 _SWAP = """
@@ -137,7 +146,7 @@ class Rotation:
 
     def _resealed(self, prefix: str, context_id: str, field: str, value: bytes) -> bytes:
         aad = context_of(prefix, context_id, field)
-        if field.endswith(":a"):
+        if field.endswith(f.ARTIFACTS):
             items = split_artifacts(value)
             opened = [self.sealer.open(i, aad) for i in items]
             return b"[" + b",".join(self.sealer.seal_token(i, aad) for i in opened) + b"]"
@@ -225,7 +234,9 @@ class Rotation:
         encryption was on) sealed as one frame, or, with encryption off, opened into clear
         rows; unless vectors were added or rewritten meanwhile (then the next run does it)."""
         meta = f"{prefix}:c:{context_id}"
-        form, generation = await self.client.hmget(meta, ["vfmt", "vgen"])
+        form, generation = await self.client.hmget(
+            meta, [f.META_VECTOR_FORM, f.META_VECTOR_GENERATION]
+        )
         stored = await self.client.get(key)
         if not stored:
             return
@@ -244,9 +255,9 @@ class Rotation:
             rows = stored
         else:
             return  # clear, and encryption is off: as a new write would be
-        layout = [frame(self.sealer.seal(rows, aad)), "s"] if self.target else [rows, ""]
-        args: list[Any] = [len(stored), int(generation or 0), *layout]
-        done = 1 if int(await self._rewrite(keys=[meta, key], args=args)) else 0
+        layout, form = (frame(self.sealer.seal(rows, aad)), "s") if self.target else (rows, "")
+        args = RewriteVectorsArgs(len(stored), int(generation or 0), layout, form)
+        done = 1 if int(await self._rewrite(keys=[meta, key], args=argv(args))) else 0
         figures.resealed += done
         figures.skipped += 1 - done
 

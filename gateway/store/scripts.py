@@ -1,50 +1,186 @@
 """Every Lua script of the store, registered once per client.
 
 Each context script takes the fourteen keys of ``ContextKeys.all()`` in that order (the
-context's thirteen and the user's running tasks), then the job streams, so it may read and
-write the whole context atomically and refresh the sliding TTL of every key it owns in O(1).
-On Redis Cluster the job streams live in another slot, so they are not passed: the scripts
-then leave the streams alone and the store queues and acknowledges jobs in a second step.
+context's thirteen and the user's running tasks; Lua locals named after its fields, e.g.
+``TASKS``), then the job streams, so it may read and write the whole context atomically
+and refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the job streams
+live in another slot, so they are not passed: the scripts then leave the streams alone and
+the store queues and acknowledges jobs in a second step.
 
 A context whose meta key is missing is dead (scrubbed or expired) and, since ids
 are never reused, stays dead: every writer checks the meta key inside its script,
 so no late write can resurrect it.
+
+Names shared with Python (fields, marks, channels, states) are generated into each script's
+prelude from their definitions (``LUA_NAMES``). A script's ARGV is a NamedTuple here, in
+ARGV order, whose fields become the script's Lua locals (``_lua_args``) and which the store
+builds and spreads with ``argv``: the order is written once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from dataclasses import fields as dataclass_fields
+from typing import Any, NamedTuple, get_origin, get_type_hints
 
 from redis.commands.core import AsyncScript
 
-__all__ = ["Scripts"]
+from gateway.a2a import INTERRUPTED, TERMINAL
+from gateway.store import fields as f
+from gateway.store.keys import (
+    CONTEXT_KEY_COUNT,
+    EVENT_CHANNEL,
+    EVENT_STREAM,
+    EVENTS_GRACE_MS,
+    JOBS_GROUP,
+    PENDING_PUSHES,
+    ContextKeys,
+)
 
-# KEYS: 1 ctxs  2 tix  3 orig  4 meta  5 items  6 tasks  7 msgs  8 mids  9 vec  10 vix
-#       11 vbits  12 seen  13 ledger  14 the user's running tasks  15 jobs stream
-#       16 embedding stream  17 long-term memory outbox (15-17 absent on a cluster)
-_PRELUDE = """
-local TERMINAL = {completed = true, canceled = true, failed = true, rejected = true}
-local GROUP = 'runners'
-local RUNNING = KEYS[14]
+__all__ = [
+    "LUA_NAMES",
+    "AddVectorsArgs",
+    "BeginRunArgs",
+    "CancelArgs",
+    "PushConfigArgs",
+    "RecordJobArgs",
+    "RememberArgs",
+    "ResetVectorsArgs",
+    "RewriteVectorsArgs",
+    "Scripts",
+    "ScrubArgs",
+    "SendArgs",
+    "TakePushesArgs",
+    "UpdateArgs",
+    "UseApiKeyArgs",
+    "argv",
+]
+
+# Every name the scripts share with Python, as the Lua locals of their prelude (generated
+# here, so the scripts never spell a field, key part or state themselves).
+LUA_NAMES: Mapping[str, str | int] = {
+    "F_STATE": f.STATE,
+    "F_STATUS": f.STATUS,
+    "F_ARTIFACTS": f.ARTIFACTS,
+    "F_MESSAGES": f.MESSAGES,
+    "F_METADATA": f.METADATA,
+    "F_AGENT_METADATA": f.AGENT_METADATA,
+    "F_OPEN_ARTIFACT": f.OPEN_ARTIFACT,
+    "F_ATTEMPT": f.ATTEMPT,
+    "F_MARK": f.MARK,
+    "F_JOB": f.JOB,
+    "F_RAN": f.RAN,
+    "F_WAITING": f.WAITING,
+    "F_WAITING_JOB": f.WAITING_JOB,
+    "F_PUSH_IDS": f.PUSH_IDS,
+    "F_PUSH_CONFIG": f.PUSH_CONFIG,
+    "F_PUSH_EVENTS": f.PUSH_EVENTS,
+    "PENDING_MARK": f.PENDING_MARK,
+    "LOCAL_MARK": f.LOCAL_MARK,
+    "M_CREATED": f.META_CREATED,
+    "M_UPDATED": f.META_UPDATED,
+    "M_SEQ": f.META_SEQ,
+    "M_TASKS": f.META_TASKS,
+    "M_ORIGIN": f.META_ORIGIN,
+    "M_BYTES": f.META_BYTES,
+    "M_EMBED_QUEUED": f.META_EMBED_QUEUED,
+    "M_EMBEDDED": f.META_EMBEDDED,
+    "M_VECTOR_MODEL": f.META_VECTOR_MODEL,
+    "M_VECTOR_DIMS": f.META_VECTOR_DIMS,
+    "M_VECTOR_FORM": f.META_VECTOR_FORM,
+    "M_VECTOR_GENERATION": f.META_VECTOR_GENERATION,
+    "M_REEMBEDDING": f.META_REEMBEDDING,
+    "GROUP": JOBS_GROUP,
+    "EVENTS": EVENT_CHANNEL,
+    "EVENT_STREAM": EVENT_STREAM,
+    "EVENTS_GRACE_MS": EVENTS_GRACE_MS,
+    "PENDING_PUSHES": PENDING_PUSHES,
+    # The keys whose TTL a write of the context refreshes: all of its own (not the user's
+    # running tasks, nor the streams).
+    "CONTEXT_TTL_KEYS": CONTEXT_KEY_COUNT - 1,
+}
+
+
+def _lua_value(value: str | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if any(c in value for c in "'\\\n"):
+        raise ValueError(f"not a plain Lua string: {value!r}")
+    return f"'{value}'"
+
+
+def _lua_set(name: str, members: frozenset[str]) -> str:
+    return (
+        f"local {name} = {{" + ", ".join(f"[{_lua_value(m)}] = true" for m in sorted(members)) + "}"
+    )
+
+
+_CONSTANTS = (
+    "\n".join(
+        [
+            *(f"local {name} = {_lua_value(value)}" for name, value in LUA_NAMES.items()),
+            _lua_set("TERMINAL", TERMINAL),
+            _lua_set("INTERRUPTED", INTERRUPTED),
+        ]
+    )
+    + "\n"
+)
+
+
+def _lua_args(args: type[tuple[Any, ...]]) -> str:
+    """A script's ARGV as Lua locals named after the fields of ``args``, a NamedTuple in ARGV
+    order (so the order is written once). A last field typed ``Sequence`` is the rest of
+    ARGV: the local ``<field>_from`` is its first index."""
+    names = list(args._fields)  # type: ignore[attr-defined]
+    rest = get_origin(get_type_hints(args)[names[-1]]) is Sequence
+    fixed = names[:-1] if rest else names
+    text = ""
+    if fixed:
+        argv_of = ", ".join(f"ARGV[{i}]" for i in range(1, len(fixed) + 1))
+        text = f"local {', '.join(fixed)} = {argv_of}\n"
+    if rest:
+        text += f"local {names[-1]}_from = {len(fixed) + 1}\n"
+    return text
+
+
+def argv(args: tuple[Any, ...]) -> list[Any]:
+    """A script's ARGV from its args (a last sequence field is spread)."""
+    *fixed, last = args
+    return [*fixed, *last] if isinstance(last, list | tuple) else list(args)
+
+
+# A context script's keys (``ContextKeys.all()``) as locals named after its fields: CONTEXTS,
+# TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS, VECTORS, VECTOR_SEQS, VECTOR_BITS,
+# SEEN, LEDGER, RUNNING; then the streams: jobs, embeddings, long-term memory outbox and
+# push deliveries (absent on a cluster).
+_CONTEXT_NAMES = [k.name.upper() for k in dataclass_fields(ContextKeys)]
+_CONTEXT_KEYS = (
+    f"local {', '.join(_CONTEXT_NAMES)} = "
+    + ", ".join(f"KEYS[{i}]" for i in range(1, len(_CONTEXT_NAMES) + 1))
+    + "\n"
+)
+_PRELUDE = (
+    _CONSTANTS
+    + _CONTEXT_KEYS
+    + """
 local JOBS, EMBEDS, OUTBOX = KEYS[15], KEYS[16], KEYS[17]
-local EVENTS = 'gw:ev:'
 -- The task's run (and any message waiting for it) is over: it leaves the running tasks.
 local function settled(tid) redis.call('ZREM', RUNNING, tid) end
 -- The sliding TTL (ms): every key of a context expires with its meta key. A write refreshes
--- all thirteen only once the meta key has lost more than 1% of the TTL (at most an hour)
+-- all of them only once the meta key has lost more than 1% of the TTL (at most an hour)
 -- since the last refresh, so most writes spend one PTTL instead of thirteen PEXPIREs, and a
 -- context expires between TTL minus that slack and TTL after its last write, never later.
--- `...` names the keys (indexes into KEYS) the calling script may have created: when the
--- refresh is skipped, each of them that has no TTL yet takes the meta key's remaining one.
+-- `...` names the keys the calling script may have created: when the refresh is skipped,
+-- each of them that has no TTL yet takes the meta key's remaining one.
 local function touch(ttl, ...)
-  local left = redis.call('PTTL', KEYS[4])
+  local left = redis.call('PTTL', META)
   if left < 0 or ttl - left > math.min(ttl / 100, 3600000) then
-    for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
+    for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
     return
   end
-  for _, i in ipairs({...}) do
-    if redis.call('PTTL', KEYS[i]) == -1 then redis.call('PEXPIRE', KEYS[i], left) end
+  for _, key in ipairs({...}) do
+    if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, left) end
   end
 end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot). Marks that are
@@ -62,37 +198,38 @@ local function attempt_id(owner, job) return owner .. '/' .. job end
 -- Make `att` the attempt that owns the task's run, marking how much artifact and history
 -- the task held when it began (what a later attempt rolls back to).
 local function fence(tid, att)
-  local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':att', att, tid .. ':mk', #arts .. '|' .. #seqs)
+  local arts = redis.call('HSTRLEN', TASKS, tid .. F_ARTIFACTS)
+  local seqs = redis.call('HSTRLEN', TASKS, tid .. F_MESSAGES)
+  redis.call('HSET', TASKS, tid .. F_ATTEMPT, att, tid .. F_MARK, arts .. '|' .. seqs)
 end
 -- Forget the messages waiting for the task's run (they stay in its history).
 local function drop_waiting(tid)
-  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
   if not queued then return end
-  for s in string.gmatch(queued, '[^,]+') do redis.call('HDEL', KEYS[6], tid .. ':wj:' .. s) end
-  redis.call('HDEL', KEYS[6], tid .. ':w')
+  for s in string.gmatch(queued, '[^,]+') do
+    redis.call('HDEL', TASKS, tid .. F_WAITING_JOB .. s)
+  end
+  redis.call('HDEL', TASKS, tid .. F_WAITING)
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
 -- artifacts of the referenced tasks. Earlier messages are loaded only if the agent asks.
 local function run_inputs(seq, first_ref)
-  local msg = redis.call('HGET', KEYS[7], seq)
+  local msg = redis.call('HGET', MSGS, seq)
   local refs = {}
   for i = first_ref, #ARGV do
-    refs[#refs + 1] = ARGV[i] .. ':s'
-    refs[#refs + 1] = ARGV[i] .. ':a'
+    refs[#refs + 1] = ARGV[i] .. F_STATUS
+    refs[#refs + 1] = ARGV[i] .. F_ARTIFACTS
   end
   local referenced = {}
-  if #refs > 0 then referenced = redis.call('HMGET', KEYS[6], unpack(refs)) end
+  if #refs > 0 then referenced = redis.call('HMGET', TASKS, unpack(refs)) end
   return msg, referenced
 end
 -- Task event streams (live events for SSE readers on any replica): one stream per task,
 -- '<meta key>:ev:<tid>', in the context's slot. Entries: 'k' (s status, a artifact) and 'd'
 -- (its json). A stream lives as long as the context unless its task settles, then for
 -- EVENTS_GRACE_MS more; a scrub deletes it.
-local EVENTS_GRACE_MS = 300000
 local function emit(tid, kind, data, ttl, settled)
-  local key = KEYS[4] .. ':ev:' .. tid
+  local key = META .. EVENT_STREAM .. tid
   redis.call('XADD', key, '*', 'k', kind, 'd', data)
   if settled and ttl > EVENTS_GRACE_MS then ttl = EVENTS_GRACE_MS end
   redis.call('PEXPIRE', key, ttl)
@@ -108,6 +245,7 @@ local function emit_artifacts(tid, list, ttl)
   end
 end
 """
+)
 
 # Push notifications (``gateway/push``). The deliveries stream is the last key. On a cluster
 # it is in another slot, so a delivery waits in the context's own zset '<meta key>:push'
@@ -120,11 +258,11 @@ end
 # events, so each has a stable id (`<tid>.<n>`) a receiver can dedupe on.
 _PRELUDE += """
 local PUSH = JOBS and KEYS[#KEYS]
-local PUSH_PENDING = KEYS[4] .. ':push'
+local PUSH_PENDING = META .. PENDING_PUSHES
 local PUSHED = ''  -- 'push': deliveries wait in PUSH_PENDING for the store to move them
 -- Whether the task may take the config `id` (it has it, or fewer than `max`).
 local function push_room(tid, id, max)
-  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  local ids = redis.call('HGET', TASKS, tid .. F_PUSH_IDS)
   if not ids then return true end
   local n = 0
   for i in string.gmatch(ids, '[^,]+') do
@@ -134,24 +272,25 @@ local function push_room(tid, id, max)
   return n < max
 end
 local function push_set(tid, id, config)
-  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  local ids = redis.call('HGET', TASKS, tid .. F_PUSH_IDS)
   if not ids then ids = id
   elseif not string.find(',' .. ids .. ',', ',' .. id .. ',', 1, true) then ids = ids .. ',' .. id
   end
-  redis.call('HSET', KEYS[6], tid .. ':pn', ids, tid .. ':pn:' .. id, config)
+  redis.call('HSET', TASKS, tid .. F_PUSH_IDS, ids, tid .. F_PUSH_CONFIG .. id, config)
 end
 -- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': the
 -- artifact `aid` was added) to each of its webhooks, in the write that made the change.
 local function notify(cid, tid, kind, state, now, ttl, aid)
-  local ids = redis.call('HGET', KEYS[6], tid .. ':pn')
+  local ids = redis.call('HGET', TASKS, tid .. F_PUSH_IDS)
   if not ids then return end
   local wanted = {}
   for id in string.gmatch(ids, '[^,]+') do
-    local ok, cfg = pcall(cjson.decode, redis.call('HGET', KEYS[6], tid .. ':pn:' .. id) or '')
+    local stored = redis.call('HGET', TASKS, tid .. F_PUSH_CONFIG .. id)
+    local ok, cfg = pcall(cjson.decode, stored or '')
     if ok and (kind == 's' or cfg.a) then wanted[#wanted + 1] = {id, cfg} end
   end
   if #wanted == 0 then return end
-  local n = redis.call('HINCRBY', KEYS[6], tid .. ':pe', 1)
+  local n = redis.call('HINCRBY', TASKS, tid .. F_PUSH_EVENTS, 1)
   for _, w in ipairs(wanted) do
     local job = cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid, p = w[1], n = n,
       e = kind, s = state, i = aid or '', q = tonumber(now)})
@@ -165,36 +304,55 @@ local function notify(cid, tid, kind, state, now, ttl, aid)
 end
 """
 
-# ARGV: 1 mode(new|continue) 2 cid 3 mid 4 digest 5 tid 6 continuing(1|0) 7 message json
-#       8 task metadata json or '' 9 status json 10 now ms 11 ttl ms 12 stale origin
-#       13 job fields json 14 consumer taking a job now, or '' 15 flags
-#       16 quotas 'messages,bytes,contexts,running' (0: none) 17 a push config json (with
-#       its `id`) for the task, or '' 18.. reference ids
-# Flags: 'r' queue the run on the jobs stream (with the message: an accepted message always
-# has its run queued), 'l' the run is this process's (in-process queue), 'e' queue the
-# message for embedding; and the run policy for a task whose run is under way (its ':job'
-# is set): 'w' enqueue (the message waits in ':w' for the run to settle), 'x' reject,
-# 'i' interrupt (the run is superseded: fenced off, its job dropped, and earlier messages
-# count as run).
+# ARGV: SendArgs. Flags: 'r' queue the run on the jobs stream (with the message: an
+# accepted message always has its run queued), 'l' the run is this process's (in-process
+# queue), 'e' queue the message for embedding; and the run policy for a task whose run is
+# under way (its ':job' is set): 'w' enqueue (the message waits in ':w' for the run to
+# settle), 'x' reject, 'i' interrupt (the run is superseded: fenced off, its job dropped,
+# and earlier messages count as run).
 # Returns {'ok', tid, seq, message, referenced, entry, claimed entry, its fields,
 # superseded entry[, 'push' or '' on a cluster: see notify]} (so the run needs no second
 # read; '' where there is none), {'wait', tid,
 # seq} (stored; runs after the runs before it), {'dup', tid, digest, seq}, or a refusal.
+
+
+class SendArgs(NamedTuple):
+    """The send script's ARGV, in order."""
+
+    mode: str  # 'new' (the message opens the context) or 'continue'
+    cid: str
+    mid: str  # the messageId
+    digest: str
+    tid: str
+    continuing: str  # '1': the message continues the task
+    message: bytes  # json
+    metadata: bytes  # the task's metadata json, or ''
+    status: bytes  # json
+    now: int  # ms
+    ttl: int  # ms
+    stale_origin: str  # the context this messageId opened before, now gone, or ''
+    job: bytes  # the job's fields, json
+    claimant: str  # a consumer taking a job now, or ''
+    flags: str
+    quotas: str  # 'messages,bytes,contexts,running' (0: none)
+    push_config: bytes  # a push config json (with its `id`) for the task, or ''
+    refs: Sequence[str]  # the reference ids (the rest of ARGV)
+
+
 _SEND = (
     _PRELUDE
+    + _lua_args(SendArgs)
     + """
-local mode, cid, mid, digest, tid = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local continuing = ARGV[6] == '1'
-local now, ttl, flags = ARGV[10], tonumber(ARGV[11]), ARGV[15]
+continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
 if mode == 'new' then
-  local origin = redis.call('HGET', KEYS[3], mid)
-  if origin and origin ~= ARGV[12] then return {'origin', origin} end
-  if redis.call('EXISTS', KEYS[4]) == 1 then return {'collision'} end
+  local origin = redis.call('HGET', ORIGINS, mid)
+  if origin and origin ~= stale_origin then return {'origin', origin} end
+  if redis.call('EXISTS', META) == 1 then return {'collision'} end
 else
-  if redis.call('EXISTS', KEYS[4]) == 0 then return {'nocontext'} end
-  local prior = redis.call('HGET', KEYS[8], mid)
+  if redis.call('EXISTS', META) == 0 then return {'nocontext'} end
+  local prior = redis.call('HGET', MIDS, mid)
   if prior then
     local a = string.find(prior, '|', 1, true)
     local b = string.find(prior, '|', a + 1, true)
@@ -203,16 +361,16 @@ else
             string.sub(prior, b + 1)}
   end
   if continuing then
-    local state = redis.call('HGET', KEYS[6], tid .. ':st')
+    local state = redis.call('HGET', TASKS, tid .. F_STATE)
     if not state then return {'notask'} end
     if TERMINAL[state] then return {'terminal', state} end
-    busy = redis.call('HEXISTS', KEYS[6], tid .. ':job') == 1
+    busy = redis.call('HEXISTS', TASKS, tid .. F_JOB) == 1
     if busy and flag('x') then return {'busy'} end
   end
 end
 local unknown = {}
-for i = 18, #ARGV do
-  if redis.call('HEXISTS', KEYS[6], ARGV[i] .. ':st') == 0 then
+for i = refs_from, #ARGV do
+  if redis.call('HEXISTS', TASKS, ARGV[i] .. F_STATE) == 0 then
     unknown[#unknown + 1] = ARGV[i]
   end
 end
@@ -221,7 +379,7 @@ if #unknown > 0 then return {'badrefs', unpack(unknown)} end
 -- (a replayed messageId answered 'dup' above is never refused). Messages count the whole
 -- context (replies too); bytes are the context's 'bytes' field, which every stored message,
 -- reply and artifact adds to; contexts are the user's index (expired ones until pruned).
-local qm, qb, qc, qr = string.match(ARGV[16], '^(%d+),(%d+),(%d+),(%d+)$')
+local qm, qb, qc, qr = string.match(quotas, '^(%d+),(%d+),(%d+),(%d+)$')
 qm, qb, qc, qr = tonumber(qm), tonumber(qb), tonumber(qc), tonumber(qr)
 -- Running tasks: a message starts a run unless its task's run is under way. Entries of
 -- contexts that expired meanwhile (no script saw their runs end) age out with the TTL.
@@ -229,77 +387,77 @@ if qr > 0 and not busy and not redis.call('ZSCORE', RUNNING, tid) then
   redis.call('ZREMRANGEBYSCORE', RUNNING, '-inf', '(' .. (tonumber(now) - ttl))
   if redis.call('ZCARD', RUNNING) >= qr then return {'quota', 'running_tasks_per_user', qr} end
 end
-if qc > 0 and mode == 'new' and redis.call('ZCARD', KEYS[1]) >= qc then
+if qc > 0 and mode == 'new' and redis.call('ZCARD', CONTEXTS) >= qc then
   return {'quota', 'contexts_per_user', qc}
 end
-if qm > 0 and mode ~= 'new' and redis.call('HLEN', KEYS[7]) >= qm then
+if qm > 0 and mode ~= 'new' and redis.call('HLEN', MSGS) >= qm then
   return {'quota', 'messages_per_context', qm}
 end
 if qb > 0 then
   local used = 0
-  if mode ~= 'new' then used = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0') end
-  if used + #ARGV[7] > qb then return {'quota', 'bytes_per_context', qb} end
+  if mode ~= 'new' then used = tonumber(redis.call('HGET', META, M_BYTES) or '0') end
+  if used + #message > qb then return {'quota', 'bytes_per_context', qb} end
 end
 local push = nil
-if ARGV[17] ~= '' then
-  push = cjson.decode(ARGV[17])
+if push_config ~= '' then
+  push = cjson.decode(push_config)
   if continuing and not push_room(tid, push.id, 10) then return {'pushfull'} end
 end
 if mode == 'new' then
-  redis.call('HSET', KEYS[4], 'created', now, 'updated', now, 'seq', 0, 'tasks', 0,
-             'origin', mid)
-  redis.call('HSET', KEYS[3], mid, cid)
+  redis.call('HSET', META, M_CREATED, now, M_UPDATED, now, M_SEQ, 0, M_TASKS, 0,
+             M_ORIGIN, mid)
+  redis.call('HSET', ORIGINS, mid, cid)
 end
-local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+local seq = redis.call('HINCRBY', META, M_SEQ, 1)
 local waits = busy and not flag('i')
-redis.call('HSET', KEYS[7], seq, ARGV[7])
-redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[7])  -- for the bytes quota
+redis.call('HSET', MSGS, seq, message)
+redis.call('HINCRBY', META, M_BYTES, #message)  -- for the bytes quota
 if continuing then
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
+  local seqs = redis.call('HGET', TASKS, tid .. F_MESSAGES)
+  redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
   if not waits then
-    redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9])
-    emit(tid, 's', ARGV[9], ttl, false)
+    redis.call('HSET', TASKS, tid .. F_STATE, 'submitted', tid .. F_STATUS, status)
+    emit(tid, 's', status, ttl, false)
   end
 else
-  redis.call('RPUSH', KEYS[5], tid)
-  redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[9],
-             tid .. ':a', '[]', tid .. ':m', seq)
-  if ARGV[8] ~= '' then redis.call('HSET', KEYS[6], tid .. ':md', ARGV[8]) end
-  emit(tid, 's', ARGV[9], ttl, false)
-  redis.call('HSET', KEYS[2], tid, cid)
-  redis.call('HINCRBY', KEYS[4], 'tasks', 1)
+  redis.call('RPUSH', ITEMS, tid)
+  redis.call('HSET', TASKS, tid .. F_STATE, 'submitted', tid .. F_STATUS, status,
+             tid .. F_ARTIFACTS, '[]', tid .. F_MESSAGES, seq)
+  if metadata ~= '' then redis.call('HSET', TASKS, tid .. F_METADATA, metadata) end
+  emit(tid, 's', status, ttl, false)
+  redis.call('HSET', TASK_INDEX, tid, cid)
+  redis.call('HINCRBY', META, M_TASKS, 1)
 end
-if push then push_set(tid, push.id, ARGV[17]) end
+if push then push_set(tid, push.id, push_config) end
 if not waits then notify(cid, tid, 's', 'submitted', now, ttl) end
-redis.call('HSET', KEYS[8], mid, tid .. '|' .. digest .. '|' .. seq)
-redis.call('HSET', KEYS[4], 'updated', now)
-redis.call('ZADD', KEYS[1], now, cid)
-touch(ttl, 1, 2)
+redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
+redis.call('HSET', META, M_UPDATED, now)
+redis.call('ZADD', CONTEXTS, now, cid)
+touch(ttl, CONTEXTS, TASK_INDEX)
 if flag('e') then
-  redis.call('HINCRBY', KEYS[4], 'embq', 1)
-  if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', ARGV[13], 'seq', seq) end
+  redis.call('HINCRBY', META, M_EMBED_QUEUED, 1)
+  if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', job, 'seq', seq) end
 end
 if waits then
-  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
   if queued then queued = queued .. ',' .. seq else queued = tostring(seq) end
-  redis.call('HSET', KEYS[6], tid .. ':w', queued, tid .. ':wj:' .. seq, ARGV[13])
+  redis.call('HSET', TASKS, tid .. F_WAITING, queued, tid .. F_WAITING_JOB .. seq, job)
   return {'wait', tid, seq}
 end
 redis.call('ZADD', RUNNING, now, tid)
 redis.call('PEXPIRE', RUNNING, ttl)
 local superseded = ''
 if busy then
-  superseded = redis.call('HGET', KEYS[6], tid .. ':job')
+  superseded = redis.call('HGET', TASKS, tid .. F_JOB)
   drop_waiting(tid)
-  redis.call('HSET', KEYS[6], tid .. ':ran', seq - 1)
-  redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
+  redis.call('HSET', TASKS, tid .. F_RAN, seq - 1)
+  redis.call('HDEL', TASKS, tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   if JOBS then ack(superseded); superseded = '' end
   redis.call('PUBLISH', EVENTS .. tid, 'interrupted|' .. (seq - 1))
 end
-local msg, referenced = run_inputs(seq, 18)
+local msg, referenced = run_inputs(seq, refs_from)
 if flag('l') then
-  redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. seq)
+  redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. seq)
   fence(tid, attempt_id('local', seq))
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
@@ -309,176 +467,212 @@ end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
-  redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. seq)
+  redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. seq)
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
-local entry = redis.call('XADD', JOBS, '*', 'job', ARGV[13], 'seq', seq)
-redis.call('HSET', KEYS[6], tid .. ':job', entry)
-if ARGV[14] == '' then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
+local entry = redis.call('XADD', JOBS, '*', 'job', job, 'seq', seq)
+redis.call('HSET', TASKS, tid .. F_JOB, entry)
+if claimant == '' then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
-local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, ARGV[14], 'COUNT', 1,
+local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, claimant, 'COUNT', 1,
                         'STREAMS', JOBS, '>')
 if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 local claimed = got[1][2][1]
-if claimed[1] == entry then fence(tid, attempt_id(ARGV[14], entry)) end
+if claimed[1] == entry then fence(tid, attempt_id(claimant, entry)) end
 return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 """
 )
 
-# ARGV: 1 cid 2 tid 3 state ('' = unchanged) 4 status json 5 artifacts (json objects joined
-#       by ',') or '' 6 agent message json or '' 7 now ms 8 ttl ms 9 required current state
-#       or '' 10 attempt id or '' 11 finish (1|0) 12 seq of the run's message 13 job entry or ''
-#       14 long-term memory job json or '': a finishing write that leaves the task completed or
-#       input-required queues the turn in the outbox (on a cluster it returns 'store' instead)
-#       15 the agent's task metadata json or '' (replaces the last run's) 16 how the next
-#       waiting message's run is queued: 'r' on the jobs stream, 'l' by this process
-#       17 the status json of a task whose next message's run is queued ('submitted')
-#       18 artifact events for the task's event stream ('<length>:<json>'...) or ''
-#       19 the artifact being streamed, as it stands: json, '' unchanged, '-' none (closed)
-#       20 the artifactIds of the artifacts in 5, one per line, when webhooks get artifact
-#       updates (GATEWAY_PUSH_ARTIFACTS), else ''
+# ARGV: UpdateArgs. A finishing write that leaves the task completed or input-required,
+# given an outbox job, queues the turn in the outbox (on a cluster it returns 'store' instead).
 # Events are published as '<state>|<seq>', so a waiter can tell this run's news from an
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
-# Returns {'ok', artifacts json array, 'store' or '', '1' when the next run was queued or '',
+# Returns {'ok', artifacts json array (nil unless the write finishes the run or leaves the
+# task terminal or interrupted), 'store' or '', '1' when the next run was queued or '',
 # next job json, next seq, 'push' or ''} ('' for next job and seq unless the caller queues
 # that run itself; 'push' on a cluster when deliveries wait to be moved),
 # {'skipped'} (state not as required), {'fenced'} (another attempt owns the run),
 # {'moot'} (the message already counts as run), {'terminal'} or {'gone'}. Terminal tasks take
 # no writes: a late result after a cancel is dropped. A finishing write records the run as
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
+
+
+class UpdateArgs(NamedTuple):
+    """The update script's ARGV, in order."""
+
+    cid: str
+    tid: str
+    new_state: str  # '' = unchanged
+    status: bytes  # json
+    artifacts: bytes  # json objects joined by ',', or ''
+    reply: bytes  # the agent's message json, or ''
+    now: int  # ms
+    ttl: int  # ms
+    required_state: str  # or ''
+    attempt: str  # or ''
+    finish: str  # '1' | '0'
+    run_seq: int  # the seq of the run's message
+    entry: str  # the run's job entry, or ''
+    outbox_job: bytes  # long-term memory job json, or ''
+    agent_metadata: bytes  # the agent's task metadata json, or ''
+    next_queue: str  # how the next waiting message's run is queued: 'r' or 'l'
+    next_status: bytes  # the status json of a task whose next run is queued
+    artifact_events: bytes  # '<length>:<json>'... or ''
+    open_artifact: bytes  # json, '' unchanged, '-' none (closed)
+    artifact_ids: bytes  # one per line, when webhooks get artifact updates, else ''
+
+
 _UPDATE = (
     _PRELUDE
+    + _lua_args(UpdateArgs)
     + """
-local cid, tid, finish, entry = ARGV[1], ARGV[2], ARGV[11] == '1', ARGV[13]
-if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'gone'} end
-local state = redis.call('HGET', KEYS[6], tid .. ':st')
+finish, ttl = finish == '1', tonumber(ttl)
+if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone'} end
+local state = redis.call('HGET', TASKS, tid .. F_STATE)
 if not state then ack(entry); return {'gone'} end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
   return {'terminal'}
 end
-if finish and tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0') >= tonumber(ARGV[12])
+if finish and tonumber(redis.call('HGET', TASKS, tid .. F_RAN) or '0') >= tonumber(run_seq)
 then
   ack(entry)
   return {'moot'}
 end
-if ARGV[10] ~= '' and redis.call('HGET', KEYS[6], tid .. ':att') ~= ARGV[10] then
+if attempt ~= '' and redis.call('HGET', TASKS, tid .. F_ATTEMPT) ~= attempt then
   return {'fenced'}
 end
-if ARGV[9] ~= '' and state ~= ARGV[9] then return {'skipped'} end
-if #ARGV[5] + #ARGV[6] > 0 then  -- the bytes quota counts replies and artifacts too
-  redis.call('HINCRBY', KEYS[4], 'bytes', #ARGV[5] + #ARGV[6])
+if required_state ~= '' and state ~= required_state then return {'skipped'} end
+if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
+  redis.call('HINCRBY', META, M_BYTES, #artifacts + #reply)
 end
-if ARGV[6] ~= '' then
-  local seq = redis.call('HINCRBY', KEYS[4], 'seq', 1)
-  redis.call('HSET', KEYS[7], seq, ARGV[6])
-  local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
-  redis.call('HSET', KEYS[6], tid .. ':m', seqs .. ',' .. seq)
+if reply ~= '' then
+  local seq = redis.call('HINCRBY', META, M_SEQ, 1)
+  redis.call('HSET', MSGS, seq, reply)
+  local seqs = redis.call('HGET', TASKS, tid .. F_MESSAGES)
+  redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
 end
-local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-if (ARGV[20] or '') ~= '' and redis.call('HEXISTS', KEYS[6], tid .. ':pn') == 1 then
-  for aid in string.gmatch(ARGV[20], '[^\\n]+') do
-    notify(cid, tid, 'a', '', ARGV[7], tonumber(ARGV[8]), aid)
+-- The artifacts are read only to append to them, or to return them with a write that
+-- settles the task or ends its run (a progress or 'working' write returns none).
+local returns_arts = finish or TERMINAL[new_state] or INTERRUPTED[new_state]
+local arts = false
+if artifacts ~= '' or returns_arts then arts = redis.call('HGET', TASKS, tid .. F_ARTIFACTS) end
+if artifact_ids ~= '' and redis.call('HEXISTS', TASKS, tid .. F_PUSH_IDS) == 1 then
+  for aid in string.gmatch(artifact_ids, '[^\\n]+') do
+    notify(cid, tid, 'a', '', now, tonumber(ttl), aid)
   end
 end
-if ARGV[5] ~= '' then
-  if arts == '[]' then arts = '[' .. ARGV[5] .. ']'
-  else arts = string.sub(arts, 1, -2) .. ',' .. ARGV[5] .. ']' end
-  redis.call('HSET', KEYS[6], tid .. ':a', arts)
+if artifacts ~= '' then
+  if arts == '[]' then arts = '[' .. artifacts .. ']'
+  else arts = string.sub(arts, 1, -2) .. ',' .. artifacts .. ']' end
+  redis.call('HSET', TASKS, tid .. F_ARTIFACTS, arts)
 end
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[6], tid .. ':st', ARGV[3], tid .. ':s', ARGV[4])
+if new_state ~= '' then
+  redis.call('HSET', TASKS, tid .. F_STATE, new_state, tid .. F_STATUS, status)
 end
-if ARGV[15] ~= '' then redis.call('HSET', KEYS[6], tid .. ':xmd', ARGV[15]) end
-if ARGV[19] == '-' then redis.call('HDEL', KEYS[6], tid .. ':pa')
-elseif ARGV[19] ~= '' then redis.call('HSET', KEYS[6], tid .. ':pa', ARGV[19]) end
-if ARGV[18] ~= '' then emit_artifacts(tid, ARGV[18], tonumber(ARGV[8])) end
+if agent_metadata ~= '' then redis.call('HSET', TASKS, tid .. F_AGENT_METADATA, agent_metadata) end
+if open_artifact == '-' then redis.call('HDEL', TASKS, tid .. F_OPEN_ARTIFACT)
+elseif open_artifact ~= '' then redis.call('HSET', TASKS, tid .. F_OPEN_ARTIFACT, open_artifact) end
+if artifact_events ~= '' then emit_artifacts(tid, artifact_events, tonumber(ttl)) end
 local store, chained, nextjob, nextseq = '', '', '', ''
 if finish then
-  redis.call('HSET', KEYS[6], tid .. ':ran', ARGV[12])
-  redis.call('HDEL', KEYS[6], tid .. ':att', tid .. ':mk', tid .. ':job')
+  redis.call('HSET', TASKS, tid .. F_RAN, run_seq)
+  redis.call('HDEL', TASKS, tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   ack(entry)
-  local ended = ARGV[3]
+  local ended = new_state
   if ended == '' then ended = state end
-  if ARGV[14] ~= '' and (ended == 'completed' or ended == 'input-required') then
-    if OUTBOX then redis.call('XADD', OUTBOX, '*', 'job', ARGV[14], 'seq', ARGV[12])
+  if outbox_job ~= '' and (ended == 'completed' or ended == 'input-required') then
+    if OUTBOX then redis.call('XADD', OUTBOX, '*', 'job', outbox_job, 'seq', run_seq)
     else store = 'store' end
   end
-  local queued = redis.call('HGET', KEYS[6], tid .. ':w')
+  local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
   if queued then
     chained = '1'
     local sep = string.find(queued, ',', 1, true)
     if sep then
       nextseq = string.sub(queued, 1, sep - 1)
-      redis.call('HSET', KEYS[6], tid .. ':w', string.sub(queued, sep + 1))
+      redis.call('HSET', TASKS, tid .. F_WAITING, string.sub(queued, sep + 1))
     else
       nextseq = queued
-      redis.call('HDEL', KEYS[6], tid .. ':w')
+      redis.call('HDEL', TASKS, tid .. F_WAITING)
     end
-    nextjob = redis.call('HGET', KEYS[6], tid .. ':wj:' .. nextseq)
-    redis.call('HSET', KEYS[6], tid .. ':st', 'submitted', tid .. ':s', ARGV[17])
-    if ARGV[16] == 'r' and JOBS then
+    nextjob = redis.call('HGET', TASKS, tid .. F_WAITING_JOB .. nextseq)
+    redis.call('HSET', TASKS, tid .. F_STATE, 'submitted', tid .. F_STATUS, next_status)
+    if next_queue == 'r' and JOBS then
       local queued_entry = redis.call('XADD', JOBS, '*', 'job', nextjob, 'seq', nextseq)
-      redis.call('HSET', KEYS[6], tid .. ':job', queued_entry)
-      redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
+      redis.call('HSET', TASKS, tid .. F_JOB, queued_entry)
+      redis.call('HDEL', TASKS, tid .. F_WAITING_JOB .. nextseq)
       nextjob, nextseq = '', ''
-    elseif ARGV[16] == 'r' then
+    elseif next_queue == 'r' then
       -- Cluster: the store queues it next (begin_run of this run's job repairs a crash).
-      redis.call('HSET', KEYS[6], tid .. ':job', 'pending:' .. nextseq)
+      redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. nextseq)
     else
-      redis.call('HSET', KEYS[6], tid .. ':job', 'local:' .. nextseq)
-      redis.call('HDEL', KEYS[6], tid .. ':wj:' .. nextseq)
+      redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. nextseq)
+      redis.call('HDEL', TASKS, tid .. F_WAITING_JOB .. nextseq)
     end
   else
     settled(tid)
   end
 end
-redis.call('HSET', KEYS[4], 'updated', ARGV[7])
-redis.call('ZADD', KEYS[1], ARGV[7], cid)
-touch(tonumber(ARGV[8]), 1)
-if chained ~= '' then notify(cid, tid, 's', 'submitted', ARGV[7], tonumber(ARGV[8]))
-elseif ARGV[3] ~= '' then notify(cid, tid, 's', ARGV[3], ARGV[7], tonumber(ARGV[8])) end
+redis.call('HSET', META, M_UPDATED, now)
+redis.call('ZADD', CONTEXTS, now, cid)
+touch(tonumber(ttl), CONTEXTS)
+if chained ~= '' then notify(cid, tid, 's', 'submitted', now, tonumber(ttl))
+elseif new_state ~= '' then notify(cid, tid, 's', new_state, now, tonumber(ttl)) end
 if chained ~= '' then
-  emit(tid, 's', ARGV[17], tonumber(ARGV[8]), false)
-  redis.call('PUBLISH', EVENTS .. tid, 'next|' .. ARGV[12])
-elseif ARGV[3] ~= '' then
-  emit(tid, 's', ARGV[4], tonumber(ARGV[8]), TERMINAL[ARGV[3]])
-  redis.call('PUBLISH', EVENTS .. tid, ARGV[3] .. '|' .. ARGV[12])
-elseif ARGV[18] ~= '' then
-  redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. ARGV[12])
+  emit(tid, 's', next_status, tonumber(ttl), false)
+  redis.call('PUBLISH', EVENTS .. tid, 'next|' .. run_seq)
+elseif new_state ~= '' then
+  emit(tid, 's', status, tonumber(ttl), TERMINAL[new_state])
+  redis.call('PUBLISH', EVENTS .. tid, new_state .. '|' .. run_seq)
+elseif artifact_events ~= '' then
+  redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. run_seq)
 end
+if not returns_arts then arts = false end
 return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
 
-# ARGV: 1 cid 2 tid 3 status json 4 now ms 5 ttl ms
+# ARGV: CancelArgs.
 # Returns {'ok', 'push' or ''} (see notify), {'notask'} or {'terminal', state}.
 # Messages waiting for the task's run are dropped with it (they stay in its history).
+
+
+class CancelArgs(NamedTuple):
+    """The cancel script's ARGV, in order."""
+
+    cid: str
+    tid: str
+    status: bytes  # json
+    now: int  # ms
+    ttl: int  # ms
+
+
 _CANCEL = (
     _PRELUDE
+    + _lua_args(CancelArgs)
     + """
-local cid, tid = ARGV[1], ARGV[2]
-if redis.call('EXISTS', KEYS[4]) == 0 then return {'notask'} end
-local state = redis.call('HGET', KEYS[6], tid .. ':st')
+if redis.call('EXISTS', META) == 0 then return {'notask'} end
+local state = redis.call('HGET', TASKS, tid .. F_STATE)
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
-redis.call('HSET', KEYS[6], tid .. ':st', 'canceled', tid .. ':s', ARGV[3])
-emit(tid, 's', ARGV[3], tonumber(ARGV[5]), true)
+redis.call('HSET', TASKS, tid .. F_STATE, 'canceled', tid .. F_STATUS, status)
+emit(tid, 's', status, tonumber(ttl), true)
 drop_waiting(tid)
 settled(tid)
-notify(cid, tid, 's', 'canceled', ARGV[4], tonumber(ARGV[5]))
-redis.call('HSET', KEYS[4], 'updated', ARGV[4])
-redis.call('ZADD', KEYS[1], ARGV[4], cid)
-touch(tonumber(ARGV[5]), 1)
+notify(cid, tid, 's', 'canceled', now, tonumber(ttl))
+redis.call('HSET', META, M_UPDATED, now)
+redis.call('ZADD', CONTEXTS, now, cid)
+touch(tonumber(ttl), CONTEXTS)
 redis.call('PUBLISH', EVENTS .. tid, 'canceled')
 return {'ok', PUSHED}
 """
 )
 
-# ARGV: 1 tid 2 seq 3 attempt id or '' 4 job entry or '' 5.. reference ids.
+# ARGV: BeginRunArgs.
 # Starts a run of the message at `seq`: {'ok', message, referenced, the context's last seq,
 # the seqs still waiting for the task}, or {'moot'} when the
 # task is gone, terminal or already ran that message (the job is then acknowledged). On a
@@ -488,64 +682,76 @@ return {'ok', PUSHED}
 # With an attempt id, the run is fenced: writes of any earlier attempt (a worker that died
 # or stalled mid-run) are rolled back to where that attempt began (messages that arrived
 # since and wait for the task are kept), and only this attempt may write from now on.
+
+
+class BeginRunArgs(NamedTuple):
+    """The begin-run script's ARGV, in order."""
+
+    tid: str
+    seq: int
+    att: str  # the attempt id, or ''
+    entry: str  # the job entry, or ''
+    refs: Sequence[str]  # the reference ids (the rest of ARGV)
+
+
 _BEGIN_RUN = (
     _PRELUDE
+    + _lua_args(BeginRunArgs)
     + """
-local tid, seq, att, entry = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-if redis.call('EXISTS', KEYS[4]) == 0 then ack(entry); return {'moot'} end
-local state = redis.call('HGET', KEYS[6], tid .. ':st')
-local ran = tonumber(redis.call('HGET', KEYS[6], tid .. ':ran') or '0')
+seq = tonumber(seq)
+if redis.call('EXISTS', META) == 0 then ack(entry); return {'moot'} end
+local state = redis.call('HGET', TASKS, tid .. F_STATE)
+local ran = tonumber(redis.call('HGET', TASKS, tid .. F_RAN) or '0')
 if not state or TERMINAL[state] then ack(entry); return {'moot'} end
-local job = redis.call('HGET', KEYS[6], tid .. ':job') or ''
+local job = redis.call('HGET', TASKS, tid .. F_JOB) or ''
 if ran >= seq then
   ack(entry)
-  if not JOBS and string.sub(job, 1, 8) == 'pending:' then
-    local n = string.sub(job, 9)
-    local lost = redis.call('HGET', KEYS[6], tid .. ':wj:' .. n)
+  if not JOBS and string.sub(job, 1, #PENDING_MARK) == PENDING_MARK then
+    local n = string.sub(job, #PENDING_MARK + 1)
+    local lost = redis.call('HGET', TASKS, tid .. F_WAITING_JOB .. n)
     if lost and tonumber(n) > ran then return {'moot', n, lost} end
   end
   return {'moot'}
 end
-if entry ~= '' and job == 'pending:' .. seq then
-  redis.call('HSET', KEYS[6], tid .. ':job', entry)
+if entry ~= '' and job == PENDING_MARK .. seq then
+  redis.call('HSET', TASKS, tid .. F_JOB, entry)
 end
-redis.call('HDEL', KEYS[6], tid .. ':wj:' .. seq)
+redis.call('HDEL', TASKS, tid .. F_WAITING_JOB .. seq)
 if att ~= '' then
-  local prev = redis.call('HGET', KEYS[6], tid .. ':att')
-  local mark = redis.call('HGET', KEYS[6], tid .. ':mk')
+  local prev = redis.call('HGET', TASKS, tid .. F_ATTEMPT)
+  local mark = redis.call('HGET', TASKS, tid .. F_MARK)
   if prev and prev ~= att and mark then
-    redis.call('HDEL', KEYS[6], tid .. ':pa')
-    local arts = redis.call('HGET', KEYS[6], tid .. ':a')
-    local seqs = redis.call('HGET', KEYS[6], tid .. ':m')
+    redis.call('HDEL', TASKS, tid .. F_OPEN_ARTIFACT)
     local sep = string.find(mark, '|', 1, true)
     local alen, mlen = tonumber(string.sub(mark, 1, sep - 1)), tonumber(string.sub(mark, sep + 1))
-    if #arts > alen then
+    -- Lengths first (HSTRLEN): the values are read only when there is something to cut.
+    if redis.call('HSTRLEN', TASKS, tid .. F_ARTIFACTS) > alen then
+      local arts = redis.call('HGET', TASKS, tid .. F_ARTIFACTS)
       if alen <= 2 then arts = '[]' else arts = string.sub(arts, 1, alen - 1) .. ']' end
-      redis.call('HSET', KEYS[6], tid .. ':a', arts)
+      redis.call('HSET', TASKS, tid .. F_ARTIFACTS, arts)
     end
-    if #seqs > mlen then
+    if redis.call('HSTRLEN', TASKS, tid .. F_MESSAGES) > mlen then
+      local seqs = redis.call('HGET', TASKS, tid .. F_MESSAGES)
       local waiting = {}
-      for s in string.gmatch(redis.call('HGET', KEYS[6], tid .. ':w') or '', '[^,]+') do
+      for s in string.gmatch(redis.call('HGET', TASKS, tid .. F_WAITING) or '', '[^,]+') do
         waiting[s] = true
       end
       local kept = string.sub(seqs, 1, mlen)
       for s in string.gmatch(string.sub(seqs, mlen + 2), '[^,]+') do
-        if waiting[s] then kept = kept .. ',' .. s else redis.call('HDEL', KEYS[7], s) end
+        if waiting[s] then kept = kept .. ',' .. s else redis.call('HDEL', MSGS, s) end
       end
-      redis.call('HSET', KEYS[6], tid .. ':m', kept)
+      redis.call('HSET', TASKS, tid .. F_MESSAGES, kept)
     end
   end
   if prev ~= att then fence(tid, att) end
 end
-local msg, referenced = run_inputs(seq, 5)
-return {'ok', msg, referenced, redis.call('HGET', KEYS[4], 'seq'),
-        redis.call('HGET', KEYS[6], tid .. ':w') or ''}
+local msg, referenced = run_inputs(seq, refs_from)
+return {'ok', msg, referenced, redis.call('HGET', META, M_SEQ),
+        redis.call('HGET', TASKS, tid .. F_WAITING) or ''}
 """
 )
 
-# ARGV: 1 ttl ms 2 model id 3 dimensions 4 skipped count 5 sealed frame, '-' (sealed, no
-# vector) or '' (clear), then per vector: seq (uint32 LE bytes), seq (number), float32 bytes
-# ('' with a frame). Adds the vectors of embedded user messages to the context; writes nothing
+# ARGV: AddVectorsArgs. Adds the vectors of embedded user messages to the context; writes nothing
 # when the context is gone (scrubbed or expired) and skips seqs already embedded. With a frame
 # (the batch's rows sealed as one value, length-prefixed), the context's `vec` is a string of
 # frames (meta `vfmt` 's'), and a batch holding a seq already embedded is refused whole (-2:
@@ -554,217 +760,325 @@ return {'ok', msg, referenced, redis.call('HGET', KEYS[4], 'seq'),
 # carried their model): vectors of two spaces never share a context; -3 when the batch's form
 # (sealed or clear) is not the one the context's vectors already have. Ends a re-embedding
 # ('vre') once every queued message is accounted for.
+
+
+class AddVectorsArgs(NamedTuple):
+    """The add-vectors script's ARGV, in order."""
+
+    ttl: int  # ms
+    new_model: str  # the vectors' model
+    new_dims: int  # their dimensions
+    skipped: int
+    frame: bytes  # a sealed frame, '-' (sealed, no vector) or '' (clear)
+    # Per vector: seq (uint32 LE bytes), seq (number), float32 bytes ('' with a frame).
+    rows: Sequence[bytes | int]
+
+
 _ADD_VECTORS = (
     _PRELUDE
+    + _lua_args(AddVectorsArgs)
     + """
-if redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
-local model, dims, form = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'vfmt'))
-if (model and model ~= ARGV[2]) or (dims and (not model or dims ~= ARGV[3])) then
+if redis.call('EXISTS', META) == 0 then return 0 end
+local model, dims, form = unpack(redis.call('HMGET', META, M_VECTOR_MODEL, M_VECTOR_DIMS,
+                                            M_VECTOR_FORM))
+if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
   return -1
 end
-local sealed = ARGV[5] ~= ''
-if redis.call('STRLEN', KEYS[9]) > 0 and (form == 's') ~= sealed then return -3 end
+local sealed = frame ~= ''
+if redis.call('STRLEN', VECTORS) > 0 and (form == 's') ~= sealed then return -3 end
 if sealed then
-  for i = 6, #ARGV, 3 do
-    if redis.call('GETBIT', KEYS[11], tonumber(ARGV[i + 1])) == 1 then return -2 end
+  for i = rows_from, #ARGV, 3 do
+    if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
   end
-  redis.call('HSET', KEYS[4], 'vfmt', 's')
+  redis.call('HSET', META, M_VECTOR_FORM, 's')
 else
-  redis.call('HDEL', KEYS[4], 'vfmt')
+  redis.call('HDEL', META, M_VECTOR_FORM)
 end
-redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vdim', ARGV[3])
+redis.call('HSET', META, M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims)
 local added = 0
-for i = 6, #ARGV, 3 do
-  if redis.call('SETBIT', KEYS[11], tonumber(ARGV[i + 1]), 1) == 0 then
-    redis.call('APPEND', KEYS[10], ARGV[i])
-    if not sealed then redis.call('APPEND', KEYS[9], ARGV[i + 2]) end
+for i = rows_from, #ARGV, 3 do
+  if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
+    redis.call('APPEND', VECTOR_SEQS, ARGV[i])
+    if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
     added = added + 1
   end
 end
-if sealed and added > 0 and ARGV[5] ~= '-' then redis.call('APPEND', KEYS[9], ARGV[5]) end
-local done = redis.call('HINCRBY', KEYS[4], 'embd', added + tonumber(ARGV[4]))
-if done >= tonumber(redis.call('HGET', KEYS[4], 'embq') or '0') then
-  redis.call('HDEL', KEYS[4], 'vre')
+if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
+local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
+if done >= tonumber(redis.call('HGET', META, M_EMBED_QUEUED) or '0') then
+  redis.call('HDEL', META, M_REEMBEDDING)
 end
-touch(tonumber(ARGV[1]), 9, 10, 11)
+touch(tonumber(ttl), VECTORS, VECTOR_SEQS, VECTOR_BITS)
 return added
 """
 )
 
-# ARGV: 1 ttl ms 2 model id 3 how many messages the caller queues again 4 the context's 'embq'
-# when the caller listed them. Starts re-embedding a context whose vectors are of another
+# ARGV: ResetVectorsArgs. Starts re-embedding a context whose vectors are of another
 # model: drops them, names the new model, starts a new generation ('vgen', so searching
 # processes drop what they hold of the old one), marks the context 'vre' (searched by words
 # until done) and counts the messages queued again plus any queued since the listing. Returns 1
 # when it started, 0 when the vectors are already of that model (or none was ever written), -1
 # when the context is gone.
+
+
+class ResetVectorsArgs(NamedTuple):
+    """The reset-vectors script's ARGV, in order."""
+
+    ttl: int  # ms
+    new_model: str  # the model the context's vectors are re-embedded with
+    requeued: int  # how many messages the caller queues again
+    listed: int  # the context's 'embq' when the caller listed them
+
+
 _RESET_VECTORS = (
     _PRELUDE
+    + _lua_args(ResetVectorsArgs)
     + """
-if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
-local model, dims, queued = unpack(redis.call('HMGET', KEYS[4], 'vmodel', 'vdim', 'embq'))
-if model == ARGV[2] or not (model or dims) then return 0 end
-redis.call('DEL', KEYS[9], KEYS[10], KEYS[11])
-redis.call('HDEL', KEYS[4], 'vdim', 'vfmt')
-local since = tonumber(queued or '0') - tonumber(ARGV[4])
-redis.call('HSET', KEYS[4], 'vmodel', ARGV[2], 'vre', 1, 'embd', 0,
-           'embq', tonumber(ARGV[3]) + since)
-redis.call('HINCRBY', KEYS[4], 'vgen', 1)
-touch(tonumber(ARGV[1]))
+if redis.call('EXISTS', META) == 0 then return -1 end
+local model, dims, queued = unpack(redis.call('HMGET', META, M_VECTOR_MODEL, M_VECTOR_DIMS,
+                                              M_EMBED_QUEUED))
+if model == new_model or not (model or dims) then return 0 end
+redis.call('DEL', VECTORS, VECTOR_SEQS, VECTOR_BITS)
+redis.call('HDEL', META, M_VECTOR_DIMS, M_VECTOR_FORM)
+local since = tonumber(queued or '0') - tonumber(listed)
+redis.call('HSET', META, M_VECTOR_MODEL, new_model, M_REEMBEDDING, 1, M_EMBEDDED, 0,
+           M_EMBED_QUEUED, tonumber(requeued) + since)
+redis.call('HINCRBY', META, M_VECTOR_GENERATION, 1)
+touch(tonumber(ttl))
 return 1
 """
 )
 
-# ARGV: 1 cid 2 long-term memory job json, or '' to leave Cortadel's memories alone.
+# ARGV: ScrubArgs.
 # Deletes every key of the context and its entries in the user's indexes, drops its queued
 # jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
 # to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
 # Returns {0} (no such context) or {1, messages, tasks, vectors, jobs dropped, memories to
 # forget, ids still to forget...}: the counts are the scrub's receipt (audit trail).
+
+
+class ScrubArgs(NamedTuple):
+    """The scrub script's ARGV, in order."""
+
+    cid: str
+    forget_job: bytes  # long-term memory job json, or '' to leave Cortadel's memories alone
+
+
 _SCRUB = (
     _PRELUDE
+    + _lua_args(ScrubArgs)
     + """
-local cid = ARGV[1]
-if redis.call('EXISTS', KEYS[4]) == 0 then return {0} end
+if redis.call('EXISTS', META) == 0 then return {0} end
 local forget = {}
-if ARGV[2] ~= '' then forget = redis.call('SMEMBERS', KEYS[13]) end
--- The receipt: what is about to go (a vector is one uint32 seq in KEYS[10]).
-local receipt = {1, redis.call('HLEN', KEYS[7]), redis.call('LLEN', KEYS[5]),
-                 math.floor(redis.call('STRLEN', KEYS[10]) / 4), 0, #forget}
+if forget_job ~= '' then forget = redis.call('SMEMBERS', LEDGER) end
+-- The receipt: what is about to go (a vector is one uint32 seq in VECTOR_SEQS).
+local receipt = {1, redis.call('HLEN', MSGS), redis.call('LLEN', ITEMS),
+                 math.floor(redis.call('STRLEN', VECTOR_SEQS) / 4), 0, #forget}
 if #forget > 0 and OUTBOX then
-  redis.call('XADD', OUTBOX, '*', 'job', ARGV[2], 'forget', table.concat(forget, ','))
+  redis.call('XADD', OUTBOX, '*', 'job', forget_job, 'forget', table.concat(forget, ','))
   forget = {}
 end
-local origin = redis.call('HGET', KEYS[4], 'origin')
-if origin and redis.call('HGET', KEYS[3], origin) == cid then
-  redis.call('HDEL', KEYS[3], origin)
+local origin = redis.call('HGET', META, M_ORIGIN)
+if origin and redis.call('HGET', ORIGINS, origin) == cid then
+  redis.call('HDEL', ORIGINS, origin)
 end
-local tids = redis.call('LRANGE', KEYS[5], 0, -1)
+local tids = redis.call('LRANGE', ITEMS, 0, -1)
 for i = 1, #tids do
-  redis.call('HDEL', KEYS[2], tids[i])
+  redis.call('HDEL', TASK_INDEX, tids[i])
   settled(tids[i])
-  redis.call('DEL', KEYS[4] .. ':ev:' .. tids[i])
-  local state = redis.call('HGET', KEYS[6], tids[i] .. ':st')
+  redis.call('UNLINK', META .. EVENT_STREAM .. tids[i])
+  local state = redis.call('HGET', TASKS, tids[i] .. F_STATE)
   if state and not TERMINAL[state] then
     redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
   end
-  local job = redis.call('HGET', KEYS[6], tids[i] .. ':job')
+  local job = redis.call('HGET', TASKS, tids[i] .. F_JOB)
   if job then ack(job) end
   if state and not TERMINAL[state] then  -- its run (and any message waiting) is dropped
-    local waiting = redis.call('HGET', KEYS[6], tids[i] .. ':w')
+    local waiting = redis.call('HGET', TASKS, tids[i] .. F_WAITING)
     local _, queued = string.gsub(waiting or '', '[^,]+', '')
     receipt[5] = receipt[5] + (job and 1 or 0) + queued
   end
 end
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11],
-           KEYS[12], KEYS[13])
+-- UNLINK: the memory of large values (vectors, long histories) is freed off the main thread.
+redis.call('UNLINK', META, ITEMS, TASKS, MSGS, MIDS, VECTORS, VECTOR_SEQS, VECTOR_BITS,
+           SEEN, LEDGER)
 -- deliveries a cluster had not moved to the stream yet (counted with the dropped jobs)
 receipt[5] = receipt[5] + redis.call('ZCARD', PUSH_PENDING)
-redis.call('DEL', PUSH_PENDING)
-redis.call('ZREM', KEYS[1], cid)
+redis.call('UNLINK', PUSH_PENDING)
+redis.call('ZREM', CONTEXTS, cid)
 for i = 1, #forget do receipt[#receipt + 1] = forget[i] end
 return receipt
 """
 )
 
-# KEYS: 1 context meta 2 seen (zset). ARGV: 1 now ms 2 how many ids to keep 3.. recalled ids.
+# KEYS: 1 context meta 2 seen (zset). ARGV: RememberArgs.
 # Returns the ids not recalled into this context before, and remembers all of them (the
 # oldest beyond the cap are forgotten). Nothing is written once the context is gone.
-_REMEMBER = """
-local ttl = redis.call('PTTL', KEYS[1])
+
+
+class RememberArgs(NamedTuple):
+    """The remember script's ARGV, in order."""
+
+    now: int  # ms
+    keep: int  # how many ids to keep
+    ids: Sequence[str]  # the recalled ids (the rest of ARGV)
+
+
+_REMEMBER = (
+    _lua_args(RememberArgs)
+    + """
+local META, SEEN = KEYS[1], KEYS[2]
+local ttl = redis.call('PTTL', META)
 if ttl < 0 then return {} end
 local fresh = {}
-for i = 3, #ARGV do
-  if not redis.call('ZSCORE', KEYS[2], ARGV[i]) then fresh[#fresh + 1] = ARGV[i] end
-  redis.call('ZADD', KEYS[2], ARGV[1], ARGV[i])
+for i = ids_from, #ARGV do
+  if not redis.call('ZSCORE', SEEN, ARGV[i]) then fresh[#fresh + 1] = ARGV[i] end
+  redis.call('ZADD', SEEN, now, ARGV[i])
 end
-local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[2])
-if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, excess - 1) end
-redis.call('PEXPIRE', KEYS[2], ttl)
+local excess = redis.call('ZCARD', SEEN) - tonumber(keep)
+if excess > 0 then redis.call('ZREMRANGEBYRANK', SEEN, 0, excess - 1) end
+redis.call('PEXPIRE', SEEN, ttl)
 return fresh
 """
+)
 
 # KEYS: 1 context meta 2 ledger (set). ARGV: memory ids Cortadel added from the context.
 # Returns 1, or 0 when the context is gone (scrubbed or expired: the caller deletes them).
 _LEDGER = """
-local ttl = redis.call('PTTL', KEYS[1])
+local META, LEDGER = KEYS[1], KEYS[2]
+local ttl = redis.call('PTTL', META)
 if ttl < 0 then return 0 end
-redis.call('SADD', KEYS[2], unpack(ARGV))
-redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('SADD', LEDGER, unpack(ARGV))
+redis.call('PEXPIRE', LEDGER, ttl)
 return 1
 """
 
 
-# KEYS: 1 a context's meta 2 its vectors. ARGV: 1 their length when read 2 their generation
-# ('vgen') when read 3 the same rows in another layout: one sealed frame, or clear rows 4 's'
-# (sealed) or '' (clear). Replaces the stored vectors unless vectors were added or reset
-# meanwhile, keeping the expiry, and starts a new generation (searching processes read the
-# new layout whole). Returns the new generation, or 0 when it changed nothing.
-_REWRITE_VECTORS = """
-if redis.call('STRLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return 0 end
-if tonumber(redis.call('HGET', KEYS[1], 'vgen') or '0') ~= tonumber(ARGV[2]) then return 0 end
-redis.call('SET', KEYS[2], ARGV[3], 'KEEPTTL')
-if ARGV[4] == 's' then
-  redis.call('HSET', KEYS[1], 'vfmt', 's')
+# KEYS: 1 a context's meta 2 its vectors. ARGV: RewriteVectorsArgs. Replaces the stored
+# vectors unless vectors were added or reset meanwhile, keeping the expiry, and starts a new
+# generation (searching processes read the new layout whole). Returns the new generation,
+# or 0 when it changed nothing.
+
+
+class RewriteVectorsArgs(NamedTuple):
+    """The rewrite-vectors script's ARGV, in order."""
+
+    length: int  # the vectors' length when read
+    generation: int  # their generation ('vgen') when read
+    rows: bytes  # the same rows in another layout: one sealed frame, or clear rows
+    form: str  # 's' (sealed) or '' (clear)
+
+
+_REWRITE_VECTORS = (
+    _CONSTANTS
+    + _lua_args(RewriteVectorsArgs)
+    + """
+local META, VECTORS = KEYS[1], KEYS[2]
+if redis.call('STRLEN', VECTORS) ~= tonumber(length) then return 0 end
+local current = redis.call('HGET', META, M_VECTOR_GENERATION) or '0'
+if tonumber(current) ~= tonumber(generation) then return 0 end
+redis.call('SET', VECTORS, rows, 'KEEPTTL')
+if form == 's' then
+  redis.call('HSET', META, M_VECTOR_FORM, 's')
 else
-  redis.call('HDEL', KEYS[1], 'vfmt')
+  redis.call('HDEL', META, M_VECTOR_FORM)
 end
-return redis.call('HINCRBY', KEYS[1], 'vgen', 1)
+return redis.call('HINCRBY', META, M_VECTOR_GENERATION, 1)
 """
+)
 
 
-# KEYS: 1 the context's tasks hash. ARGV: 1 tid 2 seq 3 entry.
+# KEYS: 1 the context's tasks hash. ARGV: RecordJobArgs.
 # Cluster mode: records a queued job's entry in place of the task's 'pending:<seq>' mark,
 # unless its run has begun (and recorded it) or settled meanwhile.
-_RECORD_JOB = """
-if redis.call('HGET', KEYS[1], ARGV[1] .. ':job') == 'pending:' .. ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1] .. ':job', ARGV[3])
+
+
+class RecordJobArgs(NamedTuple):
+    """The record-job script's ARGV, in order."""
+
+    tid: str
+    seq: int
+    entry: str
+
+
+_RECORD_JOB = (
+    _CONSTANTS
+    + _lua_args(RecordJobArgs)
+    + """
+local TASKS = KEYS[1]
+if redis.call('HGET', TASKS, tid .. F_JOB) == PENDING_MARK .. seq then
+  redis.call('HSET', TASKS, tid .. F_JOB, entry)
 end
 return 1
 """
+)
 
 
-# Push configs of a task (context keys). ARGV: 1 tid 2 config id 3 config json, or '' to
-# delete the config 4 ttl ms 5 most configs a task may have.
+# Push configs of a task (context keys). ARGV: PushConfigArgs.
 # Returns {'ok'}, {'notask'} (no such task, or its context is gone) or {'full'}. A delete
 # of a config the task does not have is 'ok' (deleting is idempotent).
+
+
+class PushConfigArgs(NamedTuple):
+    """The push-config script's ARGV, in order."""
+
+    tid: str
+    id: str  # the config's id
+    config: bytes  # json, or '' to delete the config
+    ttl: int  # ms
+    most: int  # most configs a task may have
+
+
 _PUSH_CONFIG = (
     _PRELUDE
+    + _lua_args(PushConfigArgs)
     + """
-local tid, id, config = ARGV[1], ARGV[2], ARGV[3]
-if redis.call('EXISTS', KEYS[4]) == 0 then return {'notask'} end
-if redis.call('HEXISTS', KEYS[6], tid .. ':st') == 0 then return {'notask'} end
+if redis.call('EXISTS', META) == 0 then return {'notask'} end
+if redis.call('HEXISTS', TASKS, tid .. F_STATE) == 0 then return {'notask'} end
 if config ~= '' then
-  if not push_room(tid, id, tonumber(ARGV[5])) then return {'full'} end
+  if not push_room(tid, id, tonumber(most)) then return {'full'} end
   push_set(tid, id, config)
 else
   local kept = {}
-  for i in string.gmatch(redis.call('HGET', KEYS[6], tid .. ':pn') or '', '[^,]+') do
+  for i in string.gmatch(redis.call('HGET', TASKS, tid .. F_PUSH_IDS) or '', '[^,]+') do
     if i ~= id then kept[#kept + 1] = i end
   end
-  redis.call('HDEL', KEYS[6], tid .. ':pn:' .. id)
-  if #kept > 0 then redis.call('HSET', KEYS[6], tid .. ':pn', table.concat(kept, ','))
-  else redis.call('HDEL', KEYS[6], tid .. ':pn') end
+  redis.call('HDEL', TASKS, tid .. F_PUSH_CONFIG .. id)
+  if #kept > 0 then redis.call('HSET', TASKS, tid .. F_PUSH_IDS, table.concat(kept, ','))
+  else redis.call('HDEL', TASKS, tid .. F_PUSH_IDS) end
 end
-touch(tonumber(ARGV[4]))
+touch(tonumber(ttl))
 return {'ok'}
 """
 )
 
 
-# KEYS: 1 a context's pending deliveries ('<meta key>:push', cluster mode). ARGV: 1 now ms
-# 2 lease ms 3 'all' (the writer's second step: every delivery not taken) or 'stale' (the
-# sweep: only those queued or taken more than a lease ago) 4 most to take.
-# Takes deliveries to move to the stream: each is marked taken now, so no other mover takes
-# it within the lease; one whose mover died is taken again after it. Returns their json.
-_TAKE_PUSHES = """
-local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+class TakePushesArgs(NamedTuple):
+    """The take-pushes script's ARGV, in order."""
+
+    now: int  # ms
+    lease: int  # ms
+    which: str  # 'all' (the writer's second step: every delivery not taken) or 'stale' (the
+    # sweep: only those queued or taken more than a lease ago)
+    most: int  # most to take
+
+
+# KEYS: 1 a context's pending deliveries ('<meta key>:push', cluster mode). ARGV:
+# TakePushesArgs. Takes deliveries to move to the stream: each is marked taken now, so no
+# other mover takes it within the lease; one whose mover died is taken again after it.
+# Returns their json.
+_TAKE_PUSHES = (
+    _lua_args(TakePushesArgs)
+    + """
+local PENDING = KEYS[1]
+now, lease = tonumber(now), tonumber(lease)
 local low = '-inf'
-if ARGV[3] == 'stale' then low = lease - now end
-local taken = redis.call('ZRANGEBYSCORE', KEYS[1], low, now - lease, 'LIMIT', 0, tonumber(ARGV[4]))
-for _, job in ipairs(taken) do redis.call('ZADD', KEYS[1], 'XX', now, job) end
+if which == 'stale' then low = lease - now end
+local taken = redis.call('ZRANGEBYSCORE', PENDING, low, now - lease, 'LIMIT', 0, tonumber(most))
+for _, job in ipairs(taken) do redis.call('ZADD', PENDING, 'XX', now, job) end
 return taken
 """
+)
 
 
 # Rate limits (GCRA). KEYS: the limits a request counts against (a principal's and its
@@ -804,13 +1118,25 @@ return out
 """
 
 
-# KEYS: 1 a managed API key's record. ARGV: 1 now (ms). Marks the key used now and returns
+# KEYS: 1 a managed API key's record. ARGV: UseApiKeyArgs. Marks the key used now and returns
 # its record (HGETALL), or nothing when there is no such key (none is created).
-_USE_API_KEY = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
-redis.call('HSET', KEYS[1], 'last_used', ARGV[1])
-return redis.call('HGETALL', KEYS[1])
+
+
+class UseApiKeyArgs(NamedTuple):
+    """The use-api-key script's ARGV, in order."""
+
+    now: int  # ms
+
+
+_USE_API_KEY = (
+    _lua_args(UseApiKeyArgs)
+    + """
+local RECORD = KEYS[1]
+if redis.call('EXISTS', RECORD) == 0 then return {} end
+redis.call('HSET', RECORD, 'last_used', now)
+return redis.call('HGETALL', RECORD)
 """
+)
 
 
 # KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: the task's field names.
@@ -818,10 +1144,11 @@ return redis.call('HGETALL', KEYS[1])
 # after that id are news to a reader that starts from this snapshot. Returns {id or '0-0',
 # the fields...}.
 _SNAPSHOT = """
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local TASKS, EVENTS_KEY = KEYS[1], KEYS[2]
+local last = redis.call('XREVRANGE', EVENTS_KEY, '+', '-', 'COUNT', 1)
 local id = '0-0'
 if last[1] then id = last[1][1] end
-return {id, unpack(redis.call('HMGET', KEYS[1], unpack(ARGV)))}
+return {id, unpack(redis.call('HMGET', TASKS, unpack(ARGV)))}
 """
 
 

@@ -1,0 +1,183 @@
+"""The replies of the store's context scripts (``scripts.py``), each parsed once into a typed
+value: one parser per script, so no caller reads a reply by index. Values stay as Redis gave
+them (sealed content is opened by the store)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.store.records import text_of as _text
+
+__all__ = [
+    "BeginRunReply",
+    "CancelReply",
+    "ScrubReply",
+    "SendAccepted",
+    "SendDuplicate",
+    "SendOrigin",
+    "SendRefused",
+    "SendReply",
+    "SendWaiting",
+    "UpdateReply",
+    "begin_run_reply",
+    "cancel_reply",
+    "scrub_reply",
+    "send_reply",
+    "update_reply",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SendAccepted:
+    """The message is stored and its run starts now."""
+
+    task_id: str
+    seq: int
+    message: bytes | None  # sealed
+    referenced: list[Any]  # per reference id: its status and artifacts (sealed)
+    entry: str  # the run's job on the stream, or ''
+    claimed: tuple[str, dict[bytes, bytes]] | None  # the job the claimant took
+    superseded: str  # the job of the run it superseded (a cluster acknowledges it), or ''
+    pushed: bool  # a cluster: webhook deliveries wait in the context's slot to be moved
+
+
+@dataclass(frozen=True, slots=True)
+class SendWaiting:
+    """The message is stored; its run is queued when the runs before it settle."""
+
+    task_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendDuplicate:
+    """The messageId was stored before, as ``seq`` of ``task_id`` with ``digest``."""
+
+    task_id: str
+    digest: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendOrigin:
+    """The messageId opened another context before: ``context_id``."""
+
+    context_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendRefused:
+    """Nothing was stored: ``kind`` says why ('nocontext', 'quota', ...), ``detail`` with
+    what."""
+
+    kind: str
+    detail: list[str]
+
+
+SendReply = SendAccepted | SendWaiting | SendDuplicate | SendOrigin | SendRefused
+
+
+def _pushed(reply: list[Any], at: int) -> bool:
+    """Whether the script's reply says 'push' at ``at``: on a cluster, deliveries it queued
+    wait in the context's slot for the store to move them to the push stream."""
+    return len(reply) > at and _text(reply[at]) == "push"
+
+
+def send_reply(reply: list[Any]) -> SendReply:
+    kind = _text(reply[0])
+    if kind == "ok":
+        raw = reply[7]
+        claimed = None
+        if _text(reply[6]):
+            claimed = (_text(reply[6]), {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
+        return SendAccepted(
+            _text(reply[1]),
+            int(reply[2]),
+            reply[3],
+            reply[4],
+            _text(reply[5]),
+            claimed,
+            _text(reply[8]),
+            _pushed(reply, 9),
+        )
+    if kind == "wait":
+        return SendWaiting(_text(reply[1]), int(reply[2]))
+    if kind == "dup":
+        return SendDuplicate(_text(reply[1]), _text(reply[2]), int(reply[3]))
+    if kind == "origin":
+        return SendOrigin(_text(reply[1]))
+    return SendRefused(kind, [_text(r) for r in reply[1:]])
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateReply:
+    outcome: str  # 'ok', 'gone', 'terminal', 'skipped', 'fenced' or 'moot'
+    artifacts: bytes | None = None  # with a write that ends the run or settles the task
+    store_turn: bool = False  # a cluster: the caller queues the turn in the outbox
+    chained: bool = False  # the run settled while messages waited: the next one is queued
+    # The next waiting message's run (seq, job fields) when the caller queues it itself.
+    next_run: tuple[int, bytes] | None = None
+    pushed: bool = False  # a cluster: webhook deliveries wait in the context's slot
+
+
+def update_reply(reply: list[Any]) -> UpdateReply:
+    outcome = _text(reply[0])
+    if outcome != "ok":
+        return UpdateReply(outcome)
+    next_run = (int(reply[5]), reply[4]) if reply[5] else None
+    store_turn, chained = _text(reply[2]) == "store", _text(reply[3]) == "1"
+    return UpdateReply(outcome, reply[1], store_turn, chained, next_run, _pushed(reply, 6))
+
+
+@dataclass(frozen=True, slots=True)
+class BeginRunReply:
+    """A run's start: its message and referenced tasks (sealed), the context's last seq and
+    the seqs still waiting for the task; or, ``moot``, nothing to run (with, on a cluster,
+    ``lost``: the next waiting message's run whose job the caller queues now)."""
+
+    moot: bool
+    message: bytes | None = None
+    referenced: list[Any] | None = None
+    last: int = 0
+    waiting: frozenset[int] = frozenset()
+    lost: tuple[int, bytes] | None = None
+
+
+def begin_run_reply(reply: list[Any]) -> BeginRunReply:
+    if _text(reply[0]) != "ok":
+        lost = (int(reply[1]), reply[2]) if len(reply) > 2 else None
+        return BeginRunReply(moot=True, lost=lost)
+    waiting = frozenset(int(s) for s in _text(reply[4]).split(",") if s)
+    return BeginRunReply(False, reply[1], reply[2], int(reply[3]), waiting)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelReply:
+    outcome: str  # 'ok', 'notask' or 'terminal'
+    state: str | None = None  # a terminal task's state
+    pushed: bool = False  # a cluster: webhook deliveries wait in the context's slot
+
+
+def cancel_reply(reply: list[Any]) -> CancelReply:
+    outcome = _text(reply[0])
+    if outcome == "ok":
+        return CancelReply(outcome, None, _pushed(reply, 1))
+    return CancelReply(outcome, _text(reply[1]) if len(reply) > 1 else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubReply:
+    """What a scrub removed (messages, tasks, vectors, dropped runs and waiting messages,
+    memories to forget) and the memory ids a cluster's caller still queues for deletion."""
+
+    counts: tuple[int, int, int, int, int]
+    forget: list[bytes]
+
+
+def scrub_reply(reply: list[Any]) -> ScrubReply | None:
+    if not int(reply[0]):
+        return None
+    messages, tasks, vectors, jobs, memories = (int(n) for n in reply[1:6])
+    forget = [r if isinstance(r, bytes) else str(r).encode() for r in reply[6:]]
+    return ScrubReply((messages, tasks, vectors, jobs, memories), forget)
