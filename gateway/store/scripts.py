@@ -228,9 +228,17 @@ end
 -- '<meta key>:ev:<tid>', in the context's slot. Entries: 'k' (s status, a artifact) and 'd'
 -- (its json). A stream lives as long as the context unless its task settles, then for
 -- EVENTS_GRACE_MS more; a scrub deletes it.
+-- The TTL of a key derived from the context: never past its meta key's (which a write may
+-- leave up to the refresh slack short of the full TTL, see touch).
+local function derived_ttl(ttl)
+  local left = redis.call('PTTL', META)
+  if left > 0 and left < ttl then return left end
+  return ttl
+end
 local function emit(tid, kind, data, ttl, settled)
   local key = META .. EVENT_STREAM .. tid
   redis.call('XADD', key, '*', 'k', kind, 'd', data)
+  ttl = derived_ttl(ttl)
   if settled and ttl > EVENTS_GRACE_MS then ttl = EVENTS_GRACE_MS end
   redis.call('PEXPIRE', key, ttl)
 end
@@ -298,7 +306,7 @@ local function notify(cid, tid, kind, state, now, ttl, aid)
     else redis.call('ZADD', PUSH_PENDING, -tonumber(now), job) end
   end
   if not PUSH then
-    redis.call('PEXPIRE', PUSH_PENDING, ttl)
+    redis.call('PEXPIRE', PUSH_PENDING, derived_ttl(ttl))
     PUSHED = 'push'
   end
 end
