@@ -128,7 +128,9 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         messages=messages,
         tasks=TaskService(runtime.store),
         contexts=ContextService(
-            runtime.store, forget_memories=settings.cortadel.enabled and settings.cortadel.scrub
+            runtime.store,
+            runtime.job_streams,
+            forget_memories=settings.cortadel.enabled and settings.cortadel.scrub,
         ),
         search=runtime.search,
         registry=AgentService(runtime.agents, runtime.allowlist),

@@ -98,6 +98,9 @@ class Runtime:
     events_client: Redis
     store: Store
     jobs: JobStore
+    # Every job stream (runs, embeddings, the Cortadel outbox, webhook deliveries): a
+    # context's scrub removes its dead letters from each.
+    job_streams: tuple[JobStore, ...]
     agents: AgentRegistry
     events: TaskEvents
     executor: RunExecutor
@@ -278,6 +281,7 @@ class Runtime:
             events_client=events_client,
             store=store,
             jobs=jobs,
+            job_streams=(jobs, embeds, outbox_jobs, push_jobs),
             agents=agents,
             events=events,
             executor=executor,

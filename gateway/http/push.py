@@ -9,6 +9,8 @@ bindings get Tasks, 1.0 bindings ``StreamResponse`` objects."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -63,26 +65,40 @@ def _first(params: Params, *names: str) -> Any:
     return None
 
 
-# --- the operations, in the canonical spelling, then per dialect ------------------------
+# --- the operations, shared by the bindings --------------------------------------------
 
 
-async def _set(call: Call, task_id: Any, raw: Any, version: Version, dialect: str) -> Any:
+@dataclass(frozen=True)
+class _Spelling:
+    """How a binding writes push configs: ``write_config``'s dialect, the version of the
+    payloads its configs' webhooks get, and the answer of a list."""
+
+    dialect: str
+    version: Version
+    listing: Callable[[list[dict[str, Any]]], Any]
+
+
+_V03 = _Spelling("0.3", "0.3", list)  # JSON-RPC 0.3 and the canonical REST
+_V03_PROTO = _Spelling("0.3proto", "0.3", lambda configs: {"configs": configs})
+_V1 = _Spelling("1.0", "1.0", lambda configs: {"configs": configs, "nextPageToken": ""})
+
+
+async def _set(call: Call, task_id: Any, raw: Any, spelling: _Spelling) -> Any:
     service, ref = await _ready(call, task_id)
-    config = await service.set(call.principal, ref.taskId, raw, version)
-    return write_config(config, ref.taskId, dialect)
+    config = await service.set(call.principal, ref.taskId, raw, spelling.version)
+    return write_config(config, ref.taskId, spelling.dialect)
 
 
-async def _get(call: Call, task_id: Any, config_id: Any, dialect: str) -> Any:
+async def _get(call: Call, task_id: Any, config_id: Any, spelling: _Spelling) -> Any:
     service, ref = await _ready(call, task_id, config_id)
     config = await service.get(call.principal, ref.taskId, ref.configId)
-    return write_config(config, ref.taskId, dialect)
+    return write_config(config, ref.taskId, spelling.dialect)
 
 
-async def _list(call: Call, task_id: Any, dialect: str) -> list[dict[str, Any]]:
+async def _list(call: Call, task_id: Any, spelling: _Spelling) -> Any:
     service, ref = await _ready(call, task_id)
-    return [
-        write_config(c, ref.taskId, dialect) for c in await service.list(call.principal, ref.taskId)
-    ]
+    configs = await service.list(call.principal, ref.taskId)
+    return spelling.listing([write_config(c, ref.taskId, spelling.dialect) for c in configs])
 
 
 async def _delete(call: Call, task_id: Any, config_id: Any) -> None:
@@ -95,21 +111,19 @@ async def _delete(call: Call, task_id: Any, config_id: Any) -> None:
     await service.delete(call.principal, ref.taskId, ref.configId)
 
 
-# --- JSON-RPC -----------------------------------------------------------------------------
+# --- JSON-RPC: the params read, the answer as the method's -------------------------------
 
 
 async def _rpc_set_v03(call: Call, params: Params) -> Any:
-    return await _set(
-        call, params.get("taskId"), params.get("pushNotificationConfig"), "0.3", "0.3"
-    )
+    return await _set(call, params.get("taskId"), params.get("pushNotificationConfig"), _V03)
 
 
 async def _rpc_get_v03(call: Call, params: Params) -> Any:
-    return await _get(call, params.get("id"), params.get("pushNotificationConfigId"), "0.3")
+    return await _get(call, params.get("id"), params.get("pushNotificationConfigId"), _V03)
 
 
 async def _rpc_list_v03(call: Call, params: Params) -> Any:
-    return await _list(call, params.get("id"), "0.3")
+    return await _list(call, params.get("id"), _V03)
 
 
 async def _rpc_delete_v03(call: Call, params: Params) -> Any:
@@ -117,26 +131,26 @@ async def _rpc_delete_v03(call: Call, params: Params) -> Any:
     return None
 
 
-async def _rpc_create_v1(call: Call, params: Params) -> Any:
+def _v1_task(call: Call, params: Params) -> Any:
+    """A 1.0 request's task id; a ``tenant`` it names must be the caller's."""
     call.check_tenant(params.get("tenant"))
-    task_id = _first(params, "taskId", "task_id")
-    return await _set(call, task_id, params, "1.0", "1.0")
+    return _first(params, "taskId", "task_id")
+
+
+async def _rpc_create_v1(call: Call, params: Params) -> Any:
+    return await _set(call, _v1_task(call, params), params, _V1)
 
 
 async def _rpc_get_v1(call: Call, params: Params) -> Any:
-    call.check_tenant(params.get("tenant"))
-    return await _get(call, _first(params, "taskId", "task_id"), params.get("id"), "1.0")
+    return await _get(call, _v1_task(call, params), params.get("id"), _V1)
 
 
 async def _rpc_list_v1(call: Call, params: Params) -> Any:
-    call.check_tenant(params.get("tenant"))
-    configs = await _list(call, _first(params, "taskId", "task_id"), "1.0")
-    return {"configs": configs, "nextPageToken": ""}
+    return await _list(call, _v1_task(call, params), _V1)
 
 
 async def _rpc_delete_v1(call: Call, params: Params) -> Any:
-    call.check_tenant(params.get("tenant"))
-    await _delete(call, _first(params, "taskId", "task_id"), params.get("id"))
+    await _delete(call, _v1_task(call, params), params.get("id"))
     return {}
 
 
@@ -156,37 +170,33 @@ JSONRPC_V1 = {
 
 # --- REST: one endpoint for the collection (GET list, POST set), one for a config ----------
 
+# A POSTed body read into the config it holds (before validation).
+_Reader = Callable[[Call, Any], Any]
 
-async def _rest_one(request: Request, dialect: str) -> Response:
+
+async def _rest_configs(request: Request, spelling: _Spelling, read: _Reader) -> Response:
+    call, task_id = Call.of(request), request.path_params["task_id"]
+    if request.method == "GET":
+        return JSONResponse(await _list(call, task_id, spelling))
+    raw = read(call, await json_body(request))
+    return JSONResponse(await _set(call, task_id, raw, spelling))
+
+
+async def _rest_one(request: Request, spelling: _Spelling) -> Response:
     call, path = Call.of(request), request.path_params
     if request.method == "DELETE":
         await _delete(call, path["task_id"], path["config_id"])
         return JSONResponse({})
-    return JSONResponse(await _get(call, path["task_id"], path["config_id"], dialect))
+    return JSONResponse(await _get(call, path["task_id"], path["config_id"], spelling))
 
 
-async def canonical_configs(request: Request) -> Response:
-    """The canonical REST (0.3 JSON): POST a PushNotificationConfig (or a
-    TaskPushNotificationConfig around one); GET lists them."""
-    call, task_id = Call.of(request), request.path_params["task_id"]
-    if request.method == "GET":
-        return JSONResponse(await _list(call, task_id, "0.3"))
-    body = await json_body(request)
+def _read_canonical(call: Call, body: Any) -> Any:
     if isinstance(body, dict) and isinstance(body.get("pushNotificationConfig"), dict):
-        body = body["pushNotificationConfig"]
-    return JSONResponse(await _set(call, task_id, body, "0.3", "0.3"))
+        return body["pushNotificationConfig"]
+    return body
 
 
-async def canonical_config(request: Request) -> Response:
-    return await _rest_one(request, "0.3")
-
-
-async def v03_configs(request: Request) -> Response:
-    """0.3 proto-JSON: POST a CreateTaskPushNotificationConfigRequest; GET lists them."""
-    call, task_id = Call.of(request), request.path_params["task_id"]
-    if request.method == "GET":
-        return JSONResponse({"configs": await _list(call, task_id, "0.3proto")})
-    body = await json_body(request)
+def _read_v03_proto(call: Call, body: Any) -> Any:
     raw: Any = body
     if isinstance(body, dict):
         config = body.get("config")
@@ -196,27 +206,41 @@ async def v03_configs(request: Request) -> Response:
         config_id = _first(body, "configId", "config_id")
         if isinstance(raw, dict) and config_id and not raw.get("id"):
             raw["id"] = config_id
-    return JSONResponse(await _set(call, task_id, raw, "0.3", "0.3proto"))
+    return raw
+
+
+def _read_v1(call: Call, body: Any) -> Any:
+    if isinstance(body, dict):
+        call.check_tenant(body.get("tenant"))
+    return body
+
+
+async def canonical_configs(request: Request) -> Response:
+    """The canonical REST (0.3 JSON): POST a PushNotificationConfig (or a
+    TaskPushNotificationConfig around one); GET lists them."""
+    return await _rest_configs(request, _V03, _read_canonical)
+
+
+async def canonical_config(request: Request) -> Response:
+    return await _rest_one(request, _V03)
+
+
+async def v03_configs(request: Request) -> Response:
+    """0.3 proto-JSON: POST a CreateTaskPushNotificationConfigRequest; GET lists them."""
+    return await _rest_configs(request, _V03_PROTO, _read_v03_proto)
 
 
 async def v03_config(request: Request) -> Response:
-    return await _rest_one(request, "0.3proto")
+    return await _rest_one(request, _V03_PROTO)
 
 
 async def v1_configs(request: Request) -> Response:
     """1.0: POST a TaskPushNotificationConfig; GET lists them."""
-    call, task_id = Call.of(request), request.path_params["task_id"]
-    if request.method == "GET":
-        configs = await _list(call, task_id, "1.0")
-        return JSONResponse({"configs": configs, "nextPageToken": ""})
-    body = await json_body(request)
-    if isinstance(body, dict):
-        call.check_tenant(body.get("tenant"))
-    return JSONResponse(await _set(call, task_id, body, "1.0", "1.0"))
+    return await _rest_configs(request, _V1, _read_v1)
 
 
 async def v1_config(request: Request) -> Response:
-    return await _rest_one(request, "1.0")
+    return await _rest_one(request, _V1)
 
 
 async def jwks(request: Request) -> Response:

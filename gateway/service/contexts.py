@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gateway.errors import ContextNotFoundError
 from gateway.longterm.wire import forget_job
 from gateway.models import ContextList, ContextPage, ScrubReport
 from gateway.principal import Principal
 from gateway.store.jobs import JobStore
-from gateway.store.keys import (
-    EMBEDS,
-    EMBEDS_DEAD,
-    EMBEDS_GROUP,
-    OUTBOX,
-    OUTBOX_DEAD,
-    OUTBOX_GROUP,
-    PUSH,
-    PUSH_DEAD,
-    PUSH_GROUP,
-    keys_of,
-)
+from gateway.store.keys import PUSH, PUSH_GROUP, keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["ContextService"]
@@ -30,23 +19,16 @@ __all__ = ["ContextService"]
 @dataclass
 class ContextService:
     store: Store
+    # the job streams whose dead letters are scrubbed with a context (the runtime's: runs,
+    # embeddings, the Cortadel outbox, webhook deliveries)
+    job_streams: Sequence[JobStore]
     forget_memories: bool = False  # also delete the context's long-term memories (Cortadel)
-    # the job streams whose dead letters are scrubbed with a context (default: all three)
-    job_streams: Sequence[JobStore] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        client = self.store.client
-        if not self.job_streams:
-            self.job_streams = (
-                JobStore(client),
-                JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD),
-                JobStore(client, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD),
-                JobStore(client, PUSH, PUSH_GROUP, PUSH_DEAD),
-            )
         # Webhook deliveries still queued for the context go with it: the push stream read
         # as "dead letters" is the queue itself (a delivery under way stops at its next
         # attempt, which finds the context gone).
-        self._push_queue = JobStore(client, PUSH, PUSH_GROUP, PUSH)
+        self._push_queue = JobStore(self.store.client, PUSH, PUSH_GROUP, PUSH)
 
     async def list(self, principal: Principal, limit: int, offset: int) -> ContextList:
         items, total = await self.store.list_contexts(keys_of(principal), limit, offset)
