@@ -36,7 +36,7 @@ from gateway.memory.embedders import Embedder
 from gateway.memory.factory import build_embedder
 from gateway.memory.indexer import Indexer
 from gateway.outbound import Allowlist, guarded_client
-from gateway.push.deliverer import PushDeliverer
+from gateway.push.deliverer import PushDeliverer, webhook_retry
 from gateway.push.signing import SigningKeys
 from gateway.service.search import SearchService
 from gateway.settings import Settings
@@ -256,8 +256,9 @@ class Runtime:
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 lease_seconds=settings.job_lease_seconds,
                 retry_seconds=settings.push_retry_seconds,
-                backoff_first=settings.push_backoff_first_seconds,
-                backoff_cap=settings.push_backoff_max_seconds,
+                retry=webhook_retry(
+                    settings.push_backoff_first_seconds, settings.push_backoff_max_seconds
+                ),
             )
         maintenance = Maintenance(
             store,
