@@ -26,8 +26,8 @@ from gateway.configuration import ConfigurationError
 from gateway.engine.durable_queue import DurableQueue
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
+from gateway.engine.in_process_queue import InProcessQueue
 from gateway.engine.maintenance import Maintenance
-from gateway.engine.memory_queue import MemoryQueue
 from gateway.engine.runs import JobQueue
 from gateway.longterm.cortadel import Cortadel
 from gateway.longterm.outbox import Outbox
@@ -182,7 +182,7 @@ class Runtime:
         )
         queue: JobQueue
         if settings.queue == "memory":
-            queue = MemoryQueue(executor, settings.runner_concurrency)
+            queue = InProcessQueue(executor, settings.runner_concurrency)
         else:
             queue = DurableQueue(
                 jobs,

@@ -29,8 +29,8 @@ from gateway.principal import Principal
 from gateway.push.configs import Version
 from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
+from gateway.store.assembly import assemble_task
 from gateway.store.keys import keys_of
-from gateway.store.records import assemble_task
 from gateway.store.redis_store import SendResult, SendWrite, Store
 
 __all__ = ["MessageService"]
