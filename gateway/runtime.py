@@ -23,6 +23,9 @@ from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
+from gateway.context_memory.embedders import Embedder
+from gateway.context_memory.factory import build_embedder
+from gateway.context_memory.indexer import Indexer
 from gateway.engine.durable_queue import DurableQueue
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
@@ -32,9 +35,6 @@ from gateway.engine.runs import JobQueue
 from gateway.longterm.cortadel import Cortadel
 from gateway.longterm.outbox import Outbox
 from gateway.longterm.recall import LongTermMemory
-from gateway.memory.embedders import Embedder
-from gateway.memory.factory import build_embedder
-from gateway.memory.indexer import Indexer
 from gateway.outbound import Allowlist, guarded_client
 from gateway.push.deliverer import PushDeliverer, webhook_retry
 from gateway.push.signing import SigningKeys

@@ -13,6 +13,7 @@ from gateway import metrics, tracing
 from gateway.a2a import accepts_any
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
+from gateway.context_memory.text import embeddable_text
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.runs import RunHandOff, RunJob
 from gateway.engine.status import status_json
@@ -23,7 +24,6 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.ids import new_id
-from gateway.memory.text import embeddable_text
 from gateway.models import SendMessageRequest, Task
 from gateway.principal import Principal
 from gateway.push.configs import Version
