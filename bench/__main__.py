@@ -466,8 +466,8 @@ def queues_bench(tmp: Path) -> None:
     names = list(ports)
     try:
         with contextlib.ExitStack() as stack:
-            memory_queue = {"REDIS_URL": urls[0], "GATEWAY_QUEUE": "memory"}
-            stack.enter_context(gateway(ports[names[0]], memory_queue))
+            in_process_queue = {"REDIS_URL": urls[0], "GATEWAY_QUEUE": "memory"}
+            stack.enter_context(gateway(ports[names[0]], in_process_queue))
             stack.enter_context(gateway(ports[names[1]], {"REDIS_URL": urls[1]}))
             stack.enter_context(gateway(ports[names[2]], {"REDIS_URL": urls[2]}, "--no-workers"))
             for mport in metrics_ports:

@@ -17,8 +17,8 @@ from bench.__main__ import BENCH_KEYRING, ROUNDS, SECONDS, TEXT, gateway, line, 
 from bench.__main__ import send_body as _send_body
 from bench.memory import fill
 from bench.report import REPORT
+from gateway.context_memory.embedders import HashingEmbedder
 from gateway.embedded_redis import EmbeddedRedis, free_port
-from gateway.memory.embedders import HashingEmbedder
 from gateway.principal import Principal
 from gateway.service.search import SearchService
 from gateway.store.keys import keys_of

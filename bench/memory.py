@@ -87,7 +87,7 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
     """Store ``texts`` in a new context, then index them as the indexer does; msg/s."""
     from redis.asyncio import Redis
 
-    from gateway.memory.indexer import Indexer, _Item
+    from gateway.context_memory.indexer import Indexer, _Item
     from gateway.store.jobs import JobStore
     from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, keys_of
     from gateway.store.memory_store import MemoryStore
@@ -111,7 +111,7 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
 
 
 async def _child(name: str, url: str) -> dict[str, float]:
-    from gateway.memory.factory import build_embedder
+    from gateway.context_memory.factory import build_embedder
     from gateway.principal import Principal
     from gateway.settings import Settings
 
@@ -152,8 +152,8 @@ def _ms(values: list[float], q: float) -> float:
 async def search_latency(url: str) -> None:
     from redis.asyncio import Redis
 
-    from gateway.memory.embedders import WordLlamaEmbedder
-    from gateway.memory.ranking import MODES
+    from gateway.context_memory.embedders import WordLlamaEmbedder
+    from gateway.context_memory.ranking import MODES
     from gateway.principal import Principal
     from gateway.service.search import SearchService
     from gateway.store.memory_store import MemoryStore

@@ -3,7 +3,7 @@
 Reads a retrieval set (default ``eval/clinical_retrieval.yaml``, or ``EVAL_SET``): contexts
 of user messages and queries each naming the message that answers it. Every context's
 messages are embedded as the indexer embeds them; every query is ranked within its context
-by ``gateway.memory.ranking`` exactly as the search route ranks it. Embedders: ``hashing``
+by ``gateway.context_memory.ranking`` exactly as the search route ranks it. Embedders: ``hashing``
 and ``wordllama`` (offline), and ``openai`` when ``GATEWAY_EMBEDDER_URL`` or
 ``GATEWAY_EMBEDDER_API_KEY`` names an endpoint (skipped with the reason otherwise).
 """
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from gateway.memory.embedders import Embedder, HashingEmbedder, WordLlamaEmbedder
-from gateway.memory.lexical import LexicalIndex
-from gateway.memory.ranking import MODES, Mode, rank
+from gateway.context_memory.embedders import Embedder, HashingEmbedder, WordLlamaEmbedder
+from gateway.context_memory.lexical import LexicalIndex
+from gateway.context_memory.ranking import MODES, Mode, rank
 
 DEFAULT_SET = Path(__file__).resolve().parent / "clinical_retrieval.yaml"
 
@@ -105,7 +105,7 @@ def embedders() -> tuple[dict[str, Embedder], dict[str, str]]:
     chosen: dict[str, Embedder] = {"hashing": HashingEmbedder(), "wordllama": WordLlamaEmbedder()}
     skipped: dict[str, str] = {}
     if os.environ.get("GATEWAY_EMBEDDER_URL") or os.environ.get("GATEWAY_EMBEDDER_API_KEY"):
-        from gateway.memory.factory import build_embedder
+        from gateway.context_memory.factory import build_embedder
         from gateway.settings import Settings
 
         openai = build_embedder(Settings(embedder="openai"))

@@ -108,11 +108,10 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     messages = MessageService(
         runtime.store,
         runtime.agents,
-        RunHandOff(runtime.queue),
+        RunHandOff(runtime.queue, settings.run_policy),
         runtime.events,
         settings.blocking_timeout_seconds,
         embedding=runtime.embedder is not None,
-        run_policy=settings.run_policy,
         quotas=(
             settings.quota_messages_per_context,
             settings.quota_bytes_per_context,

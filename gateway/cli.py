@@ -463,8 +463,8 @@ async def _audit_key_change(settings: Settings, client: Any, action: str, key: A
     import getpass
 
     from gateway.audit.entry import AuditEntry
+    from gateway.store.assembly import now_ms
     from gateway.store.audit_store import AuditStore
-    from gateway.store.records import now_ms
 
     store = AuditStore(client, settings.audit_max_entries, settings.audit_max_age_seconds)
     entry = AuditEntry(

@@ -23,20 +23,20 @@ from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
+from gateway.context_memory.embedders import Embedder
+from gateway.context_memory.factory import build_embedder
+from gateway.context_memory.indexer import Indexer
 from gateway.engine.durable_queue import DurableQueue
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
+from gateway.engine.in_process_queue import InProcessQueue
 from gateway.engine.maintenance import Maintenance
-from gateway.engine.memory_queue import MemoryQueue
 from gateway.engine.runs import JobQueue
 from gateway.longterm.cortadel import Cortadel
 from gateway.longterm.outbox import Outbox
 from gateway.longterm.recall import LongTermMemory
-from gateway.memory.embedders import Embedder
-from gateway.memory.factory import build_embedder
-from gateway.memory.indexer import Indexer
 from gateway.outbound import Allowlist, guarded_client
-from gateway.push.deliverer import PushDeliverer
+from gateway.push.deliverer import PushDeliverer, webhook_retry
 from gateway.push.signing import SigningKeys
 from gateway.service.search import SearchService
 from gateway.settings import Settings
@@ -185,7 +185,7 @@ class Runtime:
         )
         queue: JobQueue
         if settings.queue == "memory":
-            queue = MemoryQueue(executor, settings.runner_concurrency)
+            queue = InProcessQueue(executor, settings.runner_concurrency)
         else:
             queue = DurableQueue(
                 jobs,
@@ -259,8 +259,9 @@ class Runtime:
                 block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
                 lease_seconds=settings.job_lease_seconds,
                 retry_seconds=settings.push_retry_seconds,
-                backoff_first=settings.push_backoff_first_seconds,
-                backoff_cap=settings.push_backoff_max_seconds,
+                retry=webhook_retry(
+                    settings.push_backoff_first_seconds, settings.push_backoff_max_seconds
+                ),
             )
         maintenance = Maintenance(
             store,

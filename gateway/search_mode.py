@@ -1,5 +1,5 @@
 """The modes of a context search (``hybrid``, ``vector``, ``text``), as agents, the REST and
-MCP search and the ranking (``gateway.memory.ranking``) name them."""
+MCP search and the ranking (``gateway.context_memory.ranking``) name them."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eval.__main__ import RetrievalSet, evaluate, main, report
-from gateway.memory.embedders import HashingEmbedder, WordLlamaEmbedder
+from gateway.context_memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from tests.embeddings_server import EmbeddingsServer
 
 TINY = """

@@ -21,7 +21,7 @@ LAYERS = [
     "service",
     "engine",
     "longterm",
-    "memory | agents | push",
+    "context_memory | agents | push",
     "identity | audit | stream_consumer",
     "store",
     "configuration : settings : options : models : canonical : protojson : dialects"

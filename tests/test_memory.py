@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
-from gateway.memory.embedders import HashingEmbedder, WordLlamaEmbedder
+from gateway.context_memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from gateway.store.keys import EMBEDS_DEAD, keys_of
 from tests.agents import TestAgent
 from tests.conftest import AppFactory, RawRedis, auth, send_task
@@ -164,7 +164,7 @@ async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
     assert [k async for k in redis.scan_iter(match=f"*{cid}*")] == []
     # An embedding job that arrives after the scrub writes nothing.
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    from gateway.memory.indexer import _Item
+    from gateway.context_memory.indexer import _Item
     from gateway.principal import Principal
 
     late = _Item("0-1", keys_of(Principal("default", "local")), cid, 1)

@@ -248,6 +248,42 @@ async def test_an_event_undelivered_for_the_retry_time_is_dead_lettered(
         hook.stop()
 
 
+async def test_a_webhook_that_recovers_gets_its_waiting_events_at_once(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """Events that failed against a webhook wait minutes for their next try, but a delivery
+    to the same origin that succeeds wakes them: the backlog drains at once."""
+    hook = WebhookReceiver().start()
+    hook.down = True
+    slow = {**PUSH_SETTINGS, "push_backoff_first_seconds": 600, "push_backoff_max_seconds": 600}
+    try:
+        async with make_app(**slow) as gw:
+            gw.headers.update(auth("alice"))
+            config = {"pushNotificationConfig": {"url": hook.url}}
+            r = await gw.post(
+                "/v1/message:send", json={"message": message("hi"), "configuration": config}
+            )
+            assert r.status_code == 200, r.text
+            waiting = r.json()["task"]["id"]
+            await until(lambda: hook.attempts >= 2, what="the first events refused")
+            hook.down = False
+            r = await gw.post(
+                "/v1/message:send", json={"message": message("hi"), "configuration": config}
+            )
+            assert r.status_code == 200, r.text
+            # Their next try is 300 s away at the soonest: only the wake-up delivers them.
+            await until(
+                lambda: any(
+                    d.json()["id"] == waiting and d.json()["status"]["state"] == "completed"
+                    for d in hook.accepted
+                ),
+                what="the waiting events delivered",
+            )
+            await until(lambda: _drained(redis), what="the deliveries acknowledged")
+    finally:
+        hook.stop()
+
+
 async def test_the_card_offers_push_and_the_keys_are_public(gateway: httpx.AsyncClient) -> None:
     card = (await gateway.get("/.well-known/agent-card.json")).json()
     assert card["capabilities"]["pushNotifications"] is True

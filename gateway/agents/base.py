@@ -40,7 +40,7 @@ class ContextHistory(Protocol):
 
 class ContextSearch(Protocol):
     """Search over the run's context: hits ``{messageId, taskId, score, text}``, ranked by
-    ``mode`` (``hybrid``, ``vector`` or ``text``, see ``gateway.memory.ranking``)."""
+    ``mode`` (``hybrid``, ``vector`` or ``text``, see ``gateway.context_memory.ranking``)."""
 
     async def __call__(
         self, query: str, top_k: int, mode: Mode = "hybrid"

@@ -7,6 +7,8 @@ the message's own, sometimes an older one). ``RunHandOff.accepted`` settles the 
 with the store's answer: it starts the job taken here, or gives the worker back. Who may
 write a run's outcome is its attempt id, built by ``attempt_id`` only (the send script
 fences the runs it hands over with the same format, in one Lua function naming this one).
+``RunHandOff.policy`` chooses the run policy of a message: what it does when its task's run
+is under way (``enqueue``, ``reject`` or ``interrupt``).
 """
 
 from __future__ import annotations
@@ -14,16 +16,29 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 import orjson
 
-from gateway.store.redis_store import RunInputs, SendResult, SendWrite
+from gateway.agents.base import Agent
+from gateway.errors import InvalidParamsError
+from gateway.store.redis_store import RunInputs, RunPolicy, SendResult, SendWrite
 
-__all__ = ["LOCAL", "JobQueue", "Reservation", "RunHandOff", "RunJob", "attempt_id"]
+__all__ = [
+    "LOCAL",
+    "RUN_POLICY_KEY",
+    "JobQueue",
+    "Reservation",
+    "RunHandOff",
+    "RunJob",
+    "attempt_id",
+]
 
 # The owner of a run queued in this process's queue (not the jobs stream).
 LOCAL = "local"
+# The key of a message's metadata that chooses the run policy for that message.
+RUN_POLICY_KEY = "runPolicy"
+_POLICIES: tuple[str, ...] = get_args(RunPolicy)
 
 
 def attempt_id(owner: str, job: str | int) -> str:
@@ -154,11 +169,27 @@ class Reservation:
 
 
 class RunHandOff:
-    """Where the service hands an accepted message's run: reserves a worker before the send
-    writes, tells the write how its run is queued, and starts the job the send took here."""
+    """Where the service hands an accepted message's run: chooses its run policy, reserves a
+    worker before the send writes, tells the write how its run is queued, and starts the job
+    the send took here. ``default_policy``: the server's run policy (``GATEWAY_RUN_POLICY``)."""
 
-    def __init__(self, queue: JobQueue) -> None:
+    def __init__(self, queue: JobQueue, default_policy: RunPolicy = "enqueue") -> None:
         self.queue = queue
+        self.default_policy: RunPolicy = default_policy
+
+    def policy(self, agent: Agent, metadata: dict[str, Any] | None) -> RunPolicy:
+        """What a message for ``agent`` does when its task's run is under way: the message's
+        own choice (``metadata.runPolicy``), else its agent's (a registry entry's
+        ``runPolicy``), else the server's. An unknown choice is the client's error."""
+        chosen = (metadata or {}).get(RUN_POLICY_KEY)
+        if chosen is None:
+            chosen = getattr(agent, "run_policy", None) or self.default_policy
+        if chosen not in _POLICIES:
+            raise InvalidParamsError(
+                f"message.metadata.{RUN_POLICY_KEY} must be one of: {', '.join(_POLICIES)}"
+            )
+        policy: RunPolicy = chosen
+        return policy
 
     @contextlib.contextmanager
     def reserve(self) -> Iterator[Reservation]:
@@ -170,11 +201,18 @@ class RunHandOff:
             if slot.consumer:
                 self.queue.release()
 
-    def queued(self, write: SendWrite, slot: Reservation) -> SendWrite:
+    def queued(self, write: SendWrite, slot: Reservation, policy: RunPolicy) -> SendWrite:
         """The send's write, with how its run is queued: on the jobs stream (taken at once
-        by ``slot``'s worker when it has one) or by this process's queue."""
+        by ``slot``'s worker when it has one) or by this process's queue, and its run
+        ``policy`` (from ``policy``) for when its task's run is under way."""
         durable = self.queue.durable
-        return replace(write, queue_run=durable, local_run=not durable, claimant=slot.consumer)
+        return replace(
+            write,
+            queue_run=durable,
+            local_run=not durable,
+            claimant=slot.consumer,
+            policy=policy,
+        )
 
     async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> None:
         """Hand over the run of an accepted message (``job``: its ids as the write named

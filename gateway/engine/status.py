@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from gateway.a2a import TERMINAL, settled
-from gateway.store.records import iso_from_ms, now_ms
+from gateway.store.assembly import iso_from_ms, now_ms
 
 __all__ = [
     "TERMINAL",

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.audit.entry import AuditEntry
 from gateway.audit.log import AuditLog
 from gateway.http.access_log import matched_route
-from gateway.store.records import now_ms
+from gateway.store.assembly import now_ms
 
 __all__ = ["AuditMiddleware", "note_ids", "note_operation", "note_receipt"]
 

@@ -14,7 +14,7 @@ from gateway.api_keys import KeyRecord, parse_key
 from gateway.errors import UnauthenticatedError
 from gateway.principal import Principal
 from gateway.store.apikeys_store import ApiKeyStore
-from gateway.store.records import now_ms
+from gateway.store.assembly import now_ms
 
 __all__ = ["ManagedKeys"]
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from gateway import tracing
-from gateway.backoff import Backoff
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.configuration import ConfigurationError
 from gateway.longterm.render import cortadel_user_id
 from gateway.options.longterm import CortadelSettings
@@ -77,6 +77,8 @@ class Cortadel:
             k: ("unknown" if settings.probe else "ok") for k in keys
         }
         self._probing: asyncio.Task[None] | None = None
+        # The start-up probe of each key is tried again on any failure (Cortadel down).
+        self.probe_retry = RetryPolicy(Backoff(0.5, settings.backoff_max_seconds), (Exception,))
         from cortadel import CortadelClient as _Client
 
         self._client_type = _Client
@@ -106,12 +108,14 @@ class Cortadel:
             self._probing = asyncio.create_task(self._probe_all(), name="cortadel-probe")
 
     async def _probe_all(self) -> None:
-        backoff = Backoff(0.5, self.settings.backoff_max_seconds)
+        pauses = self.probe_retry.pauses()
         while pending := [k for k, s in self._keys.items() if s == "unknown"]:
             for key in pending:
                 try:
                     self._keys[key] = "refused" if await self.shares_users(key) else "ok"
-                except Exception as exc:  # Cortadel down: try again later
+                except Exception as exc:
+                    if not self.probe_retry.retries(exc):
+                        raise
                     log.warning(
                         "cortadel probe failed; retrying", extra={"error": type(exc).__name__}
                     )
@@ -122,7 +126,7 @@ class Cortadel:
                         "for the tenants that use it (configure per-tenant keys)"
                     )
             if any(s == "unknown" for s in self._keys.values()):
-                await backoff.wait()
+                await pauses.wait()
 
     async def shares_users(self, key: str | None) -> bool:
         """Whether ``key`` merges users: a memory written as one probe user is visible to

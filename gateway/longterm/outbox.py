@@ -31,11 +31,11 @@ from gateway.backoff import Backoff, RetryPolicy
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
+from gateway.store.assembly import now_ms
 from gateway.store.audit_store import AuditStore
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
-from gateway.store.records import now_ms
 from gateway.stream_consumer import BatchConsumer
 
 __all__ = ["Outbox"]

@@ -18,9 +18,9 @@ import orjson
 
 from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
+from gateway.context_memory.text import embeddable_text
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
 from gateway.longterm.render import MAX_QUERY_CHARS, render_block, select_hits
-from gateway.memory.text import embeddable_text
 from gateway.options.longterm import MemoryOptions
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from gateway.memory.text import embeddable_text
+from gateway.context_memory.text import embeddable_text
 
 __all__ = [
     "END_LINE",

@@ -4,16 +4,17 @@ Each delivered event is acknowledged (``XACK`` and ``XDEL`` of its entry, one ro
 While one acknowledgement is under way, those that come meanwhile wait and then go as one
 call: under load a round trip acknowledges many events, idle it costs no wait at all. A
 caller returns once its entry is acknowledged (until then it keeps its lease); a failing
-call (Redis unavailable) is retried with backoff, the entries kept.
+call is retried per the ``RetryPolicy`` given (the deliverer's: Redis unavailable, with
+backoff), the entries kept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 
-from gateway.backoff import Backoff
-from gateway.errors import GatewayError
+from gateway.backoff import RetryPolicy
 from gateway.store.jobs import JobStore
 
 __all__ = ["Acks"]
@@ -22,8 +23,8 @@ CLOSE_SECONDS = 5.0
 
 
 class Acks:
-    def __init__(self, jobs: JobStore) -> None:
-        self._jobs = jobs
+    def __init__(self, jobs: JobStore, retry: RetryPolicy) -> None:
+        self._jobs, self._retry = jobs, retry
         self._waiting: list[tuple[str, asyncio.Future[None]]] = []
         self._sending: asyncio.Task[None] | None = None
 
@@ -37,13 +38,7 @@ class Acks:
     async def _send(self) -> None:
         while self._waiting:
             batch, self._waiting = self._waiting, []
-            backoff = Backoff(0.05, 2.0)
-            while True:
-                try:
-                    await self._jobs.ack([entry for entry, _ in batch])
-                    break
-                except GatewayError:
-                    await backoff.wait()
+            await self._retry.call(functools.partial(self._jobs.ack, [e for e, _ in batch]))
             for _, done in batch:
                 if not done.done():
                     done.set_result(None)

@@ -14,12 +14,13 @@ events nor lets maintenance requeue them. An event is acknowledged once the webh
 Each attempt reads the config and the task afresh: a config deleted, or a context scrubbed
 or expired, stops delivery at the next attempt (the entry is dropped). The URL passes the
 outbound allowlist on every request (name and resolved addresses; redirects are not
-followed). 408, 425, 429, 5xx and transport errors are retried with exponential backoff and
-jitter until ``retry_seconds`` after the event was queued; then, or on any other answer, or
-when the URL is no longer allowed, the event goes to the dead letters. A delivery that
-succeeds wakes the retries waiting for the same origin (scheme, host, port): after an
-outage the backlog drains at once rather than at each event's next retry slot. No body, token or
-URL is logged: only ids and statuses.
+followed). Which failures are retried, and the pauses between tries, is the ``RetryPolicy``
+passed in (``webhook_retry``: 408, 425, 429, 5xx, transport errors, Redis unavailable, with
+exponential backoff and jitter), until ``retry_seconds`` after the event was queued; then, or
+on any other answer, or when the URL is no longer allowed, the event goes to the dead
+letters. A delivery that succeeds wakes the retries waiting for the same origin (scheme,
+host, port): after an outage the backlog drains at once rather than at each event's next
+retry slot. No body, token or URL is logged: only ids and statuses.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any
 import httpx
 
 from gateway import metrics
-from gateway.backoff import Backoff
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.errors import GatewayError, StoredDataUnreadableError
 from gateway.outbound import OutboundRefused
 from gateway.push.acks import Acks
@@ -49,7 +50,7 @@ from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
 from gateway.stream_consumer import StreamConsumer
 
-__all__ = ["PushDeliverer"]
+__all__ = ["PushDeliverer", "WebhookRefused", "webhook_retry", "webhook_retryable"]
 
 log = logging.getLogger("gateway.push")
 
@@ -69,8 +70,38 @@ class _Request:
         return f"{self.url.scheme}://{self.url.host}:{self.url.port}"
 
 
+class WebhookRefused(Exception):
+    """The webhook answered other than 2xx (the reason holds its status, never content)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the webhook answered {status}")
+        self.status = status
+
+
 class _GiveUp(Exception):
-    """Not worth retrying (the reason holds a status or a cause, never content)."""
+    """Not worth retrying (the reason holds a cause, never content)."""
+
+
+def webhook_retryable(exc: BaseException) -> bool:
+    """Whether a failed delivery is worth another try: a 408, 425, 429 or 5xx answer, a
+    transport error, Redis unavailable, or a defect (logged); not another answer, a URL no
+    longer allowed or stored data that cannot be opened."""
+    if isinstance(exc, WebhookRefused):
+        return exc.status in _RETRYABLE or exc.status >= 500
+    return not isinstance(exc, _GiveUp)
+
+
+def webhook_retry(first: float, cap: float) -> RetryPolicy:
+    """The deliverer's retry policy: pauses from ``first`` doubling to ``cap`` seconds."""
+    return RetryPolicy(Backoff(first, cap), webhook_retryable)
+
+
+@dataclass
+class _Delivery:
+    """One event's tries: the job, and its webhook's origin once a try has learnt it."""
+
+    job: PushJob
+    origin: str = ""
 
 
 class PushDeliverer(StreamConsumer):
@@ -89,8 +120,7 @@ class PushDeliverer(StreamConsumer):
         block_ms: int,
         lease_seconds: float,
         retry_seconds: float,
-        backoff_first: float,
-        backoff_cap: float,
+        retry: RetryPolicy,
     ) -> None:
         super().__init__(jobs, consumer=consumer, block_ms=block_ms, lease_seconds=lease_seconds)
         self._batch = concurrency
@@ -98,9 +128,9 @@ class PushDeliverer(StreamConsumer):
         self._http, self._keys = http, keys
         self._slots = asyncio.Semaphore(concurrency)
         self._origins = OriginLimiter(per_origin)
-        self._acks = Acks(jobs)
+        self._acks = Acks(jobs, self.read_retry)
         self._held = HELD_PER_SLOT * concurrency
-        self._retry, self._first, self._cap = retry_seconds, backoff_first, backoff_cap
+        self._retry_seconds, self._retry = retry_seconds, retry
         self._inflight: dict[str, asyncio.Task[None]] = {}
         # per origin that failed: set (and dropped) when a delivery to it next succeeds
         self._recovered: dict[str, asyncio.Event] = {}
@@ -135,38 +165,37 @@ class PushDeliverer(StreamConsumer):
         except (KeyError, ValueError, TypeError):
             await self._dead(entry, fields, "unreadable event")
             return
-        backoff = Backoff(self._first, self._cap)
-        deadline = job.queued_ms / 1000 + self._retry
-        origin = ""
+        pauses = self._retry.pauses()
+        deadline = job.queued_ms / 1000 + self._retry_seconds
+        delivery = _Delivery(job)
         while True:
             try:
-                delivered, origin = await self._attempt(job, origin)
-            except _GiveUp as exc:
-                await self._dead(entry, fields, str(exc))
-                return
-            except GatewayError:  # Redis unavailable: try again
-                delivered = False
-            except Exception as exc:  # a defect: logged (its type only), retried like a failure
-                log.error("webhook delivery failed", extra={"error": type(exc).__name__})
-                delivered = False
-            if delivered is None:  # config, task or context gone: nothing to deliver
-                metrics.PUSH_DELIVERIES.labels("dropped").inc()
-                await self._ack(entry)
-                return
-            if delivered:
-                metrics.PUSH_DELIVERIES.labels("delivered").inc()
-                recovered = self._recovered.pop(origin, None)
-                if recovered is not None:
-                    recovered.set()
+                delivered = await self._attempt(delivery)
+            except Exception as exc:
+                if not self._retry.retries(exc):
+                    await self._dead(entry, fields, str(exc))
+                    return
+                if not isinstance(exc, WebhookRefused | httpx.HTTPError | GatewayError):
+                    # a defect: logged (its type only), retried like a failure
+                    log.error("webhook delivery failed", extra={"error": type(exc).__name__})
+            else:
+                if delivered:
+                    metrics.PUSH_DELIVERIES.labels("delivered").inc()
+                    recovered = self._recovered.pop(delivery.origin, None)
+                    if recovered is not None:
+                        recovered.set()
+                else:  # config, task or context gone: nothing to deliver
+                    metrics.PUSH_DELIVERIES.labels("dropped").inc()
                 await self._ack(entry)
                 return
             if time.time() >= deadline:
-                await self._dead(entry, fields, f"undelivered after {self._retry:g} s")
+                await self._dead(entry, fields, f"undelivered after {self._retry_seconds:g} s")
                 return
             metrics.PUSH_DELIVERIES.labels("retried").inc()
-            recovery = self._recovered.setdefault(origin, asyncio.Event())
+            # Until the next try, or sooner when a delivery to the same origin succeeds.
+            recovery = self._recovered.setdefault(delivery.origin, asyncio.Event())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(recovery.wait(), backoff.next())
+                await asyncio.wait_for(recovery.wait(), pauses.next())
 
     async def _ack(self, entry: str) -> None:
         await self._acks.ack(entry)
@@ -176,29 +205,31 @@ class PushDeliverer(StreamConsumer):
         log.warning("webhook event given up", extra={"entry": entry, "reason": reason})
         await self.settle(entry, fields, reason)
 
-    async def _attempt(self, job: PushJob, origin: str) -> tuple[bool | None, str]:
-        """One try: (True delivered, False to retry, None when there is nothing to
-        deliver; the webhook's origin). The request is prepared (config and task read,
-        body signed) and posted holding a place at the webhook's ``origin`` — known from an
-        earlier try, else from a first preparation, done again if the place took more than
-        ``STALE_SECONDS`` to get (what it read, or the signature's time, may be stale by
-        then). A request slot is held only to read and to post, never while waiting."""
-        request = None
-        if not origin:
+    async def _attempt(self, delivery: _Delivery) -> bool:
+        """One try: True delivered, False when there is nothing to deliver; a failure is
+        raised (for the retry policy to judge). The request is prepared (config and task
+        read, body signed) and posted holding a place at the webhook's origin — known from
+        an earlier try, else from a first preparation, done again if the place took more
+        than ``STALE_SECONDS`` to get (what it read, or the signature's time, may be stale
+        by then). A request slot is held only to read and to post, never while waiting."""
+        job, request = delivery.job, None
+        if not delivery.origin:
             async with self._slots:
                 request = await self._prepare(job)
             if request is None:
-                return None, ""
-            origin = request.origin
+                return False
+            delivery.origin = request.origin
         asked = time.monotonic()
-        async with self._origins.hold(origin):
+        async with self._origins.hold(delivery.origin):
             if request is None or time.monotonic() - asked > STALE_SECONDS:
                 async with self._slots:
                     request = await self._prepare(job)
                 if request is None:
-                    return None, origin
+                    return False
+            delivery.origin = request.origin
             async with self._slots:
-                return await self._post(request), request.origin
+                await self._post(request)
+                return True
 
     async def _prepare(self, job: PushJob) -> _Request | None:
         """The request for the event, from the config and the task as they stand (None:
@@ -219,8 +250,9 @@ class PushDeliverer(StreamConsumer):
             return None
         return _Request(httpx.URL(config.url), body, self._headers(config, job, body))
 
-    async def _post(self, request: _Request) -> bool:
-        """Whether the webhook took it (False: to retry); ``_GiveUp`` when not worth it."""
+    async def _post(self, request: _Request) -> None:
+        """Post the event; raises unless the webhook took it (``WebhookRefused``: its
+        status; ``httpx.HTTPError``: unreachable; ``_GiveUp``: the URL is not allowed)."""
         try:
             response = await self._http.post(
                 request.url, content=request.body, headers=request.headers
@@ -229,14 +261,11 @@ class PushDeliverer(StreamConsumer):
             if isinstance(exc.__cause__, OutboundRefused):
                 raise _GiveUp("the webhook URL is no longer allowed") from exc
             log.info("webhook unreachable", extra={"error": type(exc).__name__})
-            return False
+            raise
         status = response.status_code
-        if 200 <= status < 300:
-            return True
-        if status in _RETRYABLE or status >= 500:
+        if not 200 <= status < 300:
             log.info("webhook answered an error", extra={"status": status})
-            return False
-        raise _GiveUp(f"the webhook answered {status}")
+            raise WebhookRefused(status)
 
     def _headers(self, config: PushConfig, job: PushJob, body: bytes) -> dict[str, Any]:
         signature = self._keys.sign(body, job.event_id, job.task_id)

@@ -28,7 +28,7 @@ from gateway.errors import (
 )
 from gateway.outbound import Allowlist
 from gateway.principal import Principal
-from gateway.store.records import iso_from_ms, now_ms
+from gateway.store.assembly import iso_from_ms, now_ms
 from gateway.validation import validated
 
 __all__ = ["AgentService"]

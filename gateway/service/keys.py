@@ -13,7 +13,7 @@ from gateway.api_keys import KeyRecord, key_mac, new_key
 from gateway.errors import ApiKeyNotFoundError, ForbiddenError
 from gateway.principal import Principal
 from gateway.store.apikeys_store import ApiKeyStore
-from gateway.store.records import now_ms
+from gateway.store.assembly import now_ms
 
 __all__ = ["KeyService"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Any, get_args
+from typing import Any
 
 import orjson
 
@@ -13,47 +13,29 @@ from gateway import metrics, tracing
 from gateway.a2a import accepts_any
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
+from gateway.context_memory.text import embeddable_text
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.runs import RunHandOff, RunJob
 from gateway.engine.status import status_json
 from gateway.errors import (
     ContentTypeNotSupportedError,
     ContextNotFoundError,
-    InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
 )
 from gateway.ids import new_id
-from gateway.memory.text import embeddable_text
 from gateway.models import SendMessageRequest, Task
 from gateway.principal import Principal
 from gateway.push.configs import Version
 from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
+from gateway.store.assembly import assemble_task
 from gateway.store.keys import keys_of
-from gateway.store.records import assemble_task
-from gateway.store.redis_store import RunPolicy, SendResult, SendWrite, Store
+from gateway.store.redis_store import SendResult, SendWrite, Store
 
-__all__ = ["RUN_POLICY_KEY", "MessageService", "run_policy"]
+__all__ = ["MessageService"]
 
-# The key of a message's metadata that chooses the run policy for that message.
-RUN_POLICY_KEY = "runPolicy"
-_POLICIES: tuple[str, ...] = get_args(RunPolicy)
 _SUBMITTED = metrics.TASK_TRANSITIONS.labels("submitted")
-
-
-def run_policy(metadata: dict[str, Any] | None, agent: object, default: RunPolicy) -> RunPolicy:
-    """What a message continuing a task whose run is under way does: the message's own
-    choice, else its agent's (a registry entry's ``runPolicy``), else the server default."""
-    chosen = (metadata or {}).get(RUN_POLICY_KEY)
-    if chosen is None:
-        chosen = getattr(agent, "run_policy", None) or default
-    if chosen not in _POLICIES:
-        raise InvalidParamsError(
-            f"message.metadata.{RUN_POLICY_KEY} must be one of: {', '.join(_POLICIES)}"
-        )
-    policy: RunPolicy = chosen
-    return policy
 
 
 def message_digest(body: dict[str, Any]) -> str:
@@ -71,7 +53,6 @@ class MessageService:
     events: TaskEvents
     blocking_timeout: float
     embedding: bool = False
-    run_policy: RunPolicy = "enqueue"
     # messages, bytes per context; contexts, running tasks per user (0: none)
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push: PushService | None = None  # None: sends with a push config are refused
@@ -90,11 +71,11 @@ class MessageService:
         if not accepts_any(agent.output_modes, config.acceptedOutputModes):
             raise ContentTypeNotSupportedError(data={"supportedOutputModes": agent.output_modes})
         history_length = config.historyLength or 0
-        policy = run_policy(request.message.metadata, agent, self.run_policy)
+        policy = self.runs.policy(agent, request.message.metadata)
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
-            write, job = await self._prepare(principal, agent.id, request, registered, policy)
-            write = self.runs.queued(write, slot)
+            write, job = await self._prepare(principal, agent.id, request, registered)
+            write = self.runs.queued(write, slot, policy)
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -155,7 +136,6 @@ class MessageService:
         agent_id: str,
         request: SendMessageRequest,
         registered: bool,
-        policy: RunPolicy,
     ) -> tuple[SendWrite, RunJob]:
         """The send's write, and its run as a job (ids as the write names them; the store's
         answer fixes the ids and the message's seq)."""
@@ -198,7 +178,6 @@ class MessageService:
             reference_ids=references,
             job_json=template.wire(),
             embed=self.embedding and bool(embeddable_text(stored)),
-            policy=policy,
             quotas=self.quotas,
         )
         return write, template

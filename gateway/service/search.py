@@ -1,8 +1,8 @@
 """Search within a context: by meaning (cosine over its stored vectors), by words (BM25
-over its user messages' embedded text), or both fused (see ``gateway.memory.ranking``).
+over its user messages' embedded text), or both fused (see ``gateway.context_memory.ranking``).
 
 A context whose vectors are of another model than the embedder's is searched by words, and
-queued for re-embedding (``gateway.memory.reembed``); so is one being re-embedded.
+queued for re-embedding (``gateway.context_memory.reembed``); so is one being re-embedded.
 
 Each process holds what it read of the contexts it searched: their vector rows and their
 lexical index, both append-only, so a later search reads only the rows and messages written
@@ -22,12 +22,12 @@ import numpy.typing as npt
 
 from gateway.agents.base import ContextSearch
 from gateway.canonical import hit_json
+from gateway.context_memory.embedders import Embedder, EmbedderError
+from gateway.context_memory.lexical import LexicalIndex, counted
+from gateway.context_memory.ranking import Mode, rank
+from gateway.context_memory.reembed import job_json, reembed
+from gateway.context_memory.text import embeddable_text
 from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOperationError
-from gateway.memory.embedders import Embedder, EmbedderError
-from gateway.memory.lexical import LexicalIndex, counted
-from gateway.memory.ranking import Mode, rank
-from gateway.memory.reembed import job_json, reembed
-from gateway.memory.text import embeddable_text
 from gateway.models import SearchHit
 from gateway.principal import Principal
 from gateway.store.keys import UserKeys, keys_of

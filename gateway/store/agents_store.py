@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from gateway.store.assembly import text_of as _text
 from gateway.store.keys import TenantAgentKeys
-from gateway.store.records import text_of as _text
 from gateway.store.sealing import Sealer
 from gateway.store.translate import translated
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from gateway.api_keys import KeyRecord
-from gateway.store.records import now_ms
+from gateway.store.assembly import now_ms
 from gateway.store.scripts import Scripts, UseApiKeyArgs, argv
 from gateway.store.translate import translated
 

@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from gateway.store.records import now_ms
+from gateway.store.assembly import now_ms
 from gateway.store.translate import translated
 
 __all__ = ["AuditStore", "audit_stream"]

@@ -20,8 +20,8 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from gateway.store.assembly import now_ms
 from gateway.store.keys import REWRITE_DUE
-from gateway.store.records import now_ms
 from gateway.store.translate import translated
 
 __all__ = ["DiskRewrite"]

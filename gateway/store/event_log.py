@@ -12,10 +12,10 @@ from typing import Any, Literal
 import orjson
 
 from gateway.models import Task
+from gateway.store.assembly import message_seqs
+from gateway.store.assembly import text_of as _text
 from gateway.store.fields import EVENTS_SEAL, OPEN_ARTIFACT, STATUS, TASK_FIELDS, task_field
 from gateway.store.keys import UserKeys, event_stream
-from gateway.store.records import message_seqs
-from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
 

@@ -23,8 +23,8 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from gateway.store.assembly import text_of as _text
 from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER, UserKeys
-from gateway.store.records import text_of as _text
 from gateway.store.translate import translated
 
 __all__ = ["RECLAIMER", "Entry", "JobStore", "PendingJob", "QueueFigures"]

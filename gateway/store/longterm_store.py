@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
+from gateway.store.assembly import message_seqs, now_ms
+from gateway.store.assembly import text_of as _text
 from gateway.store.fields import MESSAGES, task_field
 from gateway.store.keys import UserKeys
-from gateway.store.records import message_seqs, now_ms
-from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
 from gateway.store.scripts import RememberArgs, argv
 from gateway.store.translate import translated as _translated

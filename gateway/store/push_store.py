@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.store.assembly import text_of as _text
 from gateway.store.fields import PUSH_IDS, STATE, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.push_records import config_field, open_config, seal_config
-from gateway.store.records import text_of as _text
 from gateway.store.redis_store import Store
 from gateway.store.scripts import PushConfigArgs, argv
 from gateway.store.translate import translated as _translated

@@ -30,6 +30,13 @@ from gateway.errors import (
 )
 from gateway.models import ContextPage, ContextSummary, Task
 from gateway.store import fields as f
+from gateway.store.assembly import (
+    assemble_task,
+    message_seqs,
+    now_ms,
+    with_open_artifact,
+)
+from gateway.store.assembly import text_of as _text
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
 from gateway.store.fields import task_field
@@ -45,13 +52,6 @@ from gateway.store.keys import (
     UserKeys,
 )
 from gateway.store.push_records import seal_config
-from gateway.store.records import (
-    assemble_task,
-    message_seqs,
-    now_ms,
-    with_open_artifact,
-)
-from gateway.store.records import text_of as _text
 from gateway.store.replies import (
     SendAccepted,
     SendDuplicate,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.store.records import text_of as _text
+from gateway.store.assembly import text_of as _text
 
 __all__ = [
     "BeginRunReply",

@@ -31,9 +31,9 @@ from gateway.errors import StoredDataUnreadableError
 from gateway.settings import Settings
 from gateway.store import fields as f
 from gateway.store.agents_store import entry_aad
+from gateway.store.assembly import text_of
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.push_records import is_current, open_config, seal_config
-from gateway.store.records import text_of
 from gateway.store.scripts import RewriteVectorsArgs, Scripts, argv
 from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
 

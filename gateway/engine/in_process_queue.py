@@ -1,4 +1,4 @@
-"""The in-memory queue: runs in this process, no durability.
+"""The in-process run queue: runs in this process, no durability.
 
 Fastest, and the baseline the durable queue is measured against. Jobs accepted
 but not yet run are lost if the process dies (their tasks stay ``submitted``); on
@@ -14,10 +14,10 @@ from gateway.engine.executor import SHUTDOWN_TEXT, RunExecutor
 from gateway.engine.runs import RunJob
 from gateway.errors import StoreUnavailableError
 
-__all__ = ["MemoryQueue"]
+__all__ = ["InProcessQueue"]
 
 
-class MemoryQueue:
+class InProcessQueue:
     durable = False
 
     def __init__(self, executor: RunExecutor, concurrency: int) -> None:
@@ -35,7 +35,7 @@ class MemoryQueue:
         """Nothing is ever reserved."""
 
     def adopt(self, entry: str, fields: dict[bytes, bytes]) -> None:
-        raise RuntimeError("an in-memory queue never takes stream jobs (it names no claimant)")
+        raise RuntimeError("the in-process queue never takes stream jobs (it names no claimant)")
 
     async def start(self) -> None:
         self._workers = [

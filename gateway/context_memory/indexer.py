@@ -20,10 +20,10 @@ import orjson
 
 from gateway import metrics, tracing
 from gateway.backoff import Backoff, RetryPolicy
+from gateway.context_memory.embedders import Embedder, EmbedderError, Matrix
+from gateway.context_memory.reembed import reembed
+from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
-from gateway.memory.embedders import Embedder, EmbedderError, Matrix
-from gateway.memory.reembed import reembed
-from gateway.memory.text import embeddable_text
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore, VectorBatch

@@ -13,7 +13,7 @@ import logging
 
 import orjson
 
-from gateway.memory.text import embeddable_text
+from gateway.context_memory.text import embeddable_text
 from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore
 

@@ -2,7 +2,7 @@
 
 ``vector``: the cosine of the query's and the message's embeddings (-1..1); messages not
 embedded (yet, or by the current model) are not ranked.
-``text``: the message's BM25 score for the query (``gateway.memory.lexical``, 0 and up);
+``text``: the message's BM25 score for the query (``gateway.context_memory.lexical``, 0 and up);
 messages sharing no term with it are not ranked.
 ``hybrid``: reciprocal-rank fusion of those two rankings — each message scores
 ``1 / (k + rank)`` in each ranking it is among the first 100 of (``k`` = 60, ranks from 1) —

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.memory.embedders import (
+from gateway.context_memory.embedders import (
     Embedder,
     HashingEmbedder,
     OpenAIEmbedder,
