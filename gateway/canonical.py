@@ -12,21 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from gateway.clock import iso_from_ms
 from gateway.models import (
+    ArtifactUpdate,
     ContextList,
     ContextPage,
     ContextSummary,
     ScrubReport,
     SearchHit,
+    StatusUpdate,
     Task,
 )
 
 __all__ = [
+    "artifact_update_json",
     "context_list_json",
     "context_page_json",
     "hit_json",
     "scrub_json",
+    "status_update_json",
     "task_json",
     "task_value",
 ]
@@ -65,6 +71,29 @@ def task_value(task: Task) -> dict[str, Any]:
     if task.metadata is not None:
         out["metadata"] = task.metadata.value
     return out
+
+
+def status_update_json(
+    task_id: str, context_id: str, update: StatusUpdate, final: bool
+) -> dict[str, Any]:
+    """A stream's ``status-update`` event, the logged TaskStatus written as it is."""
+    return {
+        "kind": "status-update",
+        "taskId": task_id,
+        "contextId": context_id,
+        "status": update.status.fragment(),
+        "final": final,
+    }
+
+
+def artifact_update_json(task_id: str, context_id: str, update: ArtifactUpdate) -> Any:
+    """A stream's ``artifact-update`` event: its head, then the members of the logged
+    ``{"artifact", "append", "lastChunk"}`` object written as they are (spliced in)."""
+    head = {"kind": "artifact-update", "taskId": task_id, "contextId": context_id}
+    raw = update.update.raw
+    if raw[:1] == b"{" and raw[1:2] not in (b"}", b""):  # compact, as orjson writes it
+        return orjson.Fragment(orjson.dumps(head)[:-1] + b"," + raw[1:])
+    return {**head, **update.update.value}
 
 
 def _summary_json(summary: ContextSummary) -> dict[str, Any]:

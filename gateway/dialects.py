@@ -28,13 +28,14 @@ import re
 from typing import Any, Literal
 
 from gateway.errors import GatewayError
-from gateway.models import Task
+from gateway.models import ArtifactUpdate, StatusUpdate, Task
 
 __all__ = [
     "V03_PROTO",
     "V1",
     "Dialect",
     "artifact_out",
+    "artifact_update_out",
     "jsonrpc_error_v1",
     "message_v1",
     "read_v1_artifact",
@@ -46,6 +47,7 @@ __all__ = [
     "rpc_status",
     "send_result",
     "status_out",
+    "status_update_out",
     "task_out",
 ]
 
@@ -168,6 +170,36 @@ def status_out(status: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
 def artifact_out(artifact: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     """A canonical Artifact in ``dialect``."""
     return _artifact_out(artifact, dialect)
+
+
+def status_update_out(
+    task_id: str, context_id: str, update: StatusUpdate, final: bool, dialect: Dialect
+) -> dict[str, Any]:
+    """A stream's status event as a ``StreamResponse`` in ``dialect`` (0.3 keeps ``final``,
+    1.0 has none)."""
+    out: dict[str, Any] = {
+        "taskId": task_id,
+        "contextId": context_id,
+        "status": status_out(update.status.value, dialect),
+    }
+    if dialect == V03_PROTO:
+        out["final"] = final
+    return {"statusUpdate": out}
+
+
+def artifact_update_out(
+    task_id: str, context_id: str, update: ArtifactUpdate, dialect: Dialect
+) -> dict[str, Any]:
+    """A stream's artifact event as a ``StreamResponse`` in ``dialect``."""
+    return {
+        "artifactUpdate": {
+            "taskId": task_id,
+            "contextId": context_id,
+            "artifact": _artifact_out(update.artifact, dialect),
+            "append": update.append,
+            "lastChunk": update.last_chunk,
+        }
+    }
 
 
 def task_out(task: Task, dialect: Dialect) -> dict[str, Any]:
