@@ -45,7 +45,6 @@ __all__ = [
     "read_v1_task",
     "reason",
     "rpc_status",
-    "send_result",
     "status_out",
     "status_update_out",
     "task_out",
@@ -221,11 +220,6 @@ def task_out(task: Task, dialect: Dialect) -> dict[str, Any]:
 def message_v1(message: dict[str, Any]) -> dict[str, Any]:
     """A canonical Message in the 1.0 dialect."""
     return _message_out(message, V1)
-
-
-def send_result(task: Task, dialect: Dialect) -> dict[str, Any]:
-    """A send's answer: the ``{"task": ...}`` wrapper of both proto dialects."""
-    return {"task": task_out(task, dialect)}
 
 
 # --- errors --------------------------------------------------------------------------

@@ -330,7 +330,9 @@ class ContextPage:
 class ScrubReport:
     """What scrubbing a context removed: messages, tasks, vectors (embedded messages), runs
     and waiting messages or webhook deliveries of its unfinished tasks, dead letters, and
-    long-term memories queued for deletion in Cortadel."""
+    long-term memories queued for deletion in Cortadel. The store's scrub returns what it
+    removed from the context's keys; the service adds the deliveries and dead letters kept
+    elsewhere."""
 
     messages: int
     tasks: int

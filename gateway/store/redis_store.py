@@ -28,7 +28,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.models import ContextPage, ContextSummary, Task
+from gateway.models import ContextPage, ContextSummary, ScrubReport, Task
 from gateway.store import fields as f
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
@@ -81,7 +81,6 @@ from gateway.store.translate import translated as _translated
 __all__ = [
     "RunInputs",
     "RunPolicy",
-    "ScrubReceipt",
     "SendResult",
     "SendWrite",
     "Store",
@@ -147,19 +146,6 @@ class SendResult:
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
-
-
-@dataclass(frozen=True)
-class ScrubReceipt:
-    """What a scrub removed: messages, tasks, vectors (embedded messages), the runs and
-    waiting messages of unfinished tasks it dropped, and long-term memories it queued for
-    deletion in Cortadel."""
-
-    messages: int
-    tasks: int
-    vectors: int
-    pending_jobs: int
-    memories_queued: int
 
 
 @dataclass(frozen=True)
@@ -610,10 +596,11 @@ class Store:
     @_translated
     async def scrub(
         self, keys: UserKeys, context_id: str, forget_job: bytes = b""
-    ) -> ScrubReceipt | None:
+    ) -> ScrubReport | None:
         """Delete the context; with ``forget_job`` its ledger's memories are queued for
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
-        was removed, or None when there was no such context."""
+        was removed from the context's keys (no dead letters: they live elsewhere), or None
+        when there was no such context."""
         reply = await self.scripts.scrub(
             keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
         )
@@ -625,7 +612,8 @@ class Store:
             await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
         if self.disk_rewrite is not None:
             await self.disk_rewrite.schedule()
-        return ScrubReceipt(*scrubbed.counts)
+        messages, tasks, vectors, pending_jobs, memories_queued = scrubbed.counts
+        return ScrubReport(messages, tasks, vectors, pending_jobs, 0, memories_queued)
 
     # -- reads ----------------------------------------------------------------------------
 
