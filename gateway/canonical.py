@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from gateway.api_keys import PREFIX, CreatedKey, KeyRecord
 from gateway.clock import iso_from_ms
 from gateway.models import (
     ArtifactUpdate,
@@ -30,7 +31,10 @@ __all__ = [
     "artifact_update_json",
     "context_list_json",
     "context_page_json",
+    "created_key_json",
     "hit_json",
+    "key_json",
+    "key_list_json",
     "scrub_json",
     "status_update_json",
     "task_json",
@@ -149,3 +153,34 @@ def scrub_json(report: ScrubReport) -> dict[str, int]:
         "deadLetters": report.dead_letters,
         "memoriesQueued": report.memories_queued,
     }
+
+
+def _when(ms: int) -> str | None:
+    return iso_from_ms(ms) if ms else None
+
+
+def key_json(record: KeyRecord) -> dict[str, Any]:
+    """An API key's record as the API and the command line show it (never its hash)."""
+    return {
+        "id": record.id,
+        "prefix": f"{PREFIX}{record.id}_",
+        "tenant": record.tenant,
+        "user": record.user,
+        "roles": list(record.roles),
+        "name": record.name,
+        "createdAt": _when(record.created_ms),
+        "expiresAt": _when(record.expires_ms),
+        "revokedAt": _when(record.revoked_ms),
+        "lastUsedAt": _when(record.last_used_ms),
+        "replacedBy": record.replaced_by or None,
+    }
+
+
+def key_list_json(records: list[KeyRecord]) -> dict[str, Any]:
+    """``GET /keys``."""
+    return {"items": [key_json(r) for r in records]}
+
+
+def created_key_json(created: CreatedKey) -> dict[str, Any]:
+    """A new key's record and the key, the only time it is shown."""
+    return {**key_json(created.record), "key": created.key}

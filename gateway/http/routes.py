@@ -16,7 +16,10 @@ from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.canonical import (
     context_list_json,
     context_page_json,
+    created_key_json,
     hit_json,
+    key_json,
+    key_list_json,
     scrub_json,
     task_json,
 )
@@ -280,7 +283,7 @@ def _keys(request: Request) -> tuple[KeyService, str]:
 
 async def list_keys(request: Request) -> Response:
     service, tenant = _keys(request)
-    return JSONResponse({"items": await service.list(tenant)})
+    return JSONResponse(key_list_json(await service.list(tenant)))
 
 
 async def create_key(request: Request) -> Response:
@@ -289,12 +292,16 @@ async def create_key(request: Request) -> Response:
     created = await service.create(
         tenant, body.user, list(body.roles), body.name, body.expiresInSeconds
     )
-    return JSONResponse(created, status_code=201, headers={"Location": f"/keys/{created['id']}"})
+    return JSONResponse(
+        created_key_json(created),
+        status_code=201,
+        headers={"Location": f"/keys/{created.record.id}"},
+    )
 
 
 async def read_key(request: Request) -> Response:
     service, tenant = _keys(request)
-    return JSONResponse(await service.read(tenant, request.path_params["key_id"]))
+    return JSONResponse(key_json(await service.read(tenant, request.path_params["key_id"])))
 
 
 async def revoke_key(request: Request) -> Response:
@@ -307,7 +314,11 @@ async def rotate_key(request: Request) -> Response:
     service, tenant = _keys(request)
     body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
     created = await service.rotate(tenant, request.path_params["key_id"], body.graceSeconds)
-    return JSONResponse(created, status_code=201, headers={"Location": f"/keys/{created['id']}"})
+    return JSONResponse(
+        created_key_json(created),
+        status_code=201,
+        headers={"Location": f"/keys/{created.record.id}"},
+    )
 
 
 def key_routes() -> list[BaseRoute]:
