@@ -17,6 +17,8 @@ import orjson
 from gateway.api_keys import PREFIX, CreatedKey, KeyRecord
 from gateway.clock import iso_from_ms
 from gateway.models import (
+    AgentList,
+    AgentView,
     ArtifactUpdate,
     ContextList,
     ContextPage,
@@ -28,6 +30,8 @@ from gateway.models import (
 )
 
 __all__ = [
+    "agent_json",
+    "agent_list_json",
     "artifact_update_json",
     "context_list_json",
     "context_page_json",
@@ -184,3 +188,35 @@ def key_list_json(records: list[KeyRecord]) -> dict[str, Any]:
 def created_key_json(created: CreatedKey) -> dict[str, Any]:
     """A new key's record and the key, the only time it is shown."""
     return {**key_json(created.record), "key": created.key}
+
+
+def agent_json(agent: AgentView) -> dict[str, Any]:
+    """An agent of the registry (``/agents``)."""
+    if agent.built_in:
+        return {
+            "id": agent.id,
+            "name": agent.name,
+            "description": agent.description,
+            "type": agent.type,
+            "builtIn": True,
+            "skills": agent.skills,
+        }
+    return {
+        "id": agent.id,
+        "name": agent.name,
+        "description": agent.description,
+        "systemPrompt": agent.system_prompt,
+        "type": agent.type,
+        "config": agent.config,
+        "skills": agent.skills,
+        "ephemeral": agent.ephemeral,
+        "revision": agent.revision,
+        "createdAt": agent.created_at,
+        "updatedAt": agent.updated_at,
+        "builtIn": False,
+    }
+
+
+def agent_list_json(listing: AgentList) -> dict[str, Any]:
+    """``GET /agents``."""
+    return {"items": [agent_json(a) for a in listing.items], "total": listing.total}

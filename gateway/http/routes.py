@@ -14,6 +14,8 @@ from starlette.routing import BaseRoute, Route
 from gateway.agents.base import Agent
 from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.canonical import (
+    agent_json,
+    agent_list_json,
     context_list_json,
     context_page_json,
     created_key_json,
@@ -235,25 +237,30 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
 
 
 async def list_agents(request: Request) -> Response:
-    return JSONResponse(await _state(request).registry.list(_principal(request)))
+    return JSONResponse(agent_list_json(await _state(request).registry.list(_principal(request))))
 
 
 async def register_agent(request: Request) -> Response:
     spec = validated(AgentSpec, await json_body(request))
     ephemeral = query_bool(request, "ephemeral", default=False)
     view = await _state(request).registry.create(_principal(request), spec, ephemeral)
-    return JSONResponse(view, status_code=201, headers={"Location": f"/agents/{view['id']}"})
+    return JSONResponse(
+        agent_json(view), status_code=201, headers={"Location": f"/agents/{view.id}"}
+    )
 
 
 async def read_agent(request: Request) -> Response:
     agent_id = request.path_params["agent_id"]
-    return JSONResponse(await _state(request).registry.read(_principal(request), agent_id))
+    return JSONResponse(
+        agent_json(await _state(request).registry.read(_principal(request), agent_id))
+    )
 
 
 async def change_agent(request: Request) -> Response:
     patch = validated(AgentPatch, await json_body(request))
     agent_id = request.path_params["agent_id"]
-    return JSONResponse(await _state(request).registry.patch(_principal(request), agent_id, patch))
+    changed = await _state(request).registry.patch(_principal(request), agent_id, patch)
+    return JSONResponse(agent_json(changed))
 
 
 async def delete_agent(request: Request) -> Response:
