@@ -20,6 +20,8 @@ from gateway.models import (
     AgentList,
     AgentView,
     ArtifactUpdate,
+    AuditPage,
+    AuditRecord,
     ContextList,
     ContextPage,
     ContextSummary,
@@ -33,6 +35,8 @@ __all__ = [
     "agent_json",
     "agent_list_json",
     "artifact_update_json",
+    "audit_page_json",
+    "audit_record_json",
     "context_list_json",
     "context_page_json",
     "created_key_json",
@@ -220,3 +224,29 @@ def agent_json(agent: AgentView) -> dict[str, Any]:
 def agent_list_json(listing: AgentList) -> dict[str, Any]:
     """``GET /agents``."""
     return {"items": [agent_json(a) for a in listing.items], "total": listing.total}
+
+
+def audit_record_json(record: AuditRecord) -> dict[str, Any]:
+    """An audit entry as ``GET /audit`` and the JSON-lines mirror show it."""
+    out: dict[str, Any] = {
+        "id": record.id,
+        "time": iso_from_ms(record.time_ms),
+        "tenant": record.tenant,
+        "user": record.user,
+        "credential": record.credential,
+        "operation": record.operation,
+        "method": record.method,
+        "status": record.status,
+        "outcome": record.outcome,
+        "requestId": record.request_id,
+        "client": record.client,
+        **record.ids,
+    }
+    if record.removed:
+        out["removed"] = record.removed
+    return out
+
+
+def audit_page_json(page: AuditPage) -> dict[str, Any]:
+    """``GET /audit``."""
+    return {"items": [audit_record_json(r) for r in page.items], "nextCursor": page.next_cursor}

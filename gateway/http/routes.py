@@ -16,6 +16,7 @@ from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.canonical import (
     agent_json,
     agent_list_json,
+    audit_page_json,
     context_list_json,
     context_page_json,
     created_key_json,
@@ -352,7 +353,7 @@ async def read_audit(request: Request) -> Response:
         cursor=query_cursor(request, "cursor"),
         limit=query_int(request, "limit", default=100, minimum=1, maximum=MAX_PAGE) or 100,
     )
-    return JSONResponse(await state.audit.read(tenant, query))
+    return JSONResponse(audit_page_json(await state.audit.read(tenant, query)))
 
 
 def audit_routes() -> list[BaseRoute]:
