@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.a2a import INTERRUPTED, TERMINAL
-from gateway.canonical import task_value
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -125,13 +124,14 @@ class SendWrite:
 
 @dataclass(frozen=True)
 class RunInputs:
-    """What a run gives the agent: its message (at ``seq``) and the referenced tasks; its
-    history is the context's messages up to ``last`` bar its own and those still ``waiting``
-    for the task (a run that waited its turn sees the replies to the messages before it)."""
+    """What a run gives the agent: its message (at ``seq``) and the referenced tasks (their
+    status and artifacts); its history is the context's messages up to ``last`` bar its own
+    and those still ``waiting`` for the task (a run that waited its turn sees the replies to
+    the messages before it)."""
 
     message: dict[str, Any]
     seq: int
-    referenced: list[dict[str, Any]]
+    referenced: list[Task]
     last: int = 0  # the context's last message when the run began (0: the one before seq)
     waiting: frozenset[int] = frozenset()
 
@@ -286,7 +286,7 @@ class Store:
             status, arts = raw[2 * n], raw[2 * n + 1]
             if status is not None:
                 stored = (status, arts, None, None)
-                referenced.append(task_value(self._task(keys, context_id, tid, stored, None)))
+                referenced.append(self._task(keys, context_id, tid, stored, None))
         return RunInputs(orjson.loads(self.open_message(keys, context_id, msg)), seq, referenced)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
