@@ -269,7 +269,8 @@ class _StoredHistory:
         return wanted[::-1]
 
     async def load(self) -> Sequence[Mapping[str, Any]]:
-        return await self.store.context_messages(self.keys, self.context_id, self._seqs())
+        found = await self.store.context_messages(self.keys, self.context_id, self._seqs())
+        return [m.value for m in found]  # the agent contract's JSON
 
 
 class RunExecutor:

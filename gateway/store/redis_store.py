@@ -27,7 +27,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.models import ContextPage, ContextSummary, ScrubReport, Task
+from gateway.models import ContextPage, ContextSummary, RawJson, ScrubReport, Task
 from gateway.store import fields as f
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
@@ -716,12 +716,13 @@ class Store:
     @_translated
     async def context_messages(
         self, keys: UserKeys, context_id: str, seqs: Sequence[int]
-    ) -> list[dict[str, Any]]:
-        """The messages at ``seqs`` (sequence numbers) of a context, in that order."""
+    ) -> list[RawJson]:
+        """The messages at ``seqs`` (sequence numbers) of a context, in that order, as
+        stored (A2A 0.3 JSON)."""
         if not seqs:
             return []
         raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
-        return [orjson.loads(m) for m in self._history(keys, context_id, raw)]
+        return [RawJson(m) for m in self._history(keys, context_id, raw)]
 
     @_translated
     async def list_contexts(
