@@ -4,7 +4,9 @@ typed results the services return.
 Requests: only what clients send is modelled (pydantic). Stored objects are written from
 these models and read back as the JSON they were written as.
 
-Results (frozen dataclasses): a task, a context's page, a listing of contexts, a search hit.
+Results (frozen dataclasses): a task, a context's page, a listing of contexts, a search hit,
+a scrub's report, the registry's agents, audit entries; a stream's status and artifact events
+(named tuples: one is built per event read).
 What was stored as A2A JSON (a status, artifacts, messages, metadata) is carried as
 ``RawJson``: the bytes as stored, parsed only when something reads into them. The wire
 formats are written from these objects by one serializer each (``gateway.canonical`` for
