@@ -14,11 +14,8 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
-from gateway.clock import iso_from_ms
-
-__all__ = ["PREFIX", "KeyRecord", "key_mac", "new_key", "parse_key"]
+__all__ = ["PREFIX", "CreatedKey", "KeyRecord", "key_mac", "new_key", "parse_key"]
 
 PREFIX = "gwk_"
 _SHAPE = re.compile(r"gwk_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
@@ -64,22 +61,10 @@ class KeyRecord:
         expired = self.expires_ms and self.expires_ms <= now_ms
         return not (revoked or expired)
 
-    def view(self) -> dict[str, Any]:
-        """The record as the API and the CLI show it (no hash)."""
 
-        def when(ms: int) -> str | None:
-            return iso_from_ms(ms) if ms else None
+@dataclass(frozen=True)
+class CreatedKey:
+    """A key just made (created or rotated): its record, and the key itself, shown once."""
 
-        return {
-            "id": self.id,
-            "prefix": f"{PREFIX}{self.id}_",
-            "tenant": self.tenant,
-            "user": self.user,
-            "roles": list(self.roles),
-            "name": self.name,
-            "createdAt": when(self.created_ms),
-            "expiresAt": when(self.expires_ms),
-            "revokedAt": when(self.revoked_ms),
-            "lastUsedAt": when(self.last_used_ms),
-            "replacedBy": self.replaced_by or None,
-        }
+    record: KeyRecord
+    key: str

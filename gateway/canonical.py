@@ -12,21 +12,39 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from gateway.api_keys import PREFIX, CreatedKey, KeyRecord
 from gateway.clock import iso_from_ms
 from gateway.models import (
+    AgentList,
+    AgentView,
+    ArtifactUpdate,
+    AuditPage,
+    AuditRecord,
     ContextList,
     ContextPage,
     ContextSummary,
     ScrubReport,
     SearchHit,
+    StatusUpdate,
     Task,
 )
 
 __all__ = [
+    "agent_json",
+    "agent_list_json",
+    "artifact_update_json",
+    "audit_page_json",
+    "audit_record_json",
     "context_list_json",
     "context_page_json",
+    "created_key_json",
     "hit_json",
+    "key_json",
+    "key_list_json",
     "scrub_json",
+    "status_update_json",
     "task_json",
     "task_value",
 ]
@@ -65,6 +83,29 @@ def task_value(task: Task) -> dict[str, Any]:
     if task.metadata is not None:
         out["metadata"] = task.metadata.value
     return out
+
+
+def status_update_json(
+    task_id: str, context_id: str, update: StatusUpdate, final: bool
+) -> dict[str, Any]:
+    """A stream's ``status-update`` event, the logged TaskStatus written as it is."""
+    return {
+        "kind": "status-update",
+        "taskId": task_id,
+        "contextId": context_id,
+        "status": update.status.fragment(),
+        "final": final,
+    }
+
+
+def artifact_update_json(task_id: str, context_id: str, update: ArtifactUpdate) -> Any:
+    """A stream's ``artifact-update`` event: its head, then the members of the logged
+    ``{"artifact", "append", "lastChunk"}`` object written as they are (spliced in)."""
+    head = {"kind": "artifact-update", "taskId": task_id, "contextId": context_id}
+    raw = update.update.raw
+    if raw[:1] == b"{" and raw[1:2] not in (b"}", b""):  # compact, as orjson writes it
+        return orjson.Fragment(orjson.dumps(head)[:-1] + b"," + raw[1:])
+    return {**head, **update.update.value}
 
 
 def _summary_json(summary: ContextSummary) -> dict[str, Any]:
@@ -120,3 +161,92 @@ def scrub_json(report: ScrubReport) -> dict[str, int]:
         "deadLetters": report.dead_letters,
         "memoriesQueued": report.memories_queued,
     }
+
+
+def _when(ms: int) -> str | None:
+    return iso_from_ms(ms) if ms else None
+
+
+def key_json(record: KeyRecord) -> dict[str, Any]:
+    """An API key's record as the API and the command line show it (never its hash)."""
+    return {
+        "id": record.id,
+        "prefix": f"{PREFIX}{record.id}_",
+        "tenant": record.tenant,
+        "user": record.user,
+        "roles": list(record.roles),
+        "name": record.name,
+        "createdAt": _when(record.created_ms),
+        "expiresAt": _when(record.expires_ms),
+        "revokedAt": _when(record.revoked_ms),
+        "lastUsedAt": _when(record.last_used_ms),
+        "replacedBy": record.replaced_by or None,
+    }
+
+
+def key_list_json(records: list[KeyRecord]) -> dict[str, Any]:
+    """``GET /keys``."""
+    return {"items": [key_json(r) for r in records]}
+
+
+def created_key_json(created: CreatedKey) -> dict[str, Any]:
+    """A new key's record and the key, the only time it is shown."""
+    return {**key_json(created.record), "key": created.key}
+
+
+def agent_json(agent: AgentView) -> dict[str, Any]:
+    """An agent of the registry (``/agents``)."""
+    if agent.built_in:
+        return {
+            "id": agent.id,
+            "name": agent.name,
+            "description": agent.description,
+            "type": agent.type,
+            "builtIn": True,
+            "skills": agent.skills,
+        }
+    return {
+        "id": agent.id,
+        "name": agent.name,
+        "description": agent.description,
+        "systemPrompt": agent.system_prompt,
+        "type": agent.type,
+        "config": agent.config,
+        "skills": agent.skills,
+        "ephemeral": agent.ephemeral,
+        "revision": agent.revision,
+        "createdAt": agent.created_at,
+        "updatedAt": agent.updated_at,
+        "builtIn": False,
+    }
+
+
+def agent_list_json(listing: AgentList) -> dict[str, Any]:
+    """``GET /agents``."""
+    return {"items": [agent_json(a) for a in listing.items], "total": listing.total}
+
+
+def audit_record_json(record: AuditRecord) -> dict[str, Any]:
+    """An audit entry as ``GET /audit`` and the JSON-lines mirror show it."""
+    out: dict[str, Any] = {
+        "id": record.id,
+        "time": iso_from_ms(record.time_ms),
+        "tenant": record.tenant,
+        "user": record.user,
+        "credential": record.credential,
+        "operation": record.operation,
+        "method": record.method,
+        "status": record.status,
+        "outcome": record.outcome,
+        "requestId": record.request_id,
+        "client": record.client,
+        **record.ids,
+    }
+    if record.removed:
+        out["removed"] = record.removed
+    return out
+
+
+def audit_page_json(page: AuditPage) -> dict[str, Any]:
+    """``GET /audit``."""
+    return {"items": [audit_record_json(r) for r in page.items], "nextCursor": page.next_cursor}

@@ -429,6 +429,7 @@ def serve(settings: Settings) -> int:
 
 
 async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
+    from gateway.canonical import created_key_json, key_json, key_list_json
     from gateway.service.keys import KeyService
     from gateway.store.apikeys_store import ApiKeyStore
     from gateway.store.connection import RedisTarget
@@ -443,15 +444,15 @@ async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
     )
     try:
         if args.action == "list":
-            return {"items": await service.list(args.tenant)}
+            return key_list_json(await service.list(args.tenant))
         if args.action == "create":
-            out = await service.create(
-                args.tenant, args.user, args.role, args.name, args.expires_in
+            out = created_key_json(
+                await service.create(args.tenant, args.user, args.role, args.name, args.expires_in)
             )
         elif args.action == "revoke":
-            out = await service.revoke(None, args.key_id)
+            out = key_json(await service.revoke(None, args.key_id))
         else:
-            out = await service.rotate(None, args.key_id, args.grace)
+            out = created_key_json(await service.rotate(None, args.key_id, args.grace))
         if settings.audit:  # key changes are on record, whoever makes them
             await _audit_key_change(settings, client, args.action, out)
         return out

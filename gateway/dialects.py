@@ -28,13 +28,14 @@ import re
 from typing import Any, Literal
 
 from gateway.errors import GatewayError
-from gateway.models import Task
+from gateway.models import ArtifactUpdate, StatusUpdate, Task
 
 __all__ = [
     "V03_PROTO",
     "V1",
     "Dialect",
     "artifact_out",
+    "artifact_update_out",
     "jsonrpc_error_v1",
     "message_v1",
     "read_v1_artifact",
@@ -44,8 +45,8 @@ __all__ = [
     "read_v1_task",
     "reason",
     "rpc_status",
-    "send_result",
     "status_out",
+    "status_update_out",
     "task_out",
 ]
 
@@ -170,6 +171,36 @@ def artifact_out(artifact: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
     return _artifact_out(artifact, dialect)
 
 
+def status_update_out(
+    task_id: str, context_id: str, update: StatusUpdate, final: bool, dialect: Dialect
+) -> dict[str, Any]:
+    """A stream's status event as a ``StreamResponse`` in ``dialect`` (0.3 keeps ``final``,
+    1.0 has none)."""
+    out: dict[str, Any] = {
+        "taskId": task_id,
+        "contextId": context_id,
+        "status": status_out(update.status.value, dialect),
+    }
+    if dialect == V03_PROTO:
+        out["final"] = final
+    return {"statusUpdate": out}
+
+
+def artifact_update_out(
+    task_id: str, context_id: str, update: ArtifactUpdate, dialect: Dialect
+) -> dict[str, Any]:
+    """A stream's artifact event as a ``StreamResponse`` in ``dialect``."""
+    return {
+        "artifactUpdate": {
+            "taskId": task_id,
+            "contextId": context_id,
+            "artifact": _artifact_out(update.artifact, dialect),
+            "append": update.append,
+            "lastChunk": update.last_chunk,
+        }
+    }
+
+
 def task_out(task: Task, dialect: Dialect) -> dict[str, Any]:
     """A Task in ``dialect`` (its stored JSON parsed: every part is respelled)."""
     out: dict[str, Any] = {
@@ -189,11 +220,6 @@ def task_out(task: Task, dialect: Dialect) -> dict[str, Any]:
 def message_v1(message: dict[str, Any]) -> dict[str, Any]:
     """A canonical Message in the 1.0 dialect."""
     return _message_out(message, V1)
-
-
-def send_result(task: Task, dialect: Dialect) -> dict[str, Any]:
-    """A send's answer: the ``{"task": ...}`` wrapper of both proto dialects."""
-    return {"task": task_out(task, dialect)}
 
 
 # --- errors --------------------------------------------------------------------------

@@ -4,7 +4,9 @@ typed results the services return.
 Requests: only what clients send is modelled (pydantic). Stored objects are written from
 these models and read back as the JSON they were written as.
 
-Results (frozen dataclasses): a task, a context's page, a listing of contexts, a search hit.
+Results (frozen dataclasses): a task, a context's page, a listing of contexts, a search hit,
+a scrub's report, the registry's agents, audit entries; a stream's status and artifact events
+(named tuples: one is built per event read).
 What was stored as A2A JSON (a status, artifacts, messages, metadata) is carried as
 ``RawJson``: the bytes as stored, parsed only when something reads into them. The wire
 formats are written from these objects by one serializer each (``gateway.canonical`` for
@@ -18,15 +20,21 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.search_mode import Mode
 from gateway.validation import MAX_INT, JsonInt
 
 __all__ = [
+    "AgentList",
+    "AgentView",
+    "ArtifactUpdate",
+    "AuditPage",
+    "AuditRecord",
     "ContextList",
     "ContextPage",
     "ContextSummary",
@@ -41,6 +49,7 @@ __all__ = [
     "SearchRequest",
     "SendConfiguration",
     "SendMessageRequest",
+    "StatusUpdate",
     "Task",
     "TextPart",
 ]
@@ -241,6 +250,111 @@ class Task:
         return replace(self, artifacts=None) if self.artifacts is not None else self
 
 
+# The head of a stored TaskStatus as the gateway writes it (``state`` first, compact), and
+# the states it may name.
+_STATE_HEAD = b'{"state":"'
+_STATE_OF = {
+    name.encode(): name for name in (*TERMINAL, *INTERRUPTED, "submitted", "working", "unknown")
+}
+
+
+class StatusUpdate(NamedTuple):
+    """A status event of a task's stream: the TaskStatus as stored, and its state. (The two
+    event types are named tuples, not frozen dataclasses: one is built per event a stream
+    reads, and a frozen dataclass's ``__init__`` costs about 1 µs more.)"""
+
+    status: RawJson
+    state: str
+
+    @classmethod
+    def read(cls, raw: bytes) -> StatusUpdate:
+        """The event from its stored bytes: the state read off their head when they start
+        with it (they do as the gateway writes them), else parsed."""
+        status = RawJson(raw)
+        if raw.startswith(_STATE_HEAD):
+            state = _STATE_OF.get(raw[len(_STATE_HEAD) : raw.find(b'"', len(_STATE_HEAD))])
+            if state is not None:
+                return cls(status, state)
+        value = status.value
+        return cls(status, str(value.get("state", "")) if isinstance(value, dict) else "")
+
+
+class ArtifactUpdate(NamedTuple):
+    """An artifact event of a task's stream: ``{"artifact", "append", "lastChunk"}`` as
+    stored (an object, those members in that order)."""
+
+    update: RawJson
+
+    @property
+    def artifact(self) -> dict[str, Any]:
+        return dict(self.update.value["artifact"])
+
+    @property
+    def append(self) -> bool:
+        return bool(self.update.value.get("append"))
+
+    @property
+    def last_chunk(self) -> bool:
+        return bool(self.update.value.get("lastChunk"))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """An agent of the registry as clients read it: a built-in one (``built_in``: only its
+    id, name, description, type and skills), or a tenant's entry, secrets left out (its
+    config shows ``apiKeySet`` for a stored ``apiKey``). ``skills`` are A2A AgentSkills."""
+
+    id: str
+    name: str
+    description: str
+    type: str
+    skills: list[dict[str, Any]]
+    built_in: bool
+    system_prompt: str = ""
+    config: dict[str, Any] | None = None
+    ephemeral: bool = False
+    revision: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentList:
+    """A tenant's agents: the built-in ones, then its entries."""
+
+    items: list[AgentView]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """An entry of the audit trail as read back: who (None: not known), the operation, its
+    status and outcome, the ids it named (by the names shown, in their order) and what a
+    scrub removed (by kind, empty for other operations). Never content."""
+
+    id: str
+    time_ms: int
+    tenant: str | None
+    user: str | None
+    credential: str | None
+    operation: str
+    method: str
+    status: int
+    outcome: str
+    request_id: str | None
+    client: str | None
+    ids: dict[str, str]
+    removed: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPage:
+    """A page of the audit trail, newest first; ``next_cursor`` None: nothing older."""
+
+    items: list[AuditRecord]
+    next_cursor: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class ContextSummary:
     """One entry of a listing of contexts (times in epoch milliseconds)."""
@@ -279,7 +393,9 @@ class ContextPage:
 class ScrubReport:
     """What scrubbing a context removed: messages, tasks, vectors (embedded messages), runs
     and waiting messages or webhook deliveries of its unfinished tasks, dead letters, and
-    long-term memories queued for deletion in Cortadel."""
+    long-term memories queued for deletion in Cortadel. The store's scrub returns what it
+    removed from the context's keys; the service adds the deliveries and dead letters kept
+    elsewhere."""
 
     messages: int
     tasks: int

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.models import AgentView
 from gateway.options.longterm import MemoryOptions
 from gateway.validation import JsonInt
 
@@ -187,13 +188,24 @@ class AgentEntry(BaseModel):
         # Checked strictly when written; entries stored before that rule still read.
         return _CONFIGS[self.type].model_validate(self.config, strict=False)
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> AgentView:
         """What clients read: the entry without secrets."""
         out = self.model_dump(mode="json")
         config = dict(out["config"])
         if "apiKey" in config:
             config.pop("apiKey")
             config["apiKeySet"] = True
-        out["config"] = config
-        out["builtIn"] = False
-        return out
+        return AgentView(
+            id=out["id"],
+            name=out["name"],
+            description=out["description"],
+            type=out["type"],
+            skills=out["skills"],
+            built_in=False,
+            system_prompt=out["systemPrompt"],
+            config=config,
+            ephemeral=out["ephemeral"],
+            revision=out["revision"],
+            created_at=out["createdAt"],
+            updated_at=out["updatedAt"],
+        )

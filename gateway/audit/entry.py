@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.clock import iso_from_ms
+from gateway.models import AuditRecord
 
-__all__ = ["ID_FIELDS", "AuditEntry", "outcome_of", "view"]
+__all__ = ["ID_FIELDS", "AuditEntry", "outcome_of", "record_of"]
 
 # The ids an entry may name, by stream field -> the name shown.
 ID_FIELDS = {
@@ -70,27 +70,22 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def view(entry_id: str, raw: Mapping[Any, Any]) -> dict[str, Any]:
-    """A stored entry as ``GET /audit`` and the JSON-lines mirror show it."""
+def record_of(entry_id: str, raw: Mapping[Any, Any]) -> AuditRecord:
+    """A stored entry (its stream fields) as it is read back."""
     f = {_text(k): _text(v) for k, v in raw.items()}
     status = int(f.get("status", "0"))
-    out: dict[str, Any] = {
-        "id": entry_id,
-        "time": iso_from_ms(int(f.get("ts", "0"))),
-        "tenant": f.get("tenant") or None,
-        "user": f.get("user") or None,
-        "credential": f.get("cred") or None,
-        "operation": f.get("op", ""),
-        "method": f.get("method", ""),
-        "status": status,
-        "outcome": outcome_of(status),
-        "requestId": f.get("rid") or None,
-        "client": f.get("client") or None,
-    }
-    for name, shown in ID_FIELDS.items():
-        if f.get(name):
-            out[shown] = f[name]
-    receipt = {k[2:]: int(v) for k, v in f.items() if k.startswith("n:")}
-    if receipt:
-        out["removed"] = receipt
-    return out
+    return AuditRecord(
+        id=entry_id,
+        time_ms=int(f.get("ts", "0")),
+        tenant=f.get("tenant") or None,
+        user=f.get("user") or None,
+        credential=f.get("cred") or None,
+        operation=f.get("op", ""),
+        method=f.get("method", ""),
+        status=status,
+        outcome=outcome_of(status),
+        request_id=f.get("rid") or None,
+        client=f.get("client") or None,
+        ids={shown: f[name] for name, shown in ID_FIELDS.items() if f.get(name)},
+        removed={k[2:]: int(v) for k, v in f.items() if k.startswith("n:")},
+    )

@@ -18,7 +18,8 @@ from typing import IO
 
 import orjson
 
-from gateway.audit.entry import AuditEntry, view
+from gateway.audit.entry import AuditEntry, record_of
+from gateway.canonical import audit_record_json
 from gateway.store.audit_store import AuditStore
 
 __all__ = ["AuditLog"]
@@ -88,7 +89,7 @@ class AuditLog:
     def _write_mirror(self, batch: list[AuditEntry]) -> None:
         if self._mirror is None or not batch:
             return
-        lines = [orjson.dumps(view("", e.fields())).decode() for e in batch]
+        lines = [orjson.dumps(audit_record_json(record_of("", e.fields()))).decode() for e in batch]
         self._mirror.write("\n".join(lines) + "\n")
         self._mirror.flush()
 

@@ -35,6 +35,7 @@ from gateway.agents.base import (
 )
 from gateway.agents.registry import AgentRegistry
 from gateway.backoff import Backoff, RetryPolicy
+from gateway.canonical import task_value
 from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent, TaskEvents
 from gateway.engine.runs import RunJob
 from gateway.engine.status import (
@@ -268,7 +269,8 @@ class _StoredHistory:
         return wanted[::-1]
 
     async def load(self) -> Sequence[Mapping[str, Any]]:
-        return await self.store.context_messages(self.keys, self.context_id, self._seqs())
+        found = await self.store.context_messages(self.keys, self.context_id, self._seqs())
+        return [m.value for m in found]  # the agent contract's JSON
 
 
 class RunExecutor:
@@ -440,7 +442,7 @@ class RunExecutor:
                 context_id=job.context_id,
                 message=inputs.message,
                 history=history,
-                referenced_tasks=inputs.referenced,
+                referenced_tasks=[task_value(t) for t in inputs.referenced],
                 recalled=memory.lines if memory else (),
                 memory=memory,
                 accepted_output_modes=job.output_modes,

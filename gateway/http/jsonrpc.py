@@ -257,7 +257,7 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
     def failure(exc: GatewayError) -> dict[str, Any]:
         return _answer(request_id, error=_error(exc, method.v1))  # type: ignore[no-any-return]
 
-    def wrap(result: dict[str, Any]) -> dict[str, Any]:
+    def wrap(result: Any) -> dict[str, Any]:
         return _answer(request_id, result=result)  # type: ignore[no-any-return]
 
     return sse_response(stream, method.shape, wrap, failure)

@@ -14,9 +14,15 @@ from starlette.routing import BaseRoute, Route
 from gateway.agents.base import Agent
 from gateway.agents.specs import AgentPatch, AgentSpec
 from gateway.canonical import (
+    agent_json,
+    agent_list_json,
+    audit_page_json,
     context_list_json,
     context_page_json,
+    created_key_json,
     hit_json,
+    key_json,
+    key_list_json,
     scrub_json,
     task_json,
 )
@@ -232,25 +238,30 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
 
 
 async def list_agents(request: Request) -> Response:
-    return JSONResponse(await _state(request).registry.list(_principal(request)))
+    return JSONResponse(agent_list_json(await _state(request).registry.list(_principal(request))))
 
 
 async def register_agent(request: Request) -> Response:
     spec = validated(AgentSpec, await json_body(request))
     ephemeral = query_bool(request, "ephemeral", default=False)
     view = await _state(request).registry.create(_principal(request), spec, ephemeral)
-    return JSONResponse(view, status_code=201, headers={"Location": f"/agents/{view['id']}"})
+    return JSONResponse(
+        agent_json(view), status_code=201, headers={"Location": f"/agents/{view.id}"}
+    )
 
 
 async def read_agent(request: Request) -> Response:
     agent_id = request.path_params["agent_id"]
-    return JSONResponse(await _state(request).registry.read(_principal(request), agent_id))
+    return JSONResponse(
+        agent_json(await _state(request).registry.read(_principal(request), agent_id))
+    )
 
 
 async def change_agent(request: Request) -> Response:
     patch = validated(AgentPatch, await json_body(request))
     agent_id = request.path_params["agent_id"]
-    return JSONResponse(await _state(request).registry.patch(_principal(request), agent_id, patch))
+    changed = await _state(request).registry.patch(_principal(request), agent_id, patch)
+    return JSONResponse(agent_json(changed))
 
 
 async def delete_agent(request: Request) -> Response:
@@ -280,7 +291,7 @@ def _keys(request: Request) -> tuple[KeyService, str]:
 
 async def list_keys(request: Request) -> Response:
     service, tenant = _keys(request)
-    return JSONResponse({"items": await service.list(tenant)})
+    return JSONResponse(key_list_json(await service.list(tenant)))
 
 
 async def create_key(request: Request) -> Response:
@@ -289,12 +300,16 @@ async def create_key(request: Request) -> Response:
     created = await service.create(
         tenant, body.user, list(body.roles), body.name, body.expiresInSeconds
     )
-    return JSONResponse(created, status_code=201, headers={"Location": f"/keys/{created['id']}"})
+    return JSONResponse(
+        created_key_json(created),
+        status_code=201,
+        headers={"Location": f"/keys/{created.record.id}"},
+    )
 
 
 async def read_key(request: Request) -> Response:
     service, tenant = _keys(request)
-    return JSONResponse(await service.read(tenant, request.path_params["key_id"]))
+    return JSONResponse(key_json(await service.read(tenant, request.path_params["key_id"])))
 
 
 async def revoke_key(request: Request) -> Response:
@@ -307,7 +322,11 @@ async def rotate_key(request: Request) -> Response:
     service, tenant = _keys(request)
     body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
     created = await service.rotate(tenant, request.path_params["key_id"], body.graceSeconds)
-    return JSONResponse(created, status_code=201, headers={"Location": f"/keys/{created['id']}"})
+    return JSONResponse(
+        created_key_json(created),
+        status_code=201,
+        headers={"Location": f"/keys/{created.record.id}"},
+    )
 
 
 def key_routes() -> list[BaseRoute]:
@@ -334,7 +353,7 @@ async def read_audit(request: Request) -> Response:
         cursor=query_cursor(request, "cursor"),
         limit=query_int(request, "limit", default=100, minimum=1, maximum=MAX_PAGE) or 100,
     )
-    return JSONResponse(await state.audit.read(tenant, query))
+    return JSONResponse(audit_page_json(await state.audit.read(tenant, query)))
 
 
 def audit_routes() -> list[BaseRoute]:

@@ -20,49 +20,45 @@ from typing import Any
 import orjson
 from starlette.responses import StreamingResponse
 
-from gateway.canonical import task_json
-from gateway.dialects import V03_PROTO, V1, Dialect, artifact_out, status_out, task_out
+from gateway.canonical import artifact_update_json, status_update_json, task_json
+from gateway.dialects import (
+    V03_PROTO,
+    V1,
+    Dialect,
+    artifact_update_out,
+    status_update_out,
+    task_out,
+)
 from gateway.errors import GatewayError
-from gateway.models import Task
+from gateway.models import StatusUpdate, Task
 from gateway.service.streams import StreamEvent, TaskStream
 
 __all__ = ["Shape", "event_v03", "event_v03_proto", "event_v1", "sse_one", "sse_response"]
 
 log = logging.getLogger("gateway.http")
 
-Shape = Callable[[StreamEvent], dict[str, Any]]
+Shape = Callable[[StreamEvent], Any]  # a value for orjson.dumps
 _KEEPALIVE = b": keep-alive\n\n"
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def event_v03(event: StreamEvent) -> dict[str, Any]:
+def event_v03(event: StreamEvent) -> Any:
     """The event in 0.3 JSON (``kind``-tagged)."""
-    if isinstance(event.data, Task):
-        return task_json(event.data)
-    head = {"taskId": event.task_id, "contextId": event.context_id}
-    if event.kind == "status":
-        return {"kind": "status-update", **head, "status": event.data, "final": event.final}
-    return {"kind": "artifact-update", **head, **event.data}
+    data = event.data
+    if isinstance(data, Task):
+        return task_json(data)
+    if isinstance(data, StatusUpdate):
+        return status_update_json(event.task_id, event.context_id, data, event.final)
+    return artifact_update_json(event.task_id, event.context_id, data)
 
 
 def _proto(event: StreamEvent, dialect: Dialect) -> dict[str, Any]:
-    if isinstance(event.data, Task):
-        return {"task": task_out(event.data, dialect)}
-    head = {"taskId": event.task_id, "contextId": event.context_id}
-    if event.kind == "status":
-        update: dict[str, Any] = {**head, "status": status_out(event.data, dialect)}
-        if dialect == V03_PROTO:
-            update["final"] = event.final
-        return {"statusUpdate": update}
     data = event.data
-    return {
-        "artifactUpdate": {
-            **head,
-            "artifact": artifact_out(data["artifact"], dialect),
-            "append": data["append"],
-            "lastChunk": data["lastChunk"],
-        }
-    }
+    if isinstance(data, Task):
+        return {"task": task_out(data, dialect)}
+    if isinstance(data, StatusUpdate):
+        return status_update_out(event.task_id, event.context_id, data, event.final, dialect)
+    return artifact_update_out(event.task_id, event.context_id, data, dialect)
 
 
 def event_v03_proto(event: StreamEvent) -> dict[str, Any]:
@@ -78,7 +74,7 @@ def event_v1(event: StreamEvent) -> dict[str, Any]:
 async def _frames(
     stream: TaskStream,
     shape: Shape,
-    wrap: Callable[[dict[str, Any]], dict[str, Any]],
+    wrap: Callable[[Any], Any],
     failure: Callable[[GatewayError], dict[str, Any]] | None,
 ) -> AsyncIterator[bytes]:
     try:
@@ -101,7 +97,7 @@ async def _frames(
 def sse_response(
     stream: TaskStream,
     shape: Shape,
-    wrap: Callable[[dict[str, Any]], dict[str, Any]] = lambda payload: payload,
+    wrap: Callable[[Any], Any] = lambda payload: payload,
     failure: Callable[[GatewayError], dict[str, Any]] | None = None,
 ) -> StreamingResponse:
     """The stream as ``text/event-stream``; ``wrap`` puts each shaped event in its envelope

@@ -26,6 +26,7 @@ from gateway.errors import (
     GatewayError,
     InvalidParamsError,
 )
+from gateway.models import AgentList, AgentView
 from gateway.outbound import Allowlist
 from gateway.principal import Principal
 from gateway.store.assembly import iso_from_ms, now_ms
@@ -36,15 +37,15 @@ __all__ = ["AgentService"]
 _URL_FIELDS = {"openai": "baseUrl", "a2a-remote": "cardUrl"}
 
 
-def _builtin_view(agent: Agent) -> dict[str, Any]:
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "description": agent.description,
-        "type": "echo" if agent.id == "echo" else "plugin",
-        "builtIn": True,
-        "skills": [s.to_json() for s in agent.skills],
-    }
+def _builtin_view(agent: Agent) -> AgentView:
+    return AgentView(
+        id=agent.id,
+        name=agent.name,
+        description=agent.description,
+        type="echo" if agent.id == "echo" else "plugin",
+        skills=[s.to_json() for s in agent.skills],
+        built_in=True,
+    )
 
 
 def _new_id(name: str) -> str:
@@ -75,13 +76,13 @@ class AgentService:
                 data={"errors": [{"field": "config.apiKeyEnv", "reason": "not set"}]},
             )
 
-    async def list(self, principal: Principal) -> dict[str, Any]:
+    async def list(self, principal: Principal) -> AgentList:
         items = [_builtin_view(a) for a in self.registry.builtins()]
         raw = await self.registry.store.all(principal.tenant)
         items += [AgentEntry.model_validate(orjson.loads(r)).view() for r in raw]
-        return {"items": items, "total": len(items)}
+        return AgentList(items, len(items))
 
-    async def read(self, principal: Principal, agent_id: str) -> dict[str, Any]:
+    async def read(self, principal: Principal, agent_id: str) -> AgentView:
         builtin = self.registry.builtin(agent_id)
         if builtin is not None:
             return _builtin_view(builtin)
@@ -90,9 +91,7 @@ class AgentService:
             raise AgentNotFoundError()
         return entry.view()
 
-    async def create(
-        self, principal: Principal, spec: AgentSpec, ephemeral: bool
-    ) -> dict[str, Any]:
+    async def create(self, principal: Principal, spec: AgentSpec, ephemeral: bool) -> AgentView:
         self._admin(principal)
         agent_id = spec.id or _new_id(spec.name)
         if self.registry.builtin(agent_id) is not None:
@@ -112,7 +111,7 @@ class AgentService:
             raise AgentExistsError()
         return entry.view()
 
-    async def patch(self, principal: Principal, agent_id: str, patch: AgentPatch) -> dict[str, Any]:
+    async def patch(self, principal: Principal, agent_id: str, patch: AgentPatch) -> AgentView:
         self._admin(principal)
         if self.registry.builtin(agent_id) is not None:
             raise AgentReadOnlyError()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from gateway.audit.entry import view
+from gateway.audit.entry import record_of
+from gateway.models import AuditPage, AuditRecord
 from gateway.store.audit_store import AuditStore
 
 __all__ = ["AuditQuery", "AuditService"]
@@ -28,13 +28,13 @@ class AuditQuery:
     cursor: str | None = None  # the id of the last entry of the previous page
     limit: int = 100
 
-    def matches(self, entry: dict[str, Any], time_ms: int) -> bool:
+    def matches(self, entry: AuditRecord) -> bool:
         return (
-            (self.since_ms is None or time_ms >= self.since_ms)
-            and (self.until_ms is None or time_ms <= self.until_ms)
-            and (self.user is None or entry["user"] == self.user)
-            and (self.context is None or entry.get("contextId") == self.context)
-            and (self.operation is None or entry["operation"] == self.operation)
+            (self.since_ms is None or entry.time_ms >= self.since_ms)
+            and (self.until_ms is None or entry.time_ms <= self.until_ms)
+            and (self.user is None or entry.user == self.user)
+            and (self.context is None or entry.ids.get("contextId") == self.context)
+            and (self.operation is None or entry.operation == self.operation)
         )
 
 
@@ -42,11 +42,11 @@ class AuditQuery:
 class AuditService:
     store: AuditStore
 
-    async def read(self, tenant: str | None, query: AuditQuery) -> dict[str, Any]:
-        """``items`` newest first; ``nextCursor`` continues where this page stopped (None:
+    async def read(self, tenant: str | None, query: AuditQuery) -> AuditPage:
+        """Entries newest first; the cursor continues where this page stopped (None:
         nothing older). Filters are applied while scanning; a page that looked at many
         entries without filling up stops early and gives its cursor."""
-        empty: dict[str, Any] = {"items": [], "nextCursor": None}
+        empty = AuditPage([], None)
         if query.cursor is not None:
             if query.cursor.strip("0-") == "":  # nothing is older than 0-0
                 return empty
@@ -58,7 +58,7 @@ class AuditService:
         else:
             newest = "+"
         oldest = "-" if query.since_ms is None else str(max(0, query.since_ms))
-        items: list[dict[str, Any]] = []
+        items: list[AuditRecord] = []
         budget = query.limit * _SCAN_PER_PAGE
         last: str | None = None
         while budget > 0:
@@ -67,12 +67,12 @@ class AuditService:
             budget -= len(page)
             for entry_id, fields in page:
                 last = entry_id
-                shown = view(entry_id, fields)
-                if query.matches(shown, int(fields.get(b"ts", b"0"))):
-                    items.append(shown)
+                record = record_of(entry_id, fields)
+                if query.matches(record):
+                    items.append(record)
                     if len(items) == query.limit:
-                        return {"items": items, "nextCursor": last}
+                        return AuditPage(items, last)
             if len(page) < count:
-                return {"items": items, "nextCursor": None}
+                return AuditPage(items, None)
             newest = f"({last}"
-        return {"items": items, "nextCursor": last}
+        return AuditPage(items, last)

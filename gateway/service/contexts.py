@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.errors import ContextNotFoundError
 from gateway.longterm.wire import forget_job
@@ -62,11 +62,4 @@ class ContextService:
         )
         if receipt is None:
             raise ContextNotFoundError()
-        return ScrubReport(
-            receipt.messages,
-            receipt.tasks,
-            receipt.vectors,
-            receipt.pending_jobs + deliveries,
-            dead,
-            receipt.memories_queued,
-        )
+        return replace(receipt, pending_jobs=receipt.pending_jobs + deliveries, dead_letters=dead)

@@ -7,9 +7,8 @@ Over HTTP an ``admin`` principal manages its own tenant's keys; the command line
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from gateway.api_keys import KeyRecord, key_mac, new_key
+from gateway.api_keys import CreatedKey, KeyRecord, key_mac, new_key
 from gateway.errors import ApiKeyNotFoundError, ForbiddenError
 from gateway.principal import Principal
 from gateway.store.apikeys_store import ApiKeyStore
@@ -36,8 +35,8 @@ class KeyService:
         roles: list[str],
         name: str = "",
         expires_in_seconds: int | None = None,
-    ) -> dict[str, Any]:
-        """A new key: its record's view plus ``key``, the only time it is shown."""
+    ) -> CreatedKey:
+        """A new key: its record and the key, the only time it is shown."""
         key_id, key = new_key()
         created = now_ms()
         record = KeyRecord(
@@ -51,10 +50,10 @@ class KeyService:
             expires_ms=created + expires_in_seconds * 1000 if expires_in_seconds else 0,
         )
         await self.store.add(record)
-        return {**record.view(), "key": key}
+        return CreatedKey(record, key)
 
-    async def list(self, tenant: str | None) -> list[dict[str, Any]]:
-        return [r.view() for r in await self.store.list(tenant)]
+    async def list(self, tenant: str | None) -> list[KeyRecord]:
+        return list(await self.store.list(tenant))
 
     async def _existing(self, tenant: str | None, key_id: str) -> KeyRecord:
         record = await self.store.get(key_id)
@@ -62,18 +61,16 @@ class KeyService:
             raise ApiKeyNotFoundError()
         return record
 
-    async def read(self, tenant: str | None, key_id: str) -> dict[str, Any]:
-        return (await self._existing(tenant, key_id)).view()
+    async def read(self, tenant: str | None, key_id: str) -> KeyRecord:
+        return await self._existing(tenant, key_id)
 
-    async def revoke(self, tenant: str | None, key_id: str) -> dict[str, Any]:
+    async def revoke(self, tenant: str | None, key_id: str) -> KeyRecord:
         record = await self._existing(tenant, key_id)
         if not record.revoked_ms:
             await self.store.end(key_id, revoked_ms=now_ms())
-        return (await self._existing(tenant, key_id)).view()
+        return await self._existing(tenant, key_id)
 
-    async def rotate(
-        self, tenant: str | None, key_id: str, grace_seconds: int = 0
-    ) -> dict[str, Any]:
+    async def rotate(self, tenant: str | None, key_id: str, grace_seconds: int = 0) -> CreatedKey:
         """A new key for the same principal and roles; the old one ends now, or after
         ``grace_seconds`` (for clients to switch)."""
         old = await self._existing(tenant, key_id)
@@ -86,7 +83,7 @@ class KeyService:
             ends = now + grace_seconds * 1000
             if old.expires_ms:
                 ends = min(ends, old.expires_ms)
-            await self.store.end(key_id, expires_ms=ends, replaced_by=created["id"])
+            await self.store.end(key_id, expires_ms=ends, replaced_by=created.record.id)
         else:
-            await self.store.end(key_id, revoked_ms=now, replaced_by=created["id"])
+            await self.store.end(key_id, revoked_ms=now, replaced_by=created.record.id)
         return created

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from gateway.a2a import settled
 from gateway.agents.base import Agent
 from gateway.engine.events import TaskEvents
 from gateway.errors import TaskNotFoundError, UnsupportedOperationError
-from gateway.models import SendMessageRequest, Task
+from gateway.models import ArtifactUpdate, SendMessageRequest, StatusUpdate, Task
 from gateway.principal import Principal
 from gateway.service.messages import MessageService
 from gateway.store.event_log import EventLog, LoggedEvent, event_id
@@ -36,22 +36,22 @@ BATCH = 100  # events read from the log at a time (a reader's buffer, at most)
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
-    """One event of a task's stream. ``data`` is the Task (``task``), or, in the canonical
-    (0.3 JSON) spelling, a TaskStatus (``status``) or ``{"artifact", "append",
-    "lastChunk"}``."""
+    """One event of a task's stream. ``data`` is the Task (``task``), a ``StatusUpdate``
+    (``status``) or an ``ArtifactUpdate`` (``artifact``): the latter two carry the logged
+    bytes unparsed, for the serializers to write."""
 
     id: str
     kind: Literal["task", "status", "artifact"]
-    data: Task | dict[str, Any]
+    data: Task | StatusUpdate | ArtifactUpdate
     task_id: str
     context_id: str
 
     @property
     def final(self) -> bool:
         """Whether the stream ends with this event (a terminal or interrupted state)."""
-        if isinstance(self.data, Task):
+        if isinstance(self.data, Task | StatusUpdate):
             return settled(self.data.state)
-        return self.kind == "status" and settled(str(self.data.get("state", "")))
+        return False
 
 
 # What a stream yields: events, and None where a keep-alive is due.

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-import orjson
-
-from gateway.models import Task
+from gateway.models import ArtifactUpdate, RawJson, StatusUpdate, Task
 from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import EVENTS_SEAL, OPEN_ARTIFACT, STATUS, TASK_FIELDS, task_field
@@ -47,7 +45,7 @@ def _sortable(entry_id: str) -> tuple[int, int]:
 class LoggedEvent:
     id: str
     kind: Literal["status", "artifact"]
-    data: dict[str, Any]  # a TaskStatus, or {"artifact", "append", "lastChunk"}
+    data: StatusUpdate | ArtifactUpdate  # the stored bytes, unparsed
 
 
 class EventLog:
@@ -90,7 +88,8 @@ class EventLog:
             kind = _KINDS[fields[b"k"]]
             field = task_field(task_id, STATUS if kind == "status" else EVENTS_SEAL)
             data = store._open(keys, context_id, field, fields[b"d"])  # sealed like the task
-            out.append(LoggedEvent(_text(entry_id), kind, orjson.loads(data)))
+            update = StatusUpdate.read(data) if kind == "status" else ArtifactUpdate(RawJson(data))
+            out.append(LoggedEvent(_text(entry_id), kind, update))
         return out
 
     @_translated

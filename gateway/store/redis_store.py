@@ -17,7 +17,6 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.a2a import INTERRUPTED, TERMINAL
-from gateway.canonical import task_value
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -28,7 +27,7 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
-from gateway.models import ContextPage, ContextSummary, Task
+from gateway.models import ContextPage, ContextSummary, RawJson, ScrubReport, Task
 from gateway.store import fields as f
 from gateway.store.assembly import (
     assemble_task,
@@ -81,7 +80,6 @@ from gateway.store.translate import translated as _translated
 __all__ = [
     "RunInputs",
     "RunPolicy",
-    "ScrubReceipt",
     "SendResult",
     "SendWrite",
     "Store",
@@ -126,13 +124,14 @@ class SendWrite:
 
 @dataclass(frozen=True)
 class RunInputs:
-    """What a run gives the agent: its message (at ``seq``) and the referenced tasks; its
-    history is the context's messages up to ``last`` bar its own and those still ``waiting``
-    for the task (a run that waited its turn sees the replies to the messages before it)."""
+    """What a run gives the agent: its message (at ``seq``) and the referenced tasks (their
+    status and artifacts); its history is the context's messages up to ``last`` bar its own
+    and those still ``waiting`` for the task (a run that waited its turn sees the replies to
+    the messages before it)."""
 
     message: dict[str, Any]
     seq: int
-    referenced: list[dict[str, Any]]
+    referenced: list[Task]
     last: int = 0  # the context's last message when the run began (0: the one before seq)
     waiting: frozenset[int] = frozenset()
 
@@ -147,19 +146,6 @@ class SendResult:
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
-
-
-@dataclass(frozen=True)
-class ScrubReceipt:
-    """What a scrub removed: messages, tasks, vectors (embedded messages), the runs and
-    waiting messages of unfinished tasks it dropped, and long-term memories it queued for
-    deletion in Cortadel."""
-
-    messages: int
-    tasks: int
-    vectors: int
-    pending_jobs: int
-    memories_queued: int
 
 
 @dataclass(frozen=True)
@@ -300,7 +286,7 @@ class Store:
             status, arts = raw[2 * n], raw[2 * n + 1]
             if status is not None:
                 stored = (status, arts, None, None)
-                referenced.append(task_value(self._task(keys, context_id, tid, stored, None)))
+                referenced.append(self._task(keys, context_id, tid, stored, None))
         return RunInputs(orjson.loads(self.open_message(keys, context_id, msg)), seq, referenced)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
@@ -610,10 +596,11 @@ class Store:
     @_translated
     async def scrub(
         self, keys: UserKeys, context_id: str, forget_job: bytes = b""
-    ) -> ScrubReceipt | None:
+    ) -> ScrubReport | None:
         """Delete the context; with ``forget_job`` its ledger's memories are queued for
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
-        was removed, or None when there was no such context."""
+        was removed from the context's keys (no dead letters: they live elsewhere), or None
+        when there was no such context."""
         reply = await self.scripts.scrub(
             keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
         )
@@ -625,7 +612,8 @@ class Store:
             await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
         if self.disk_rewrite is not None:
             await self.disk_rewrite.schedule()
-        return ScrubReceipt(*scrubbed.counts)
+        messages, tasks, vectors, pending_jobs, memories_queued = scrubbed.counts
+        return ScrubReport(messages, tasks, vectors, pending_jobs, 0, memories_queued)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -728,12 +716,13 @@ class Store:
     @_translated
     async def context_messages(
         self, keys: UserKeys, context_id: str, seqs: Sequence[int]
-    ) -> list[dict[str, Any]]:
-        """The messages at ``seqs`` (sequence numbers) of a context, in that order."""
+    ) -> list[RawJson]:
+        """The messages at ``seqs`` (sequence numbers) of a context, in that order, as
+        stored (A2A 0.3 JSON)."""
         if not seqs:
             return []
         raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
-        return [orjson.loads(m) for m in self._history(keys, context_id, raw)]
+        return [RawJson(m) for m in self._history(keys, context_id, raw)]
 
     @_translated
     async def list_contexts(
