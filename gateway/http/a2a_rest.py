@@ -36,7 +36,6 @@ from gateway.dialects import (
     Dialect,
     read_v1_send,
     rpc_status,
-    send_result,
     task_out,
 )
 from gateway.errors import (
@@ -117,7 +116,7 @@ def send_handler(dialect: Dialect) -> Endpoint:
             if isinstance(config, dict):
                 config.setdefault("blocking", False)  # proto3: a false blocking is left off
         task = await send(Call.of(request), body, _VERSION[dialect])
-        return JSONResponse(send_result(task, dialect))
+        return JSONResponse({"task": task_out(task, dialect)})
 
     return endpoint
 
