@@ -12,7 +12,15 @@ from typing import Literal
 from gateway.models import ArtifactUpdate, RawJson, StatusUpdate, Task
 from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
-from gateway.store.fields import EVENTS_SEAL, OPEN_ARTIFACT, STATUS, TASK_FIELDS, task_field
+from gateway.store.fields import (
+    EVENT_DATA,
+    EVENT_KIND,
+    EVENTS_SEAL,
+    OPEN_ARTIFACT,
+    STATUS,
+    TASK_FIELDS,
+    task_field,
+)
 from gateway.store.keys import UserKeys, event_stream
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
@@ -22,6 +30,7 @@ __all__ = ["EventLog", "LoggedEvent", "event_id"]
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
 _FIELDS = (*TASK_FIELDS, OPEN_ARTIFACT)
 _KINDS: dict[bytes, Literal["status", "artifact"]] = {b"s": "status", b"a": "artifact"}
+_KIND, _DATA = EVENT_KIND.encode(), EVENT_DATA.encode()
 
 
 def event_id(raw: str | None) -> str | None:
@@ -85,9 +94,9 @@ class EventLog:
         )
         store, out = self._store, []
         for entry_id, fields in raw:
-            kind = _KINDS[fields[b"k"]]
+            kind = _KINDS[fields[_KIND]]
             field = task_field(task_id, STATUS if kind == "status" else EVENTS_SEAL)
-            data = store._open(keys, context_id, field, fields[b"d"])  # sealed like the task
+            data = store._open(keys, context_id, field, fields[_DATA])  # sealed like the task
             update = StatusUpdate.read(data) if kind == "status" else ArtifactUpdate(RawJson(data))
             out.append(LoggedEvent(_text(entry_id), kind, update))
         return out

@@ -14,7 +14,12 @@ __all__ = [
     "AGENT_METADATA",
     "ARTIFACTS",
     "ATTEMPT",
+    "ENTRY_FORGET",
+    "ENTRY_JOB",
+    "ENTRY_SEQ",
     "EVENTS_SEAL",
+    "EVENT_DATA",
+    "EVENT_KIND",
     "JOB",
     "LOCAL_MARK",
     "MARK",
@@ -89,6 +94,16 @@ META_VECTOR_DIMS = "vdim"
 META_VECTOR_FORM = "vfmt"  # 's': sealed frames
 META_VECTOR_GENERATION = "vgen"
 META_REEMBEDDING = "vre"
+
+
+# -- the entries of the job streams (jobs, embeddings, outbox, push deliveries) -------------
+ENTRY_JOB = "job"  # the job: ids only, json naming its context (``t``, ``u``, ``c``)
+ENTRY_SEQ = "seq"  # the seq of the message it is about
+ENTRY_FORGET = "forget"  # an outbox forget job's memory ids, "a,b"
+
+# -- the entries of a task's event stream (``event_log.py``) -------------------------------
+EVENT_KIND = "k"  # 's' a status, 'a' an artifact
+EVENT_DATA = "d"  # its json (sealed like the task)
 
 
 def task_field(task_id: str, suffix: str) -> str:

@@ -12,6 +12,7 @@ from gateway.store.assembly import text_of as _text
 __all__ = [
     "BeginRunReply",
     "CancelReply",
+    "ForgetDeadReply",
     "ScrubReply",
     "SendAccepted",
     "SendDuplicate",
@@ -22,6 +23,7 @@ __all__ = [
     "UpdateReply",
     "begin_run_reply",
     "cancel_reply",
+    "forget_dead_reply",
     "scrub_reply",
     "send_reply",
     "update_reply",
@@ -181,3 +183,17 @@ def scrub_reply(reply: list[Any]) -> ScrubReply | None:
     messages, tasks, vectors, jobs, memories = (int(n) for n in reply[1:6])
     forget = [r if isinstance(r, bytes) else str(r).encode() for r in reply[6:]]
     return ScrubReply((messages, tasks, vectors, jobs, memories), forget)
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetDeadReply:
+    """One chunk of dead letters looked at: how many were deleted, how many read, and the
+    id of the last one read ('' when none was)."""
+
+    deleted: int
+    read: int
+    last: str
+
+
+def forget_dead_reply(reply: list[Any]) -> ForgetDeadReply:
+    return ForgetDeadReply(int(reply[0]), int(reply[1]), _text(reply[2]))
