@@ -61,6 +61,7 @@ from gateway.store.replies import (
     cancel_reply,
     scrub_reply,
     send_reply,
+    take_pushes_reply,
     update_reply,
 )
 from gateway.store.scripts import (
@@ -356,13 +357,10 @@ class Store:
         only those waiting (or taken) for longer than the lease. Returns how many moved."""
         moved, batch = 0, 100
         while True:
-            taken = await self.scripts.take_pushes(
-                keys=[pending],
-                args=argv(
-                    TakePushesArgs(
-                        now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch
-                    )
-                ),
+            which = "stale" if stale_only else "all"
+            args = TakePushesArgs(now_ms(), self.push_lease_ms, which, batch)
+            taken = take_pushes_reply(
+                await self.scripts.take_pushes(keys=[pending], args=argv(args))
             )
             if not taken:
                 return moved

@@ -44,14 +44,26 @@ __all__ = [
     "AddVectorsArgs",
     "BeginRunArgs",
     "CancelArgs",
+    "CreateAgentArgs",
+    "DropIdleArgs",
+    "ForgetDeadArgs",
+    "LeadArgs",
+    "LeaveArgs",
     "PushConfigArgs",
+    "ReadAgentArgs",
     "RecordJobArgs",
     "RememberArgs",
+    "ReplaceAgentArgs",
     "ResetVectorsArgs",
+    "ResignArgs",
     "RewriteVectorsArgs",
     "Scripts",
     "ScrubArgs",
     "SendArgs",
+    "SnapshotArgs",
+    "SwapFieldsArgs",
+    "SwapLogArgs",
+    "SwapStringArgs",
     "TakePushesArgs",
     "UpdateArgs",
     "UseApiKeyArgs",
@@ -1157,17 +1169,26 @@ return redis.call('HGETALL', RECORD)
 )
 
 
-# KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: the task's field names.
+class SnapshotArgs(NamedTuple):
+    """The snapshot script's ARGV, in order."""
+
+    fields: Sequence[str]  # the task's fields to read (``replies.SNAPSHOT_FIELDS``)
+
+
+# KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: SnapshotArgs.
 # A task as it stands and the id of the last event it includes, read at one instant: events
-# after that id are news to a reader that starts from this snapshot. Returns {id or '0-0',
-# the fields...}.
-_SNAPSHOT = """
+# after that id are news to a reader that starts from this snapshot. Reply:
+# ``replies.snapshot_reply``.
+_SNAPSHOT = (
+    _lua_args(SnapshotArgs)
+    + """
 local TASKS, EVENTS_KEY = KEYS[1], KEYS[2]
 local last = redis.call('XREVRANGE', EVENTS_KEY, '+', '-', 'COUNT', 1)
 local id = '0-0'
 if last[1] then id = last[1][1] end
-return {id, unpack(redis.call('HMGET', TASKS, unpack(ARGV)))}
+return {id, unpack(redis.call('HMGET', TASKS, unpack(ARGV, fields_from)))}
 """
+)
 
 
 # -- the job streams (``jobs.py``) ----------------------------------------------------------
