@@ -1,4 +1,6 @@
-"""Every Lua script of the store, registered once per client.
+"""Every Lua script of the gateway, registered once per client (``Scripts``): the context
+scripts, and those of the job streams (``jobs.py``), the agent registry
+(``agents_store.py``), key rotation (``rotation.py``), rate limits and API keys.
 
 Each context script takes the fourteen keys of ``ContextKeys.all()`` in that order (the
 context's thirteen and the user's running tasks; Lua locals named after its fields, e.g.
@@ -340,10 +342,9 @@ end
 # under way (its ':job' is set): 'w' enqueue (the message waits in ':w' for the run to
 # settle), 'x' reject, 'i' interrupt (the run is superseded: fenced off, its job dropped,
 # and earlier messages count as run).
-# Returns {'ok', tid, seq, message, referenced, entry, claimed entry, its fields,
-# superseded entry[, 'push' or '' on a cluster: see notify]} (so the run needs no second
-# read; '' where there is none), {'wait', tid,
-# seq} (stored; runs after the runs before it), {'dup', tid, digest, seq}, or a refusal.
+# The message is stored and its run starts (with what the run needs, so it makes no second
+# read), or it waits for the runs before it, or it was stored before, or it is refused.
+# Reply: ``replies.send_reply``.
 
 
 class SendArgs(NamedTuple):
@@ -520,12 +521,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
-# Returns {'ok', artifacts json array (nil unless the write finishes the run or leaves the
-# task terminal or interrupted), 'store' or '', '1' when the next run was queued or '',
-# next job json, next seq, 'push' or ''} ('' for next job and seq unless the caller queues
-# that run itself; 'push' on a cluster when deliveries wait to be moved),
-# {'skipped'} (state not as required), {'fenced'} (another attempt owns the run),
-# {'moot'} (the message already counts as run), {'terminal'} or {'gone'}. Terminal tasks take
+# Reply: ``replies.update_reply`` (artifacts only with a write that ends the run or leaves
+# the task terminal or interrupted). Terminal tasks take
 # no writes: a late result after a cancel is dropped. A finishing write records the run as
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 
@@ -666,8 +663,7 @@ return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
 
-# ARGV: CancelArgs.
-# Returns {'ok', 'push' or ''} (see notify), {'notask'} or {'terminal', state}.
+# ARGV: CancelArgs. Reply: ``replies.cancel_reply``.
 # Messages waiting for the task's run are dropped with it (they stay in its history).
 
 
@@ -703,12 +699,10 @@ return {'ok', PUSHED}
 )
 
 # ARGV: BeginRunArgs.
-# Starts a run of the message at `seq`: {'ok', message, referenced, the context's last seq,
-# the seqs still waiting for the task}, or {'moot'} when the
-# task is gone, terminal or already ran that message (the job is then acknowledged). On a
-# cluster a moot run may return {'moot', next seq, next job json}: the run before it settled
-# but its process died before queueing the next waiting message's job, which the caller
-# queues now.
+# Starts a run of the message at `seq`, or finds it moot: the task is gone, terminal or
+# already ran that message (the job is then acknowledged). On a cluster a moot run may name
+# the next waiting message's run: the run before it settled but its process died before
+# queueing that job, which the caller queues now. Reply: ``replies.begin_run_reply``.
 # With an attempt id, the run is fenced: writes of any earlier attempt (a worker that died
 # or stalled mid-run) are rolled back to where that attempt began (messages that arrived
 # since and wait for the task are kept), and only this attempt may write from now on.
@@ -883,8 +877,7 @@ return 1
 # Deletes every key of the context and its entries in the user's indexes, drops its queued
 # jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
 # to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
-# Returns {0} (no such context) or {1, messages, tasks, vectors, jobs dropped, memories to
-# forget, ids still to forget...}: the counts are the scrub's receipt (audit trail).
+# Reply: ``replies.scrub_reply`` (its counts are the scrub's receipt, for the audit trail).
 
 
 class ScrubArgs(NamedTuple):
@@ -942,8 +935,8 @@ return receipt
 )
 
 # KEYS: 1 context meta 2 seen (zset). ARGV: RememberArgs.
-# Returns the ids not recalled into this context before, and remembers all of them (the
-# oldest beyond the cap are forgotten). Nothing is written once the context is gone.
+# Remembers the ids recalled into this context (the oldest beyond the cap are forgotten).
+# Reply: ``replies.remember_reply``. Nothing is written once the context is gone.
 
 
 class RememberArgs(NamedTuple):
@@ -1045,8 +1038,8 @@ return 1
 
 
 # Push configs of a task (context keys). ARGV: PushConfigArgs.
-# Returns {'ok'}, {'notask'} (no such task, or its context is gone) or {'full'}. A delete
-# of a config the task does not have is 'ok' (deleting is idempotent).
+# Reply: ``replies.push_config_reply``. A delete of a config the task does not have is 'ok'
+# (deleting is idempotent).
 
 
 class PushConfigArgs(NamedTuple):
@@ -1096,7 +1089,7 @@ class TakePushesArgs(NamedTuple):
 # KEYS: 1 a context's pending deliveries ('<meta key>:push', cluster mode). ARGV:
 # TakePushesArgs. Takes deliveries to move to the stream: each is marked taken now, so no
 # other mover takes it within the lease; one whose mover died is taken again after it.
-# Returns their json.
+# Reply: ``replies.take_pushes_reply``.
 _TAKE_PUSHES = (
     _lua_args(TakePushesArgs)
     + """
