@@ -13,8 +13,10 @@ from gateway.models import ArtifactUpdate, RawJson, StatusUpdate, Task
 from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import (
+    EVENT_ARTIFACT,
     EVENT_DATA,
     EVENT_KIND,
+    EVENT_STATUS,
     EVENTS_SEAL,
     STATUS,
     task_field,
@@ -28,7 +30,10 @@ from gateway.store.translate import translated as _translated
 __all__ = ["EventLog", "LoggedEvent", "event_id"]
 
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
-_KINDS: dict[bytes, Literal["status", "artifact"]] = {b"s": "status", b"a": "artifact"}
+_KINDS: dict[bytes, Literal["status", "artifact"]] = {
+    EVENT_STATUS.encode(): "status",
+    EVENT_ARTIFACT.encode(): "artifact",
+}
 _KIND, _DATA = EVENT_KIND.encode(), EVENT_DATA.encode()
 
 

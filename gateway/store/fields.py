@@ -18,8 +18,10 @@ __all__ = [
     "ENTRY_JOB",
     "ENTRY_SEQ",
     "EVENTS_SEAL",
+    "EVENT_ARTIFACT",
     "EVENT_DATA",
     "EVENT_KIND",
+    "EVENT_STATUS",
     "JOB",
     "LOCAL_MARK",
     "MARK",
@@ -102,8 +104,10 @@ ENTRY_SEQ = "seq"  # the seq of the message it is about
 ENTRY_FORGET = "forget"  # an outbox forget job's memory ids, "a,b"
 
 # -- the entries of a task's event stream (``event_log.py``) -------------------------------
-EVENT_KIND = "k"  # 's' a status, 'a' an artifact
+EVENT_KIND = "k"  # EVENT_STATUS or EVENT_ARTIFACT
 EVENT_DATA = "d"  # its json (sealed like the task)
+EVENT_STATUS = "s"  # a status (sealed as the task's STATUS field)
+EVENT_ARTIFACT = "a"  # an artifact update (sealed as EVENTS_SEAL)
 
 
 def task_field(task_id: str, suffix: str) -> str:

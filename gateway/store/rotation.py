@@ -64,7 +64,7 @@ _PUSH_CONFIG = re.compile(
 )  # a task's push config (its URL, token sealed)
 _LOG = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):ev:(.+)$")  # a task's event log (a stream)
 # The associated data field of an event log entry, by its kind (``event_log.py``).
-_LOG_FIELD = {b"s": f.STATUS, b"a": f.EVENTS_SEAL}
+_LOG_FIELD = {f.EVENT_STATUS.encode(): f.STATUS, f.EVENT_ARTIFACT.encode(): f.EVENTS_SEAL}
 _EVENT_KIND, _EVENT_DATA = f.EVENT_KIND.encode(), f.EVENT_DATA.encode()
 
 

@@ -111,6 +111,8 @@ LUA_NAMES: Mapping[str, str | int] = {
     "E_FORGET": f.ENTRY_FORGET,
     "EV_KIND": f.EVENT_KIND,
     "EV_DATA": f.EVENT_DATA,
+    "EV_STATUS": f.EVENT_STATUS,
+    "EV_ARTIFACT": f.EVENT_ARTIFACT,
     "SUBMITTED": a2a.SUBMITTED,
     "CANCELED": a2a.CANCELED,
     "COMPLETED": a2a.COMPLETED,
@@ -249,8 +251,8 @@ local function run_inputs(seq, first_ref)
   return msg, referenced
 end
 -- Task event streams (live events for SSE readers on any replica): one stream per task,
--- '<meta key>:ev:<tid>', in the context's slot. Entries: EV_KIND (s status, a artifact) and EV_DATA
--- (its json). A stream lives as long as the context unless its task settles, then for
+-- '<meta key>:ev:<tid>', in the context's slot. Entries: EV_KIND (EV_STATUS or EV_ARTIFACT)
+-- and EV_DATA (its json). A stream lives as long as the context unless its task settles, then for
 -- EVENTS_GRACE_MS more; a scrub deletes it.
 -- The TTL of a key derived from the context: never past its meta key's (which a write may
 -- leave up to the refresh slack short of the full TTL, see touch).
@@ -272,7 +274,7 @@ local function emit_artifacts(tid, list, ttl)
   while at <= #list do
     local colon = string.find(list, ':', at, true)
     local n = tonumber(string.sub(list, at, colon - 1))
-    emit(tid, 'a', string.sub(list, colon + 1, colon + n), ttl, false)
+    emit(tid, EV_ARTIFACT, string.sub(list, colon + 1, colon + n), ttl, false)
     at = colon + n + 1
   end
 end
@@ -448,14 +450,14 @@ if continuing then
   redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
   if not waits then
     redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status)
-    emit(tid, 's', status, ttl, false)
+    emit(tid, EV_STATUS, status, ttl, false)
   end
 else
   redis.call('RPUSH', ITEMS, tid)
   redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status,
              tid .. F_ARTIFACTS, '[]', tid .. F_MESSAGES, seq)
   if metadata ~= '' then redis.call('HSET', TASKS, tid .. F_METADATA, metadata) end
-  emit(tid, 's', status, ttl, false)
+  emit(tid, EV_STATUS, status, ttl, false)
   redis.call('HSET', TASK_INDEX, tid, cid)
   redis.call('HINCRBY', META, M_TASKS, 1)
 end
@@ -650,10 +652,10 @@ touch(tonumber(ttl), CONTEXTS)
 if chained ~= '' then notify(cid, tid, 's', SUBMITTED, now, tonumber(ttl))
 elseif new_state ~= '' then notify(cid, tid, 's', new_state, now, tonumber(ttl)) end
 if chained ~= '' then
-  emit(tid, 's', next_status, tonumber(ttl), false)
+  emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
   redis.call('PUBLISH', EVENTS .. tid, 'next|' .. run_seq)
 elseif new_state ~= '' then
-  emit(tid, 's', status, tonumber(ttl), TERMINAL[new_state])
+  emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state])
   redis.call('PUBLISH', EVENTS .. tid, new_state .. '|' .. run_seq)
 elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. run_seq)
@@ -686,7 +688,7 @@ local state = redis.call('HGET', TASKS, tid .. F_STATE)
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
 redis.call('HSET', TASKS, tid .. F_STATE, CANCELED, tid .. F_STATUS, status)
-emit(tid, 's', status, tonumber(ttl), true)
+emit(tid, EV_STATUS, status, tonumber(ttl), true)
 drop_waiting(tid)
 settled(tid)
 notify(cid, tid, 's', CANCELED, now, tonumber(ttl))
