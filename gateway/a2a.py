@@ -1,17 +1,41 @@
 """Neutral A2A helpers (pure): which task states end a task or hand the turn back to the
 client, and media-type negotiation for ``acceptedOutputModes``.
 
-The store's Lua scripts get these sets generated into their prelude (``store/scripts.py``).
+The store's Lua scripts get the states and these sets generated into their prelude
+(``store/scripts.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["INTERRUPTED", "TERMINAL", "accepts_any", "settled"]
+__all__ = [
+    "AUTH_REQUIRED",
+    "CANCELED",
+    "COMPLETED",
+    "FAILED",
+    "INPUT_REQUIRED",
+    "INTERRUPTED",
+    "REJECTED",
+    "SUBMITTED",
+    "TERMINAL",
+    "WORKING",
+    "accepts_any",
+    "settled",
+]
 
-TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
-INTERRUPTED = frozenset({"input-required", "auth-required"})
+# Task states (A2A 0.3 names, as the core stores them).
+SUBMITTED = "submitted"
+WORKING = "working"
+INPUT_REQUIRED = "input-required"
+AUTH_REQUIRED = "auth-required"
+COMPLETED = "completed"
+CANCELED = "canceled"
+FAILED = "failed"
+REJECTED = "rejected"
+
+TERMINAL = frozenset({COMPLETED, CANCELED, FAILED, REJECTED})
+INTERRUPTED = frozenset({INPUT_REQUIRED, AUTH_REQUIRED})
 
 
 def settled(state: str) -> bool:

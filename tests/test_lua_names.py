@@ -1,12 +1,15 @@
 """The Lua scripts spell no name they share with Python: every task field, meta field, mark,
-channel and group comes from the Python definitions (``store/fields.py``, ``store/keys.py``,
-``a2a.py``) through the generated prelude, so a rename is one edit."""
+channel, group, stream entry field and task state comes from the Python definitions
+(``store/fields.py``, ``store/keys.py``, ``a2a.py``) through the generated prelude, so a
+rename is one edit; and every script is in ``store/scripts.py``."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from gateway.a2a import TERMINAL
+from gateway import a2a
+from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.store import fields, scripts
 from gateway.store.keys import EVENT_CHANNEL, JOBS_GROUP
 
@@ -31,10 +34,38 @@ def test_scripts_spell_no_shared_name() -> None:
     assert _bodies()
     for name, body in _bodies().items():
         assert not re.findall(r"'(:[a-z]+:?)'", body), name  # a task field suffix
-        # as a command's argument ('seq' is also the job streams' entry field, spelled)
-        spelled = [n for n in names if f", '{n}'" in body and n != fields.META_SEQ]
+        spelled = [n for n in names if f", '{n}'" in body]  # as a command's argument
         assert not spelled, (name, spelled)
         assert "TERMINAL = {" not in body, name
+
+
+def test_scripts_spell_no_state_nor_entry_field() -> None:
+    """The task states the scripts write and compare, and the fields of the job streams'
+    and the event streams' entries, are generated, never quoted in a script."""
+    states = {*TERMINAL, *INTERRUPTED, a2a.SUBMITTED, a2a.WORKING}
+    entry_fields = {
+        fields.ENTRY_JOB,
+        fields.ENTRY_SEQ,
+        fields.ENTRY_FORGET,
+        fields.EVENT_KIND,
+        fields.EVENT_DATA,
+    }
+    for name, body in _bodies().items():
+        quoted = set(re.findall(r"'([^'\n]*)'", body))
+        assert not quoted & states, (name, quoted & states)
+        assert not quoted & entry_fields, (name, quoted & entry_fields)
+
+
+def test_every_script_is_in_scripts_py() -> None:
+    """No module of the gateway but ``store/scripts.py`` registers or holds a Lua script."""
+    root = Path(scripts.__file__).parent.parent
+    elsewhere = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if path != Path(scripts.__file__)
+        and re.search(r"register_script|redis\.call\(", path.read_text())
+    ]
+    assert not elsewhere
 
 
 def test_prelude_defines_every_shared_name() -> None:

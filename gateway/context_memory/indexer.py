@@ -24,12 +24,15 @@ from gateway.context_memory.embedders import Embedder, EmbedderError, Matrix
 from gateway.context_memory.reembed import reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
+from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.stream_consumer import BatchConsumer
 
 __all__ = ["Indexer"]
+
+_JOB, _SEQ = ENTRY_JOB.encode(), ENTRY_SEQ.encode()
 
 log = logging.getLogger("gateway.memory")
 
@@ -94,10 +97,10 @@ class Indexer(BatchConsumer):
 
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
-        job = orjson.loads(fields[b"job"])
+        job = orjson.loads(fields[_JOB])
         keys = UserKeys.of(job["t"], job["u"])
         trace = str(job.get("tp") or "")
-        return _Item(entry, keys, job["c"], int(fields[b"seq"]), trace, fields[b"job"])
+        return _Item(entry, keys, job["c"], int(fields[_SEQ]), trace, fields[_JOB])
 
     async def index(self, items: list[_Item]) -> None:
         """Embed and store one batch, then acknowledge its jobs."""

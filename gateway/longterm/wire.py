@@ -5,7 +5,8 @@ message at ``seq`` of task ``k`` and the replies after it. A forget entry (``job
 ``{t, u, c}``, ``forget``: comma-separated memory ids) names memories to delete. When
 tracing is on, ``job`` also holds ``tp``, the traceparent of the span that built it (the
 run, or the scrub), so the delivery continues that trace. The scripts write the ``seq``
-and ``forget`` fields; this module writes ``job`` and reads all.
+and ``forget`` fields; this module writes ``job`` and reads all. The entry's field names
+are defined once, in ``store/fields.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import orjson
 
 from gateway import tracing
 from gateway.options.longterm import MemoryOptions
+from gateway.store.fields import ENTRY_FORGET, ENTRY_JOB, ENTRY_SEQ
 
 __all__ = ["OutboxJob", "forget_job", "store_job"]
+
+_JOB, _SEQ, _FORGET = ENTRY_JOB.encode(), ENTRY_SEQ.encode(), ENTRY_FORGET.encode()
 
 
 def _traced(fields: dict[str, Any]) -> bytes:
@@ -58,8 +62,8 @@ class OutboxJob:
 
     @classmethod
     def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
-        raw = orjson.loads(fields[b"job"])
-        forget = tuple(i for i in fields.get(b"forget", b"").decode().split(",") if i)
+        raw = orjson.loads(fields[_JOB])
+        forget = tuple(i for i in fields.get(_FORGET, b"").decode().split(",") if i)
         return cls(
             entry,
             fields,
@@ -67,7 +71,7 @@ class OutboxJob:
             raw["u"],
             raw["c"],
             raw.get("k", ""),
-            int(fields.get(b"seq", b"0")),
+            int(fields.get(_SEQ, b"0")),
             raw.get("o") or {},
             forget,
             str(raw.get("tp") or ""),

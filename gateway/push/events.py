@@ -9,8 +9,11 @@ import orjson
 from gateway.canonical import task_json
 from gateway.dialects import V1, artifact_out, status_out
 from gateway.models import Task
+from gateway.store.fields import ENTRY_JOB
 
 __all__ = ["PushJob", "payload"]
+
+_JOB = ENTRY_JOB.encode()
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class PushJob:
 
     @classmethod
     def from_wire(cls, fields: dict[bytes, bytes]) -> PushJob:
-        job = orjson.loads(fields[b"job"])
+        job = orjson.loads(fields[_JOB])
         return cls(
             tenant=str(job["t"]),
             user=str(job["u"]),

@@ -14,37 +14,11 @@ from redis.asyncio import Redis
 
 from gateway.store.assembly import text_of as _text
 from gateway.store.keys import TenantAgentKeys
+from gateway.store.scripts import CreateAgentArgs, ReadAgentArgs, ReplaceAgentArgs, Scripts, argv
 from gateway.store.sealing import Sealer
 from gateway.store.translate import translated
 
 __all__ = ["AgentStore", "entry_aad"]
-
-# KEYS: 1 index 2 entry. ARGV: 1 entry json 2 ttl ms or '0' (permanent).
-_CREATE = """
-if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-if ARGV[2] ~= '0' then redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-else redis.call('SET', KEYS[2], ARGV[1]) end
-redis.call('SADD', KEYS[1], KEYS[2])
-return 1
-"""
-
-# KEYS: 1 entry. ARGV: 1 ttl ms. Reads an entry; an ephemeral one's TTL slides.
-_READ = """
-local entry = redis.call('GET', KEYS[1])
-if entry and redis.call('PTTL', KEYS[1]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return entry
-"""
-
-# KEYS: 1 entry. ARGV: 1 the stored entry read 2 new entry 3 ttl ms. Replaces the entry if
-# it is still the one read (else 'conflict'); keeps it ephemeral if it was.
-_REPLACE = """
-local entry = redis.call('GET', KEYS[1])
-if not entry then return 'gone' end
-if entry ~= ARGV[1] then return 'conflict' end
-if redis.call('PTTL', KEYS[1]) > 0 then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-else redis.call('SET', KEYS[1], ARGV[2]) end
-return 'ok'
-"""
 
 
 class AgentStore:
@@ -52,9 +26,7 @@ class AgentStore:
         self.client: Redis = client
         self.ttl_ms = ttl_seconds * 1000
         self.sealer = sealer or Sealer(None)
-        self._create = client.register_script(_CREATE)
-        self._read = client.register_script(_READ)
-        self._replace = client.register_script(_REPLACE)
+        self._scripts = Scripts.register(client)
 
     @translated
     async def create(self, tenant: str, agent_id: str, entry: bytes, ephemeral: bool) -> bool:
@@ -62,13 +34,14 @@ class AgentStore:
         ttl = self.ttl_ms if ephemeral else 0
         key = keys.agent(agent_id)
         sealed = self.sealer.seal(entry, entry_aad(key))
-        done = await self._create(keys=[keys.index, key], args=[sealed, ttl])
+        args = argv(CreateAgentArgs(sealed, ttl))
+        done = await self._scripts.create_agent(keys=[keys.index, key], args=args)
         return bool(done)
 
     @translated
     async def read(self, tenant: str, agent_id: str) -> bytes | None:
         key = TenantAgentKeys.of(tenant).agent(agent_id)
-        raw = await self._read(keys=[key], args=[self.ttl_ms])
+        raw = await self._scripts.read_agent(keys=[key], args=argv(ReadAgentArgs(self.ttl_ms)))
         return raw if raw is None else self.sealer.open(bytes(raw), entry_aad(key))
 
     @translated
@@ -82,7 +55,8 @@ class AgentStore:
         if current.get("revision") != revision:
             return "conflict"
         new = self.sealer.seal(entry, entry_aad(key))
-        return _text(await self._replace(keys=[key], args=[stored, new, self.ttl_ms]))
+        args = argv(ReplaceAgentArgs(stored, new, self.ttl_ms))
+        return _text(await self._scripts.replace_agent(keys=[key], args=args))
 
     @translated
     async def delete(self, tenant: str, agent_id: str) -> bool:

@@ -12,16 +12,29 @@ from typing import Literal
 from gateway.models import ArtifactUpdate, RawJson, StatusUpdate, Task
 from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
-from gateway.store.fields import EVENTS_SEAL, OPEN_ARTIFACT, STATUS, TASK_FIELDS, task_field
+from gateway.store.fields import (
+    EVENT_ARTIFACT,
+    EVENT_DATA,
+    EVENT_KIND,
+    EVENT_STATUS,
+    EVENTS_SEAL,
+    STATUS,
+    task_field,
+)
 from gateway.store.keys import UserKeys, event_stream
 from gateway.store.redis_store import Store
+from gateway.store.replies import SNAPSHOT_FIELDS, snapshot_reply
+from gateway.store.scripts import SnapshotArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["EventLog", "LoggedEvent", "event_id"]
 
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
-_FIELDS = (*TASK_FIELDS, OPEN_ARTIFACT)
-_KINDS: dict[bytes, Literal["status", "artifact"]] = {b"s": "status", b"a": "artifact"}
+_KINDS: dict[bytes, Literal["status", "artifact"]] = {
+    EVENT_STATUS.encode(): "status",
+    EVENT_ARTIFACT.encode(): "artifact",
+}
+_KIND, _DATA = EVENT_KIND.encode(), EVENT_DATA.encode()
 
 
 def event_id(raw: str | None) -> str | None:
@@ -59,21 +72,23 @@ class EventLog:
         """The task as it stands (whole history, the artifact being streamed included) and
         the id of the last event it includes ("0-0" when none), read at one instant."""
         ck = keys.context(context_id)
-        fields = [task_field(task_id, suffix) for suffix in _FIELDS]
-        reply = await self._store.scripts.snapshot(
-            keys=[ck.tasks, _key(keys, context_id, task_id)], args=fields
+        fields = [task_field(task_id, suffix) for suffix in SNAPSHOT_FIELDS]
+        reply = snapshot_reply(
+            await self._store.scripts.snapshot(
+                keys=[ck.tasks, _key(keys, context_id, task_id)],
+                args=argv(SnapshotArgs(fields)),
+            )
         )
-        last, status, arts, seqs, metadata, extra, open_artifact = reply
-        if status is None:
-            return None, _text(last)
-        wanted = message_seqs(seqs, None)
+        if reply.status is None:
+            return None, reply.last_event
+        wanted = message_seqs(reply.messages, None)
         history: list[bytes] = []
         if wanted:
             found = await self._store.client.hmget(ck.msgs, wanted)
             history = self._store._history(keys, context_id, found)
-        stored = (status, arts, metadata, extra)
-        task = self._store._task(keys, context_id, task_id, stored, history, open_artifact)
-        return task, _text(last)
+        stored = (reply.status, reply.artifacts, reply.metadata, reply.agent_metadata)
+        task = self._store._task(keys, context_id, task_id, stored, history, reply.open_artifact)
+        return task, reply.last_event
 
     @_translated
     async def after(
@@ -85,9 +100,9 @@ class EventLog:
         )
         store, out = self._store, []
         for entry_id, fields in raw:
-            kind = _KINDS[fields[b"k"]]
+            kind = _KINDS[fields[_KIND]]
             field = task_field(task_id, STATUS if kind == "status" else EVENTS_SEAL)
-            data = store._open(keys, context_id, field, fields[b"d"])  # sealed like the task
+            data = store._open(keys, context_id, field, fields[_DATA])  # sealed like the task
             update = StatusUpdate.read(data) if kind == "status" else ArtifactUpdate(RawJson(data))
             out.append(LoggedEvent(_text(entry_id), kind, update))
         return out

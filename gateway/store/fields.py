@@ -14,7 +14,14 @@ __all__ = [
     "AGENT_METADATA",
     "ARTIFACTS",
     "ATTEMPT",
+    "ENTRY_FORGET",
+    "ENTRY_JOB",
+    "ENTRY_SEQ",
     "EVENTS_SEAL",
+    "EVENT_ARTIFACT",
+    "EVENT_DATA",
+    "EVENT_KIND",
+    "EVENT_STATUS",
     "JOB",
     "LOCAL_MARK",
     "MARK",
@@ -89,6 +96,18 @@ META_VECTOR_DIMS = "vdim"
 META_VECTOR_FORM = "vfmt"  # 's': sealed frames
 META_VECTOR_GENERATION = "vgen"
 META_REEMBEDDING = "vre"
+
+
+# -- the entries of the job streams (jobs, embeddings, outbox, push deliveries) -------------
+ENTRY_JOB = "job"  # the job: ids only, json naming its context (``t``, ``u``, ``c``)
+ENTRY_SEQ = "seq"  # the seq of the message it is about
+ENTRY_FORGET = "forget"  # an outbox forget job's memory ids, "a,b"
+
+# -- the entries of a task's event stream (``event_log.py``) -------------------------------
+EVENT_KIND = "k"  # EVENT_STATUS or EVENT_ARTIFACT
+EVENT_DATA = "d"  # its json (sealed like the task)
+EVENT_STATUS = "s"  # a status (sealed as the task's STATUS field)
+EVENT_ARTIFACT = "a"  # an artifact update (sealed as EVENTS_SEAL)
 
 
 def task_field(task_id: str, suffix: str) -> str:

@@ -5,8 +5,8 @@ together with its message, and acknowledged-and-deleted by the write that stores
 the run's outcome. Entries are fenced per attempt, so a reclaimed job can never
 write twice.
 
-Every stream's ``job`` field is JSON naming its context with ``t`` (tenant), ``u``
-(user) and ``c`` (context id); dead letters are found by it when a context is
+Every stream's ``job`` field (``fields.ENTRY_JOB``) is JSON naming its context with ``t``
+(tenant), ``u`` (user) and ``c`` (context id); dead letters are found by it when a context is
 scrubbed. Dead letters are kept up to a count and an age. A consumer leaves its group
 when its process stops (handing any pending entry to ``RECLAIMER`` first, with a fresh
 lease, so maintenance requeues it after the lease as before); consumers of processes
@@ -24,7 +24,18 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.store.assembly import text_of as _text
+from gateway.store.fields import ENTRY_FORGET, ENTRY_JOB
 from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER, UserKeys
+from gateway.store.replies import forget_dead_reply
+from gateway.store.scripts import (
+    DropIdleArgs,
+    ForgetDeadArgs,
+    LeadArgs,
+    LeaveArgs,
+    ResignArgs,
+    Scripts,
+    argv,
+)
 from gateway.store.translate import translated
 
 __all__ = ["RECLAIMER", "Entry", "JobStore", "PendingJob", "QueueFigures"]
@@ -37,75 +48,6 @@ RECLAIMER = "maintenance"
 DEAD_MAX_ENTRIES = 10_000
 DEAD_MAX_AGE_SECONDS = 7 * 24 * 3600
 _FORGET_CHUNK = 500
-
-# Take leadership, or keep it if already ours; release nothing else.
-_LEAD = """
-local holder = redis.call('GET', KEYS[1])
-if holder == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-# Give the lead up, if it is ours.
-_RESIGN = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-# Hand a leaving consumer's pending entries to the reclaimer with a fresh lease (as a last
-# heartbeat would), then delete the consumer.
-_LEAVE = """
-local stream, group, consumer, heir = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local ok, rows = pcall(redis.call, 'XPENDING', stream, group, '-', '+', 200, consumer)
-if not ok then return 0 end
-local moved = 0
-while #rows > 0 do
-  for _, row in ipairs(rows) do
-    redis.call('XCLAIM', stream, group, heir, 0, row[1], 'JUSTID')
-    moved = moved + 1
-  end
-  rows = redis.call('XPENDING', stream, group, '(' .. rows[#rows][1], '+', 200, consumer)
-end
-redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
-return moved
-"""
-
-# Delete a consumer only if it holds no pending entry: checked and done in one step, so no
-# claim can slip in between (DELCONSUMER drops the pending entries of a consumer).
-_DROP_IDLE = """
-if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then return 0 end
-redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-return 1
-"""
-
-# Delete, among up to ARGV[5] dead letters from ARGV[4] on, those of one context: whose job
-# names the tenant, user and context, or cannot be read and mentions the context id.
-# Returns {deleted, read, last id read}.
-_FORGET = """
-local entries = redis.call('XRANGE', KEYS[1], ARGV[4], '+', 'COUNT', ARGV[5])
-local doomed = {}
-for _, entry in ipairs(entries) do
-  local fields = entry[2]
-  for i = 1, #fields, 2 do
-    if fields[i] == 'job' and string.find(fields[i + 1], ARGV[3], 1, true) then
-      local ok, job = pcall(cjson.decode, fields[i + 1])
-      if not ok or type(job) ~= 'table'
-          or (job.t == ARGV[1] and job.u == ARGV[2] and job.c == ARGV[3]) then
-        doomed[#doomed + 1] = entry[1]
-      end
-    end
-  end
-end
-if #doomed > 0 then redis.call('XDEL', KEYS[1], unpack(doomed)) end
-local last = entries[#entries]
-return {#doomed, #entries, last and last[1] or ''}
-"""
 
 
 @dataclass(frozen=True)
@@ -147,11 +89,7 @@ class JobStore:
         self.client: Redis = client
         self.stream, self.group, self.dead = stream, group, dead
         self.dead_max_entries, self.dead_max_age = dead_max_entries, dead_max_age_seconds
-        self._lead = client.register_script(_LEAD)
-        self._resign = client.register_script(_RESIGN)
-        self._leave = client.register_script(_LEAVE)
-        self._drop_idle = client.register_script(_DROP_IDLE)
-        self._forget = client.register_script(_FORGET)
+        self._scripts = Scripts.register(client)
 
     @translated
     async def ensure_group(self) -> None:
@@ -240,7 +178,7 @@ class JobStore:
             pipe.xdel(self.stream, entry)
             dead, *_ = await pipe.execute()
         owner = _context_of(fields)
-        if owner is not None and b"forget" not in fields:
+        if owner is not None and ENTRY_FORGET.encode() not in fields:
             tenant, user, context_id = owner
             if not await self.client.exists(UserKeys.of(tenant, user).meta(context_id)):
                 await self.client.xdel(self.dead, dead)
@@ -251,13 +189,14 @@ class JobStore:
         letters in chunks (they are capped, so this is bounded)."""
         deleted, start = 0, "-"
         while context_id:
-            gone, read, last = await self._forget(
-                keys=[self.dead], args=[tenant, user, context_id, start, _FORGET_CHUNK]
+            args = ForgetDeadArgs(tenant, user, context_id, start, _FORGET_CHUNK)
+            reply = forget_dead_reply(
+                await self._scripts.forget_dead(keys=[self.dead], args=argv(args))
             )
-            deleted += int(gone)
-            if int(read) < _FORGET_CHUNK:
+            deleted += reply.deleted
+            if reply.read < _FORGET_CHUNK:
                 return deleted
-            start = f"({_text(last)}"
+            start = f"({reply.last}"
         return deleted
 
     @translated
@@ -275,7 +214,8 @@ class JobStore:
         """Remove ``consumer`` from the group, handing its pending jobs to the reclaimer with
         a fresh lease (none is lost: maintenance requeues them once it runs out); returns
         how many."""
-        return int(await self._leave(keys=[self.stream], args=[self.group, consumer, RECLAIMER]))
+        args = LeaveArgs(self.group, consumer, RECLAIMER)
+        return int(await self._scripts.leave(keys=[self.stream], args=argv(args)))
 
     @translated
     async def prune_consumers(self, idle_ms: int) -> int:
@@ -290,18 +230,20 @@ class JobStore:
         for row in rows:
             if int(row["pending"]) == 0 and int(row["idle"]) >= idle_ms:
                 name = _text(row["name"])
-                pruned += int(await self._drop_idle(keys=[self.stream], args=[self.group, name]))
+                args = DropIdleArgs(self.group, name)
+                pruned += int(await self._scripts.drop_idle(keys=[self.stream], args=argv(args)))
         return pruned
 
     @translated
     async def lead(self, node: str, ttl_ms: int) -> bool:
         """Whether ``node`` holds (or has just taken) the maintenance lead."""
-        return bool(await self._lead(keys=[MAINTENANCE_LEADER], args=[node, ttl_ms]))
+        args = LeadArgs(node, ttl_ms)
+        return bool(await self._scripts.lead(keys=[MAINTENANCE_LEADER], args=argv(args)))
 
     @translated
     async def resign(self, node: str) -> None:
         """Give the maintenance lead up if ``node`` holds it."""
-        await self._resign(keys=[MAINTENANCE_LEADER], args=[node])
+        await self._scripts.resign(keys=[MAINTENANCE_LEADER], args=argv(ResignArgs(node)))
 
     @translated
     async def figures(self) -> QueueFigures:
@@ -333,7 +275,7 @@ class JobStore:
 def _context_of(fields: dict[bytes, bytes]) -> tuple[str, str, str] | None:
     """The (tenant, user, context id) a job names, if it can be read."""
     try:
-        job = orjson.loads(fields[b"job"])
+        job = orjson.loads(fields[ENTRY_JOB.encode()])
         return str(job["t"]), str(job["u"]), str(job["c"])
     except (KeyError, TypeError, ValueError):
         return None

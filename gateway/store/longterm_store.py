@@ -18,6 +18,7 @@ from gateway.store.assembly import text_of as _text
 from gateway.store.fields import MESSAGES, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store
+from gateway.store.replies import remember_reply
 from gateway.store.scripts import RememberArgs, argv
 from gateway.store.translate import translated as _translated
 
@@ -47,10 +48,10 @@ class LongTermStore:
         if not ids:
             return set()
         ck = keys.context(context_id)
-        fresh = await self._store.scripts.remember(
-            keys=[ck.meta, ck.seen], args=argv(RememberArgs(now_ms(), keep, list(ids)))
+        args = argv(RememberArgs(now_ms(), keep, list(ids)))
+        return remember_reply(
+            await self._store.scripts.remember(keys=[ck.meta, ck.seen], args=args)
         )
-        return {_text(i) for i in fresh}
 
     @_translated
     async def add_to_ledger(self, keys: UserKeys, context_id: str, ids: Sequence[str]) -> bool:

@@ -282,7 +282,7 @@ class MemoryStore:
             return False
         async with self._store.client.pipeline(transaction=False) as pipe:
             for seq in seqs:
-                pipe.xadd(EMBEDS, {b"job": job_json, b"seq": seq})
+                pipe.xadd(EMBEDS, {f.ENTRY_JOB: job_json, f.ENTRY_SEQ: seq})
             await pipe.execute()
         return True
 

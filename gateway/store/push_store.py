@@ -13,6 +13,7 @@ from gateway.store.fields import PUSH_IDS, STATE, task_field
 from gateway.store.keys import UserKeys
 from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.redis_store import Store
+from gateway.store.replies import PushConfigOutcome, push_config_reply
 from gateway.store.scripts import PushConfigArgs, argv
 from gateway.store.translate import translated as _translated
 
@@ -33,7 +34,7 @@ class PushStore:
         config_id: str,
         config_json: bytes,
         most: int,
-    ) -> str:
+    ) -> PushConfigOutcome:
         """Set (``config_json``) or delete (``b""``) one config: 'ok', 'notask' or 'full'."""
         if config_json:
             await self._store.note_push_context(keys, context_id)
@@ -42,7 +43,7 @@ class PushStore:
             keys=self._store._keys(keys, context_id),
             args=argv(PushConfigArgs(task_id, config_id, sealed, self._store.ttl_ms, most)),
         )
-        return _text(reply[0])
+        return push_config_reply(reply)
 
     @_translated
     async def read(self, keys: UserKeys, context_id: str, task_id: str) -> dict[str, bytes] | None:

@@ -61,6 +61,7 @@ from gateway.store.replies import (
     cancel_reply,
     scrub_reply,
     send_reply,
+    take_pushes_reply,
     update_reply,
 )
 from gateway.store.scripts import (
@@ -299,7 +300,7 @@ class Store:
     ) -> str:
         """Cluster mode's second step of a send: queue the run (ids only), then record its
         entry on the task in place of the 'pending' mark the send script left."""
-        entry = _text(await self.client.xadd(JOBS, {b"job": job_json, b"seq": seq}))
+        entry = _text(await self.client.xadd(JOBS, {f.ENTRY_JOB: job_json, f.ENTRY_SEQ: seq}))
         tasks = keys.context(context_id).tasks
         await self.scripts.record_job(keys=[tasks], args=argv(RecordJobArgs(task_id, seq, entry)))
         return entry
@@ -356,19 +357,16 @@ class Store:
         only those waiting (or taken) for longer than the lease. Returns how many moved."""
         moved, batch = 0, 100
         while True:
-            taken = await self.scripts.take_pushes(
-                keys=[pending],
-                args=argv(
-                    TakePushesArgs(
-                        now_ms(), self.push_lease_ms, "stale" if stale_only else "all", batch
-                    )
-                ),
+            which = "stale" if stale_only else "all"
+            args = TakePushesArgs(now_ms(), self.push_lease_ms, which, batch)
+            taken = take_pushes_reply(
+                await self.scripts.take_pushes(keys=[pending], args=argv(args))
             )
             if not taken:
                 return moved
             async with self.client.pipeline(transaction=False) as pipe:
                 for job in taken:
-                    pipe.xadd(PUSH, {b"job": job})
+                    pipe.xadd(PUSH, {f.ENTRY_JOB: job})
                 await pipe.execute()
             await self.client.zrem(pending, *taken)
             moved += len(taken)
@@ -444,7 +442,7 @@ class Store:
                 return await self._accepted(keys, w, context_id, accepted)
             case SendWaiting(task_id, seq):
                 if self.cluster and w.embed:
-                    await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
+                    await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
                 return SendResult(context_id, task_id, seq, False, waiting=True)
             case SendDuplicate(task_id, digest, seq):
                 if digest != w.digest:
@@ -471,7 +469,7 @@ class Store:
             if w.queue_run:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
             if w.embed:
-                await self.client.xadd(EMBEDS, {b"job": w.job_json, b"seq": seq})
+                await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
             await self._moved_pushes(keys, context_id, reply.pushed)
         return SendResult(context_id, task_id, seq, False, inputs, entry, reply.claimed)
 
@@ -559,7 +557,7 @@ class Store:
                 await self._ack_job(entry)
             return UpdateResult(written.outcome)  # type: ignore[arg-type]
         if written.store_turn:
-            await self.client.xadd(OUTBOX, {b"job": outbox_job, b"seq": seq})
+            await self.client.xadd(OUTBOX, {f.ENTRY_JOB: outbox_job, f.ENTRY_SEQ: seq})
         next_run = None
         if written.chained and written.next_run is not None:
             if queued_locally:
@@ -609,7 +607,7 @@ class Store:
             return None
         if scrubbed.forget:
             ids = b",".join(scrubbed.forget)
-            await self.client.xadd(OUTBOX, {b"job": forget_job, b"forget": ids})
+            await self.client.xadd(OUTBOX, {f.ENTRY_JOB: forget_job, f.ENTRY_FORGET: ids})
         if self.disk_rewrite is not None:
             await self.disk_rewrite.schedule()
         messages, tasks, vectors, pending_jobs, memories_queued = scrubbed.counts

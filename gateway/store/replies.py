@@ -1,17 +1,23 @@
-"""The replies of the store's context scripts (``scripts.py``), each parsed once into a typed
-value: one parser per script, so no caller reads a reply by index. Values stay as Redis gave
-them (sealed content is opened by the store)."""
+"""The replies of the store's scripts (``scripts.py``), each parsed once into a typed value:
+one parser per script whose reply is not a scalar, so no caller reads a reply by index (a
+scalar reply, a count or a flag, is read with ``int``/``bool`` where it is used; its meaning
+is written above its script). Values stay as Redis gave them (sealed content is opened by the
+store)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from gateway.store import fields as f
 from gateway.store.assembly import text_of as _text
 
 __all__ = [
+    "SNAPSHOT_FIELDS",
     "BeginRunReply",
     "CancelReply",
+    "ForgetDeadReply",
+    "PushConfigOutcome",
     "ScrubReply",
     "SendAccepted",
     "SendDuplicate",
@@ -19,11 +25,17 @@ __all__ = [
     "SendRefused",
     "SendReply",
     "SendWaiting",
+    "SnapshotReply",
     "UpdateReply",
     "begin_run_reply",
     "cancel_reply",
+    "forget_dead_reply",
+    "push_config_reply",
+    "remember_reply",
     "scrub_reply",
     "send_reply",
+    "snapshot_reply",
+    "take_pushes_reply",
     "update_reply",
 ]
 
@@ -181,3 +193,71 @@ def scrub_reply(reply: list[Any]) -> ScrubReply | None:
     messages, tasks, vectors, jobs, memories = (int(n) for n in reply[1:6])
     forget = [r if isinstance(r, bytes) else str(r).encode() for r in reply[6:]]
     return ScrubReply((messages, tasks, vectors, jobs, memories), forget)
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetDeadReply:
+    """One chunk of dead letters looked at: how many were deleted, how many read, and the
+    id of the last one read ('' when none was)."""
+
+    deleted: int
+    read: int
+    last: str
+
+
+def forget_dead_reply(reply: list[Any]) -> ForgetDeadReply:
+    return ForgetDeadReply(int(reply[0]), int(reply[1]), _text(reply[2]))
+
+
+PushConfigOutcome = Literal["ok", "notask", "full"]
+
+
+def push_config_reply(reply: list[Any]) -> PushConfigOutcome:
+    """'ok', 'notask' (no such task, or its context is gone) or 'full' (the task has the
+    most configs it may have)."""
+    outcome = _text(reply[0])
+    if outcome not in ("ok", "notask", "full"):
+        raise ValueError(f"unexpected push-config reply: {outcome!r}")
+    return outcome  # type: ignore[return-value]
+
+
+# The task fields the snapshot script reads, in the order of ``SnapshotReply``'s fields.
+SNAPSHOT_FIELDS = (
+    f.STATUS,
+    f.ARTIFACTS,
+    f.MESSAGES,
+    f.METADATA,
+    f.AGENT_METADATA,
+    f.OPEN_ARTIFACT,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotReply:
+    """A task as it stands (its stored fields, sealed; ``status`` None: no such task) and
+    the id of the last event it includes ('0-0' when none), read at one instant."""
+
+    last_event: str
+    status: bytes | None
+    artifacts: bytes | None
+    messages: bytes | None
+    metadata: bytes | None
+    agent_metadata: bytes | None
+    open_artifact: bytes | None
+
+
+def snapshot_reply(reply: list[Any]) -> SnapshotReply:
+    last, status, artifacts, messages, metadata, agent_metadata, open_artifact = reply
+    return SnapshotReply(
+        _text(last), status, artifacts, messages, metadata, agent_metadata, open_artifact
+    )
+
+
+def take_pushes_reply(reply: list[Any]) -> list[bytes]:
+    """The deliveries taken (their json), to be moved to the push stream."""
+    return [r if isinstance(r, bytes) else str(r).encode() for r in reply]
+
+
+def remember_reply(reply: list[Any]) -> set[str]:
+    """The ids not recalled into the context before."""
+    return {_text(i) for i in reply}

@@ -34,7 +34,14 @@ from gateway.store.agents_store import entry_aad
 from gateway.store.assembly import text_of
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.push_records import is_current, open_config, seal_config
-from gateway.store.scripts import RewriteVectorsArgs, Scripts, argv
+from gateway.store.scripts import (
+    RewriteVectorsArgs,
+    Scripts,
+    SwapFieldsArgs,
+    SwapLogArgs,
+    SwapStringArgs,
+    argv,
+)
 from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
 
 __all__ = ["Rotation", "RotationFigures", "rotate_data"]
@@ -57,54 +64,8 @@ _PUSH_CONFIG = re.compile(
 )  # a task's push config (its URL, token sealed)
 _LOG = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):ev:(.+)$")  # a task's event log (a stream)
 # The associated data field of an event log entry, by its kind (``event_log.py``).
-_LOG_FIELD = {b"s": f.STATUS, b"a": f.EVENTS_SEAL}
-
-# KEYS: 1 hash. ARGV: field, expected value, new value, ... Returns how many were replaced.
-_SWAP = """
-local n = 0
-for i = 1, #ARGV, 3 do
-  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
-    n = n + 1
-  end
-end
-return n
-"""
-
-
-# KEYS: 1 a string. ARGV: 1 expected value 2 new value. Returns 1 if it was replaced.
-_SWAP_STRING = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
-return 1
-"""
-
-# A stream's entries cannot be changed in place: the log is written again, each entry under
-# its own id (so readers' Last-Event-IDs still hold), the given entries' 'd' replaced when it
-# is still the value read. Entries added since it was read are kept as they are (a new write
-# is current); a log expired or scrubbed meanwhile stays gone. The TTL is kept.
-# KEYS: 1 the stream. ARGV: id, expected d, new d, ... Returns how many were replaced.
-_SWAP_LOG = """
-local entries = redis.call('XRANGE', KEYS[1], '-', '+')
-if #entries == 0 then return 0 end
-local new = {}
-for i = 1, #ARGV, 3 do new[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2]} end
-local ttl = redis.call('PTTL', KEYS[1])
-redis.call('DEL', KEYS[1])
-local n = 0
-for _, entry in ipairs(entries) do
-  local fields, swap = entry[2], new[entry[1]]
-  for j = 1, #fields, 2 do
-    if swap and fields[j] == 'd' and fields[j + 1] == swap[1] then
-      fields[j + 1] = swap[2]
-      n = n + 1
-    end
-  end
-  redis.call('XADD', KEYS[1], entry[1], unpack(fields))
-end
-if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
-return n
-"""
+_LOG_FIELD = {f.EVENT_STATUS.encode(): f.STATUS, f.EVENT_ARTIFACT.encode(): f.EVENTS_SEAL}
+_EVENT_KIND, _EVENT_DATA = f.EVENT_KIND.encode(), f.EVENT_DATA.encode()
 
 
 @dataclass
@@ -127,10 +88,7 @@ class Rotation:
         self.client = client
         self.sealer = sealer
         self.batch = batch
-        self._swap = client.register_script(_SWAP)
-        self._swap_string = client.register_script(_SWAP_STRING)
-        self._swap_log = client.register_script(_SWAP_LOG)
-        self._rewrite = Scripts.register(client).rewrite_vectors
+        self._scripts = Scripts.register(client)
         self.target = sealer.current if sealer.seal_writes else ""
 
     def _stale(self, value: bytes) -> bool:
@@ -220,7 +178,8 @@ class Rotation:
             cursor, page = await self.client.hscan(key, cursor, count=self.batch)
             swaps = self._swaps(page, prefix, context_id, kind, figures)
             if swaps:
-                done = int(await self._swap(keys=[key], args=swaps))
+                args = argv(SwapFieldsArgs(swaps))
+                done = int(await self._scripts.swap_fields(keys=[key], args=args))
                 figures.resealed += done
                 figures.skipped += len(swaps) // 3 - done
             if int(cursor) == 0:
@@ -257,7 +216,8 @@ class Rotation:
             return  # clear, and encryption is off: as a new write would be
         layout, form = (frame(self.sealer.seal(rows, aad)), "s") if self.target else (rows, "")
         args = RewriteVectorsArgs(len(stored), int(generation or 0), layout, form)
-        done = 1 if int(await self._rewrite(keys=[meta, key], args=argv(args))) else 0
+        rewritten = await self._scripts.rewrite_vectors(keys=[meta, key], args=argv(args))
+        done = 1 if int(rewritten) else 0
         figures.resealed += done
         figures.skipped += 1 - done
 
@@ -274,7 +234,8 @@ class Rotation:
         except StoredDataUnreadableError:
             figures.unreadable += 1
             return
-        done = int(await self._swap_string(keys=[key], args=[stored, new]))
+        args = argv(SwapStringArgs(stored, new))
+        done = int(await self._scripts.swap_string(keys=[key], args=args))
         figures.resealed += done
         figures.skipped += 1 - done
 
@@ -292,7 +253,8 @@ class Rotation:
             page = await self.client.xrange(key, after, "+", count=self.batch)
             for entry_id, fields in page:
                 figures.values += 1
-                value, suffix = fields.get(b"d", b""), _LOG_FIELD.get(fields.get(b"k", b""))
+                value = fields.get(_EVENT_DATA, b"")
+                suffix = _LOG_FIELD.get(fields.get(_EVENT_KIND, b""))
                 if suffix is None or not self._stale(value):
                     continue
                 try:
@@ -304,7 +266,8 @@ class Rotation:
                 break
             after = "(" + text_of(page[-1][0])
         if swaps:
-            done = int(await self._swap_log(keys=[key], args=swaps))
+            args = argv(SwapLogArgs(swaps))
+            done = int(await self._scripts.swap_log(keys=[key], args=args))
             figures.resealed += done
             figures.skipped += len(swaps) // 3 - done
 

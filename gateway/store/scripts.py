@@ -1,4 +1,6 @@
-"""Every Lua script of the store, registered once per client.
+"""Every Lua script of the gateway, registered once per client (``Scripts``): the context
+scripts, and those of the job streams (``jobs.py``), the agent registry
+(``agents_store.py``), key rotation (``rotation.py``), rate limits and API keys.
 
 Each context script takes the fourteen keys of ``ContextKeys.all()`` in that order (the
 context's thirteen and the user's running tasks; Lua locals named after its fields, e.g.
@@ -26,6 +28,7 @@ from typing import Any, NamedTuple, get_origin, get_type_hints
 
 from redis.commands.core import AsyncScript
 
+from gateway import a2a
 from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.store import fields as f
 from gateway.store.keys import (
@@ -43,14 +46,26 @@ __all__ = [
     "AddVectorsArgs",
     "BeginRunArgs",
     "CancelArgs",
+    "CreateAgentArgs",
+    "DropIdleArgs",
+    "ForgetDeadArgs",
+    "LeadArgs",
+    "LeaveArgs",
     "PushConfigArgs",
+    "ReadAgentArgs",
     "RecordJobArgs",
     "RememberArgs",
+    "ReplaceAgentArgs",
     "ResetVectorsArgs",
+    "ResignArgs",
     "RewriteVectorsArgs",
     "Scripts",
     "ScrubArgs",
     "SendArgs",
+    "SnapshotArgs",
+    "SwapFieldsArgs",
+    "SwapLogArgs",
+    "SwapStringArgs",
     "TakePushesArgs",
     "UpdateArgs",
     "UseApiKeyArgs",
@@ -91,6 +106,17 @@ LUA_NAMES: Mapping[str, str | int] = {
     "M_VECTOR_FORM": f.META_VECTOR_FORM,
     "M_VECTOR_GENERATION": f.META_VECTOR_GENERATION,
     "M_REEMBEDDING": f.META_REEMBEDDING,
+    "E_JOB": f.ENTRY_JOB,
+    "E_SEQ": f.ENTRY_SEQ,
+    "E_FORGET": f.ENTRY_FORGET,
+    "EV_KIND": f.EVENT_KIND,
+    "EV_DATA": f.EVENT_DATA,
+    "EV_STATUS": f.EVENT_STATUS,
+    "EV_ARTIFACT": f.EVENT_ARTIFACT,
+    "SUBMITTED": a2a.SUBMITTED,
+    "CANCELED": a2a.CANCELED,
+    "COMPLETED": a2a.COMPLETED,
+    "INPUT_REQUIRED": a2a.INPUT_REQUIRED,
     "GROUP": JOBS_GROUP,
     "EVENTS": EVENT_CHANNEL,
     "EVENT_STREAM": EVENT_STREAM,
@@ -225,8 +251,8 @@ local function run_inputs(seq, first_ref)
   return msg, referenced
 end
 -- Task event streams (live events for SSE readers on any replica): one stream per task,
--- '<meta key>:ev:<tid>', in the context's slot. Entries: 'k' (s status, a artifact) and 'd'
--- (its json). A stream lives as long as the context unless its task settles, then for
+-- '<meta key>:ev:<tid>', in the context's slot. Entries: EV_KIND (EV_STATUS or EV_ARTIFACT)
+-- and EV_DATA (its json). A stream lives as long as the context unless its task settles, then for
 -- EVENTS_GRACE_MS more; a scrub deletes it.
 -- The TTL of a key derived from the context: never past its meta key's (which a write may
 -- leave up to the refresh slack short of the full TTL, see touch).
@@ -237,7 +263,7 @@ local function derived_ttl(ttl)
 end
 local function emit(tid, kind, data, ttl, settled)
   local key = META .. EVENT_STREAM .. tid
-  redis.call('XADD', key, '*', 'k', kind, 'd', data)
+  redis.call('XADD', key, '*', EV_KIND, kind, EV_DATA, data)
   ttl = derived_ttl(ttl)
   if settled and ttl > EVENTS_GRACE_MS then ttl = EVENTS_GRACE_MS end
   redis.call('PEXPIRE', key, ttl)
@@ -248,7 +274,7 @@ local function emit_artifacts(tid, list, ttl)
   while at <= #list do
     local colon = string.find(list, ':', at, true)
     local n = tonumber(string.sub(list, at, colon - 1))
-    emit(tid, 'a', string.sub(list, colon + 1, colon + n), ttl, false)
+    emit(tid, EV_ARTIFACT, string.sub(list, colon + 1, colon + n), ttl, false)
     at = colon + n + 1
   end
 end
@@ -302,7 +328,7 @@ local function notify(cid, tid, kind, state, now, ttl, aid)
   for _, w in ipairs(wanted) do
     local job = cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid, p = w[1], n = n,
       e = kind, s = state, i = aid or '', q = tonumber(now)})
-    if PUSH then redis.call('XADD', PUSH, '*', 'job', job)
+    if PUSH then redis.call('XADD', PUSH, '*', E_JOB, job)
     else redis.call('ZADD', PUSH_PENDING, -tonumber(now), job) end
   end
   if not PUSH then
@@ -318,10 +344,9 @@ end
 # under way (its ':job' is set): 'w' enqueue (the message waits in ':w' for the run to
 # settle), 'x' reject, 'i' interrupt (the run is superseded: fenced off, its job dropped,
 # and earlier messages count as run).
-# Returns {'ok', tid, seq, message, referenced, entry, claimed entry, its fields,
-# superseded entry[, 'push' or '' on a cluster: see notify]} (so the run needs no second
-# read; '' where there is none), {'wait', tid,
-# seq} (stored; runs after the runs before it), {'dup', tid, digest, seq}, or a refusal.
+# The message is stored and its run starts (with what the run needs, so it makes no second
+# read), or it waits for the runs before it, or it was stored before, or it is refused.
+# Reply: ``replies.send_reply``.
 
 
 class SendArgs(NamedTuple):
@@ -424,27 +449,27 @@ if continuing then
   local seqs = redis.call('HGET', TASKS, tid .. F_MESSAGES)
   redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
   if not waits then
-    redis.call('HSET', TASKS, tid .. F_STATE, 'submitted', tid .. F_STATUS, status)
-    emit(tid, 's', status, ttl, false)
+    redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status)
+    emit(tid, EV_STATUS, status, ttl, false)
   end
 else
   redis.call('RPUSH', ITEMS, tid)
-  redis.call('HSET', TASKS, tid .. F_STATE, 'submitted', tid .. F_STATUS, status,
+  redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status,
              tid .. F_ARTIFACTS, '[]', tid .. F_MESSAGES, seq)
   if metadata ~= '' then redis.call('HSET', TASKS, tid .. F_METADATA, metadata) end
-  emit(tid, 's', status, ttl, false)
+  emit(tid, EV_STATUS, status, ttl, false)
   redis.call('HSET', TASK_INDEX, tid, cid)
   redis.call('HINCRBY', META, M_TASKS, 1)
 end
 if push then push_set(tid, push.id, push_config) end
-if not waits then notify(cid, tid, 's', 'submitted', now, ttl) end
+if not waits then notify(cid, tid, 's', SUBMITTED, now, ttl) end
 redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(ttl, CONTEXTS, TASK_INDEX)
 if flag('e') then
   redis.call('HINCRBY', META, M_EMBED_QUEUED, 1)
-  if EMBEDS then redis.call('XADD', EMBEDS, '*', 'job', job, 'seq', seq) end
+  if EMBEDS then redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
 end
 if waits then
   local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
@@ -478,7 +503,7 @@ if not JOBS then
   redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. seq)
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
-local entry = redis.call('XADD', JOBS, '*', 'job', job, 'seq', seq)
+local entry = redis.call('XADD', JOBS, '*', E_JOB, job, E_SEQ, seq)
 redis.call('HSET', TASKS, tid .. F_JOB, entry)
 if claimant == '' then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
@@ -498,12 +523,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 # earlier run's of the same task. A finishing write while messages wait for the task does not
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
-# Returns {'ok', artifacts json array (nil unless the write finishes the run or leaves the
-# task terminal or interrupted), 'store' or '', '1' when the next run was queued or '',
-# next job json, next seq, 'push' or ''} ('' for next job and seq unless the caller queues
-# that run itself; 'push' on a cluster when deliveries wait to be moved),
-# {'skipped'} (state not as required), {'fenced'} (another attempt owns the run),
-# {'moot'} (the message already counts as run), {'terminal'} or {'gone'}. Terminal tasks take
+# Reply: ``replies.update_reply`` (artifacts only with a write that ends the run or leaves
+# the task terminal or interrupted). Terminal tasks take
 # no writes: a late result after a cancel is dropped. A finishing write records the run as
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 
@@ -592,8 +613,8 @@ if finish then
   ack(entry)
   local ended = new_state
   if ended == '' then ended = state end
-  if outbox_job ~= '' and (ended == 'completed' or ended == 'input-required') then
-    if OUTBOX then redis.call('XADD', OUTBOX, '*', 'job', outbox_job, 'seq', run_seq)
+  if outbox_job ~= '' and (ended == COMPLETED or ended == INPUT_REQUIRED) then
+    if OUTBOX then redis.call('XADD', OUTBOX, '*', E_JOB, outbox_job, E_SEQ, run_seq)
     else store = 'store' end
   end
   local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
@@ -608,9 +629,9 @@ if finish then
       redis.call('HDEL', TASKS, tid .. F_WAITING)
     end
     nextjob = redis.call('HGET', TASKS, tid .. F_WAITING_JOB .. nextseq)
-    redis.call('HSET', TASKS, tid .. F_STATE, 'submitted', tid .. F_STATUS, next_status)
+    redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, next_status)
     if next_queue == 'r' and JOBS then
-      local queued_entry = redis.call('XADD', JOBS, '*', 'job', nextjob, 'seq', nextseq)
+      local queued_entry = redis.call('XADD', JOBS, '*', E_JOB, nextjob, E_SEQ, nextseq)
       redis.call('HSET', TASKS, tid .. F_JOB, queued_entry)
       redis.call('HDEL', TASKS, tid .. F_WAITING_JOB .. nextseq)
       nextjob, nextseq = '', ''
@@ -628,13 +649,13 @@ end
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
-if chained ~= '' then notify(cid, tid, 's', 'submitted', now, tonumber(ttl))
+if chained ~= '' then notify(cid, tid, 's', SUBMITTED, now, tonumber(ttl))
 elseif new_state ~= '' then notify(cid, tid, 's', new_state, now, tonumber(ttl)) end
 if chained ~= '' then
-  emit(tid, 's', next_status, tonumber(ttl), false)
+  emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
   redis.call('PUBLISH', EVENTS .. tid, 'next|' .. run_seq)
 elseif new_state ~= '' then
-  emit(tid, 's', status, tonumber(ttl), TERMINAL[new_state])
+  emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state])
   redis.call('PUBLISH', EVENTS .. tid, new_state .. '|' .. run_seq)
 elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. run_seq)
@@ -644,8 +665,7 @@ return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
 
-# ARGV: CancelArgs.
-# Returns {'ok', 'push' or ''} (see notify), {'notask'} or {'terminal', state}.
+# ARGV: CancelArgs. Reply: ``replies.cancel_reply``.
 # Messages waiting for the task's run are dropped with it (they stay in its history).
 
 
@@ -667,26 +687,24 @@ if redis.call('EXISTS', META) == 0 then return {'notask'} end
 local state = redis.call('HGET', TASKS, tid .. F_STATE)
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
-redis.call('HSET', TASKS, tid .. F_STATE, 'canceled', tid .. F_STATUS, status)
-emit(tid, 's', status, tonumber(ttl), true)
+redis.call('HSET', TASKS, tid .. F_STATE, CANCELED, tid .. F_STATUS, status)
+emit(tid, EV_STATUS, status, tonumber(ttl), true)
 drop_waiting(tid)
 settled(tid)
-notify(cid, tid, 's', 'canceled', now, tonumber(ttl))
+notify(cid, tid, 's', CANCELED, now, tonumber(ttl))
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
-redis.call('PUBLISH', EVENTS .. tid, 'canceled')
+redis.call('PUBLISH', EVENTS .. tid, CANCELED)
 return {'ok', PUSHED}
 """
 )
 
 # ARGV: BeginRunArgs.
-# Starts a run of the message at `seq`: {'ok', message, referenced, the context's last seq,
-# the seqs still waiting for the task}, or {'moot'} when the
-# task is gone, terminal or already ran that message (the job is then acknowledged). On a
-# cluster a moot run may return {'moot', next seq, next job json}: the run before it settled
-# but its process died before queueing the next waiting message's job, which the caller
-# queues now.
+# Starts a run of the message at `seq`, or finds it moot: the task is gone, terminal or
+# already ran that message (the job is then acknowledged). On a cluster a moot run may name
+# the next waiting message's run: the run before it settled but its process died before
+# queueing that job, which the caller queues now. Reply: ``replies.begin_run_reply``.
 # With an attempt id, the run is fenced: writes of any earlier attempt (a worker that died
 # or stalled mid-run) are rolled back to where that attempt began (messages that arrived
 # since and wait for the task are kept), and only this attempt may write from now on.
@@ -861,8 +879,7 @@ return 1
 # Deletes every key of the context and its entries in the user's indexes, drops its queued
 # jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
 # to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
-# Returns {0} (no such context) or {1, messages, tasks, vectors, jobs dropped, memories to
-# forget, ids still to forget...}: the counts are the scrub's receipt (audit trail).
+# Reply: ``replies.scrub_reply`` (its counts are the scrub's receipt, for the audit trail).
 
 
 class ScrubArgs(NamedTuple):
@@ -883,7 +900,7 @@ if forget_job ~= '' then forget = redis.call('SMEMBERS', LEDGER) end
 local receipt = {1, redis.call('HLEN', MSGS), redis.call('LLEN', ITEMS),
                  math.floor(redis.call('STRLEN', VECTOR_SEQS) / 4), 0, #forget}
 if #forget > 0 and OUTBOX then
-  redis.call('XADD', OUTBOX, '*', 'job', forget_job, 'forget', table.concat(forget, ','))
+  redis.call('XADD', OUTBOX, '*', E_JOB, forget_job, E_FORGET, table.concat(forget, ','))
   forget = {}
 end
 local origin = redis.call('HGET', META, M_ORIGIN)
@@ -897,7 +914,7 @@ for i = 1, #tids do
   redis.call('UNLINK', META .. EVENT_STREAM .. tids[i])
   local state = redis.call('HGET', TASKS, tids[i] .. F_STATE)
   if state and not TERMINAL[state] then
-    redis.call('PUBLISH', EVENTS .. tids[i], 'canceled')
+    redis.call('PUBLISH', EVENTS .. tids[i], CANCELED)
   end
   local job = redis.call('HGET', TASKS, tids[i] .. F_JOB)
   if job then ack(job) end
@@ -920,8 +937,8 @@ return receipt
 )
 
 # KEYS: 1 context meta 2 seen (zset). ARGV: RememberArgs.
-# Returns the ids not recalled into this context before, and remembers all of them (the
-# oldest beyond the cap are forgotten). Nothing is written once the context is gone.
+# Remembers the ids recalled into this context (the oldest beyond the cap are forgotten).
+# Reply: ``replies.remember_reply``. Nothing is written once the context is gone.
 
 
 class RememberArgs(NamedTuple):
@@ -1023,8 +1040,8 @@ return 1
 
 
 # Push configs of a task (context keys). ARGV: PushConfigArgs.
-# Returns {'ok'}, {'notask'} (no such task, or its context is gone) or {'full'}. A delete
-# of a config the task does not have is 'ok' (deleting is idempotent).
+# Reply: ``replies.push_config_reply``. A delete of a config the task does not have is 'ok'
+# (deleting is idempotent).
 
 
 class PushConfigArgs(NamedTuple):
@@ -1074,7 +1091,7 @@ class TakePushesArgs(NamedTuple):
 # KEYS: 1 a context's pending deliveries ('<meta key>:push', cluster mode). ARGV:
 # TakePushesArgs. Takes deliveries to move to the stream: each is marked taken now, so no
 # other mover takes it within the lease; one whose mover died is taken again after it.
-# Returns their json.
+# Reply: ``replies.take_pushes_reply``.
 _TAKE_PUSHES = (
     _lua_args(TakePushesArgs)
     + """
@@ -1147,17 +1164,318 @@ return redis.call('HGETALL', RECORD)
 )
 
 
-# KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: the task's field names.
+class SnapshotArgs(NamedTuple):
+    """The snapshot script's ARGV, in order."""
+
+    fields: Sequence[str]  # the task's fields to read (``replies.SNAPSHOT_FIELDS``)
+
+
+# KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: SnapshotArgs.
 # A task as it stands and the id of the last event it includes, read at one instant: events
-# after that id are news to a reader that starts from this snapshot. Returns {id or '0-0',
-# the fields...}.
-_SNAPSHOT = """
+# after that id are news to a reader that starts from this snapshot. Reply:
+# ``replies.snapshot_reply``.
+_SNAPSHOT = (
+    _lua_args(SnapshotArgs)
+    + """
 local TASKS, EVENTS_KEY = KEYS[1], KEYS[2]
 local last = redis.call('XREVRANGE', EVENTS_KEY, '+', '-', 'COUNT', 1)
 local id = '0-0'
 if last[1] then id = last[1][1] end
-return {id, unpack(redis.call('HMGET', TASKS, unpack(ARGV)))}
+return {id, unpack(redis.call('HMGET', TASKS, unpack(ARGV, fields_from)))}
 """
+)
+
+
+# -- the job streams (``jobs.py``) ----------------------------------------------------------
+
+
+class LeadArgs(NamedTuple):
+    """The lead script's ARGV, in order."""
+
+    node: str  # the process asking for the lead
+    ttl: int  # ms the lead lasts unless renewed
+
+
+# KEYS: 1 the maintenance leader. ARGV: LeadArgs. Takes the lead, or keeps it if already
+# ours (renewed); takes nothing from another holder. Returns 1 when ``node`` holds it.
+_LEAD = (
+    _lua_args(LeadArgs)
+    + """
+local LEADER = KEYS[1]
+local holder = redis.call('GET', LEADER)
+if holder == false then
+  redis.call('SET', LEADER, node, 'PX', ttl)
+  return 1
+end
+if holder == node then
+  redis.call('PEXPIRE', LEADER, ttl)
+  return 1
+end
+return 0
+"""
+)
+
+
+class ResignArgs(NamedTuple):
+    """The resign script's ARGV, in order."""
+
+    node: str
+
+
+# KEYS: 1 the maintenance leader. ARGV: ResignArgs. Gives the lead up, if it is ours.
+_RESIGN = (
+    _lua_args(ResignArgs)
+    + """
+local LEADER = KEYS[1]
+if redis.call('GET', LEADER) == node then return redis.call('DEL', LEADER) end
+return 0
+"""
+)
+
+
+class LeaveArgs(NamedTuple):
+    """The leave script's ARGV, in order."""
+
+    group: str
+    consumer: str  # the consumer leaving
+    heir: str  # the consumer its pending entries go to
+
+
+# KEYS: 1 the stream. ARGV: LeaveArgs. Hands a leaving consumer's pending entries to the heir
+# with a fresh lease (as a last heartbeat would), then deletes the consumer. Returns how many
+# entries were handed over.
+_LEAVE = (
+    _lua_args(LeaveArgs)
+    + """
+local STREAM = KEYS[1]
+local ok, rows = pcall(redis.call, 'XPENDING', STREAM, group, '-', '+', 200, consumer)
+if not ok then return 0 end
+local moved = 0
+while #rows > 0 do
+  for _, row in ipairs(rows) do
+    redis.call('XCLAIM', STREAM, group, heir, 0, row[1], 'JUSTID')
+    moved = moved + 1
+  end
+  rows = redis.call('XPENDING', STREAM, group, '(' .. rows[#rows][1], '+', 200, consumer)
+end
+redis.call('XGROUP', 'DELCONSUMER', STREAM, group, consumer)
+return moved
+"""
+)
+
+
+class DropIdleArgs(NamedTuple):
+    """The drop-idle script's ARGV, in order."""
+
+    group: str
+    consumer: str
+
+
+# KEYS: 1 the stream. ARGV: DropIdleArgs. Deletes a consumer only if it holds no pending
+# entry: checked and done in one step, so no claim can slip in between (DELCONSUMER drops
+# the pending entries of a consumer). Returns 1 when it was deleted.
+_DROP_IDLE = (
+    _lua_args(DropIdleArgs)
+    + """
+local STREAM = KEYS[1]
+if #redis.call('XPENDING', STREAM, group, '-', '+', 1, consumer) > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', STREAM, group, consumer)
+return 1
+"""
+)
+
+
+class ForgetDeadArgs(NamedTuple):
+    """The forget-dead script's ARGV, in order."""
+
+    tenant: str
+    user: str
+    cid: str
+    start: str  # the first entry id to read ('-', or '(<id>' after the last one read)
+    most: int  # how many entries to read
+
+
+# KEYS: 1 the dead letters. ARGV: ForgetDeadArgs. Deletes, among up to `most` dead letters
+# from `start` on, those of one context: whose job names the tenant, user and context, or
+# cannot be read and mentions the context id. Reply: ``replies.forget_dead_reply``.
+_FORGET_DEAD = (
+    _CONSTANTS
+    + _lua_args(ForgetDeadArgs)
+    + """
+local DEAD = KEYS[1]
+local entries = redis.call('XRANGE', DEAD, start, '+', 'COUNT', most)
+local doomed = {}
+for _, entry in ipairs(entries) do
+  local fields = entry[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == E_JOB and string.find(fields[i + 1], cid, 1, true) then
+      local ok, job = pcall(cjson.decode, fields[i + 1])
+      if not ok or type(job) ~= 'table'
+          or (job.t == tenant and job.u == user and job.c == cid) then
+        doomed[#doomed + 1] = entry[1]
+      end
+    end
+  end
+end
+if #doomed > 0 then redis.call('XDEL', DEAD, unpack(doomed)) end
+local last = entries[#entries]
+return {#doomed, #entries, last and last[1] or ''}
+"""
+)
+
+
+# -- the agent registry (``agents_store.py``) ----------------------------------------------
+
+
+class CreateAgentArgs(NamedTuple):
+    """The create-agent script's ARGV, in order."""
+
+    entry: bytes  # the entry json (sealed)
+    ttl: int  # ms, or 0: permanent
+
+
+# KEYS: 1 the tenant's agent index 2 the entry. ARGV: CreateAgentArgs. Creates the entry
+# unless it exists. Returns 1 when it was created.
+_CREATE_AGENT = (
+    _lua_args(CreateAgentArgs)
+    + """
+local INDEX, ENTRY = KEYS[1], KEYS[2]
+if redis.call('EXISTS', ENTRY) == 1 then return 0 end
+if ttl ~= '0' then redis.call('SET', ENTRY, entry, 'PX', ttl)
+else redis.call('SET', ENTRY, entry) end
+redis.call('SADD', INDEX, ENTRY)
+return 1
+"""
+)
+
+
+class ReadAgentArgs(NamedTuple):
+    """The read-agent script's ARGV, in order."""
+
+    ttl: int  # ms
+
+
+# KEYS: 1 the entry. ARGV: ReadAgentArgs. Returns the entry (nil when there is none); an
+# ephemeral one's TTL slides.
+_READ_AGENT = (
+    _lua_args(ReadAgentArgs)
+    + """
+local ENTRY = KEYS[1]
+local entry = redis.call('GET', ENTRY)
+if entry and redis.call('PTTL', ENTRY) > 0 then redis.call('PEXPIRE', ENTRY, ttl) end
+return entry
+"""
+)
+
+
+class ReplaceAgentArgs(NamedTuple):
+    """The replace-agent script's ARGV, in order."""
+
+    read: bytes  # the stored entry as the caller read it
+    entry: bytes  # the new entry (sealed)
+    ttl: int  # ms
+
+
+# KEYS: 1 the entry. ARGV: ReplaceAgentArgs. Replaces the entry if it is still the one read,
+# keeping it ephemeral if it was. Returns 'ok', 'conflict' (it changed) or 'gone'.
+_REPLACE_AGENT = (
+    _lua_args(ReplaceAgentArgs)
+    + """
+local ENTRY = KEYS[1]
+local stored = redis.call('GET', ENTRY)
+if not stored then return 'gone' end
+if stored ~= read then return 'conflict' end
+if redis.call('PTTL', ENTRY) > 0 then redis.call('SET', ENTRY, entry, 'PX', ttl)
+else redis.call('SET', ENTRY, entry) end
+return 'ok'
+"""
+)
+
+
+# -- key rotation (``rotation.py``): compare-and-set of values re-sealed -------------------
+
+
+class SwapFieldsArgs(NamedTuple):
+    """The swap-fields script's ARGV, in order."""
+
+    swaps: Sequence[bytes]  # per field: its name, the value read, the new value
+
+
+# KEYS: 1 a hash. ARGV: SwapFieldsArgs. Replaces each field still holding the value read.
+# Returns how many were replaced.
+_SWAP_FIELDS = (
+    _lua_args(SwapFieldsArgs)
+    + """
+local HASH = KEYS[1]
+local n = 0
+for i = swaps_from, #ARGV, 3 do
+  if redis.call('HGET', HASH, ARGV[i]) == ARGV[i + 1] then
+    redis.call('HSET', HASH, ARGV[i], ARGV[i + 2])
+    n = n + 1
+  end
+end
+return n
+"""
+)
+
+
+class SwapStringArgs(NamedTuple):
+    """The swap-string script's ARGV, in order."""
+
+    read: bytes  # the value read
+    new: bytes
+
+
+# KEYS: 1 a string. ARGV: SwapStringArgs. Replaces it if it is still the value read, keeping
+# its TTL. Returns 1 if it was replaced.
+_SWAP_STRING = (
+    _lua_args(SwapStringArgs)
+    + """
+local VALUE = KEYS[1]
+if redis.call('GET', VALUE) ~= read then return 0 end
+redis.call('SET', VALUE, new, 'KEEPTTL')
+return 1
+"""
+)
+
+
+class SwapLogArgs(NamedTuple):
+    """The swap-log script's ARGV, in order."""
+
+    swaps: Sequence[bytes]  # per entry: its id, the data read, the new data
+
+
+# KEYS: 1 a task's event stream. ARGV: SwapLogArgs. A stream's entries cannot be changed in
+# place: the log is written again, each entry under its own id (so readers' Last-Event-IDs
+# still hold), the given entries' data replaced when it is still the value read. Entries
+# added since it was read are kept as they are (a new write is current); a log expired or
+# scrubbed meanwhile stays gone. The TTL is kept. Returns how many were replaced.
+_SWAP_LOG = (
+    _CONSTANTS
+    + _lua_args(SwapLogArgs)
+    + """
+local LOG = KEYS[1]
+local entries = redis.call('XRANGE', LOG, '-', '+')
+if #entries == 0 then return 0 end
+local new = {}
+for i = swaps_from, #ARGV, 3 do new[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2]} end
+local ttl = redis.call('PTTL', LOG)
+redis.call('DEL', LOG)
+local n = 0
+for _, entry in ipairs(entries) do
+  local fields, swap = entry[2], new[entry[1]]
+  for j = 1, #fields, 2 do
+    if swap and fields[j] == EV_DATA and fields[j + 1] == swap[1] then
+      fields[j + 1] = swap[2]
+      n = n + 1
+    end
+  end
+  redis.call('XADD', LOG, entry[1], unpack(fields))
+end
+if ttl > 0 then redis.call('PEXPIRE', LOG, ttl) end
+return n
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -1178,6 +1496,17 @@ class Scripts:
     snapshot: AsyncScript
     push_config: AsyncScript
     take_pushes: AsyncScript
+    lead: AsyncScript
+    resign: AsyncScript
+    leave: AsyncScript
+    drop_idle: AsyncScript
+    forget_dead: AsyncScript
+    create_agent: AsyncScript
+    read_agent: AsyncScript
+    replace_agent: AsyncScript
+    swap_fields: AsyncScript
+    swap_string: AsyncScript
+    swap_log: AsyncScript
 
     @classmethod
     def register(cls, client: Any) -> Scripts:
@@ -1198,4 +1527,15 @@ class Scripts:
             snapshot=client.register_script(_SNAPSHOT),
             push_config=client.register_script(_PUSH_CONFIG),
             take_pushes=client.register_script(_TAKE_PUSHES),
+            lead=client.register_script(_LEAD),
+            resign=client.register_script(_RESIGN),
+            leave=client.register_script(_LEAVE),
+            drop_idle=client.register_script(_DROP_IDLE),
+            forget_dead=client.register_script(_FORGET_DEAD),
+            create_agent=client.register_script(_CREATE_AGENT),
+            read_agent=client.register_script(_READ_AGENT),
+            replace_agent=client.register_script(_REPLACE_AGENT),
+            swap_fields=client.register_script(_SWAP_FIELDS),
+            swap_string=client.register_script(_SWAP_STRING),
+            swap_log=client.register_script(_SWAP_LOG),
         )
