@@ -23,6 +23,7 @@ from gateway.store.keys import (
     PUSH_CONTEXTS,
     PUSH_DEAD,
     PUSH_GROUP,
+    ContextKeys,
     UserKeys,
 )
 from gateway.store.redis_store import Store
@@ -487,16 +488,7 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
     the push stream and the webhook gets it, under the next event id."""
     receiver.fail = 0
     async with make_app(**PUSH_SETTINGS, job_lease_seconds=1.0) as gw:
-        gw.headers.update(auth("alice"))
-        body = {
-            "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
-            "configuration": {"pushNotificationConfig": {"url": receiver.url}},
-        }
-        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
-        tid, cid = task["id"], task["contextId"]
-        assert task["status"]["state"] == "input-required"
-        ck = UserKeys.of("t1", "alice").context(cid)
-        last = await _delivered_so_far(redis, receiver, ck.tasks, tid)
+        tid, cid, ck, last = await _waiting_task(gw, redis, receiver)
         # The dying process: the cancel script runs, its second step never does.
         store = Store(redis, 3600, cluster=True)
         status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
@@ -519,6 +511,23 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
 
 async def _gone(redis: RawRedis, key: str) -> bool:
     return not await redis.exists(key)
+
+
+async def _waiting_task(
+    gw: httpx.AsyncClient, redis: RawRedis, receiver: WebhookReceiver
+) -> tuple[str, str, ContextKeys, int]:
+    """Alice's input-required task with a webhook, once every event so far reached it: its
+    id, context id and keys, and how many events it had."""
+    gw.headers.update(auth("alice"))
+    body = {
+        "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
+        "configuration": {"pushNotificationConfig": {"url": receiver.url}},
+    }
+    task = (await gw.post("/v1/message:send", json=body)).json()["task"]
+    assert task["status"]["state"] == "input-required"
+    tid, cid = task["id"], task["contextId"]
+    ck = UserKeys.of("t1", "alice").context(cid)
+    return tid, cid, ck, await _delivered_so_far(redis, receiver, ck.tasks, tid)
 
 
 async def _delivered_so_far(
@@ -544,15 +553,7 @@ async def test_a_scrub_deletes_deliveries_still_waiting_in_the_context(
     context's scrub, and never reach the webhook."""
     receiver.fail = 0
     async with make_app(**PUSH_SETTINGS) as gw:  # the default lease: the sweep waits 30 s
-        gw.headers.update(auth("alice"))
-        body = {
-            "message": message("hi", metadata={"echo": {"finalState": "input-required"}}),
-            "configuration": {"pushNotificationConfig": {"url": receiver.url}},
-        }
-        task = (await gw.post("/v1/message:send", json=body)).json()["task"]
-        tid, cid = task["id"], task["contextId"]
-        ck = UserKeys.of("t1", "alice").context(cid)
-        last = await _delivered_so_far(redis, receiver, ck.tasks, tid)
+        tid, cid, ck, last = await _waiting_task(gw, redis, receiver)
         status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
         reply = await Store(redis, 3600, cluster=True).scripts.cancel(
             keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
