@@ -11,7 +11,13 @@ from pathlib import Path
 from gateway import a2a
 from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.store import fields, scripts
-from gateway.store.keys import EVENT_CHANNEL, JOBS_GROUP
+from gateway.store.keys import (
+    EVENT_CHANNEL,
+    JOBS_GROUP,
+    SIGNAL_ARTIFACT,
+    SIGNAL_INTERRUPTED,
+    SIGNAL_NEXT,
+)
 
 _GENERATED = scripts._CONSTANTS
 
@@ -40,8 +46,9 @@ def test_scripts_spell_no_shared_name() -> None:
 
 
 def test_scripts_spell_no_state_nor_entry_field() -> None:
-    """The task states the scripts write and compare, and the fields of the job streams'
-    and the event streams' entries, are generated, never quoted in a script."""
+    """The task states the scripts write and compare, the signals they publish, and the
+    fields of the job streams' and the event streams' entries are generated, never quoted in
+    a script."""
     states = {*TERMINAL, *INTERRUPTED, a2a.SUBMITTED, a2a.WORKING}
     entry_fields = {
         fields.ENTRY_JOB,
@@ -50,10 +57,12 @@ def test_scripts_spell_no_state_nor_entry_field() -> None:
         fields.EVENT_KIND,
         fields.EVENT_DATA,
     }
+    signals = {f"{s}|" for s in (SIGNAL_NEXT, SIGNAL_INTERRUPTED, SIGNAL_ARTIFACT)}
     for name, body in _bodies().items():
         quoted = set(re.findall(r"'([^'\n]*)'", body))
         assert not quoted & states, (name, quoted & states)
         assert not quoted & entry_fields, (name, quoted & entry_fields)
+        assert not quoted & signals, (name, quoted & signals)  # the events channel's signals
 
 
 def test_every_script_is_in_scripts_py() -> None:

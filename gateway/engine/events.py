@@ -21,18 +21,16 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from gateway.backoff import Backoff, RetryPolicy
-from gateway.store.keys import EVENTS_PATTERN
+from gateway.store.keys import EVENTS_PATTERN, SIGNAL_INTERRUPTED, SIGNAL_NEXT
 
 __all__ = ["INTERRUPTED", "NEXT", "TaskEvent", "TaskEvents"]
 
 log = logging.getLogger("gateway.events")
 _PREFIX_LEN = len(EVENTS_PATTERN) - 1
 
-# Events that are not task states. NEXT: the run of message ``seq`` settled while later
-# messages waited, and the task went on with the next one. INTERRUPTED: a later message
-# superseded the runs of messages up to ``seq`` (run policy 'interrupt').
-NEXT = "next"
-INTERRUPTED = "interrupted"
+# Events that are not task states (defined beside the channel: the scripts publish them).
+NEXT = SIGNAL_NEXT
+INTERRUPTED = SIGNAL_INTERRUPTED
 # Events that come from outside the task's run, so they reach local watchers through Redis
 # even while the run is in this process.
 _FOREIGN = frozenset({"canceled", INTERRUPTED})

@@ -22,6 +22,7 @@ import orjson
 
 from gateway.agents.base import Agent
 from gateway.errors import InvalidParamsError
+from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
 from gateway.store.redis_store import RunInputs, RunPolicy, SendResult, SendWrite
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "RunJob",
     "attempt_id",
 ]
+
+_JOB, _SEQ = ENTRY_JOB.encode(), ENTRY_SEQ.encode()  # a job stream entry's fields
 
 # The owner of a run queued in this process's queue (not the jobs stream).
 LOCAL = "local"
@@ -92,14 +95,14 @@ class RunJob:
 
     @classmethod
     def from_wire(cls, fields: dict[bytes, bytes], entry: str) -> RunJob:
-        raw: dict[str, Any] = orjson.loads(fields[b"job"])
+        raw: dict[str, Any] = orjson.loads(fields[_JOB])
         return cls(
             tenant=raw["t"],
             user=raw["u"],
             agent_id=raw["a"],
             context_id=raw["c"],
             task_id=raw["k"],
-            seq=int(fields[b"seq"]),
+            seq=int(fields[_SEQ]),
             reference_ids=tuple(raw["r"]),
             output_modes=tuple(raw.get("o") or ()),
             registered=bool(raw.get("g")),
@@ -133,7 +136,7 @@ class RunJob:
 
     def following(self, seq: int, job_json: bytes) -> RunJob:
         """The run of the next message that waited for this one (queued in this process)."""
-        return RunJob.from_wire({b"job": job_json, b"seq": str(seq).encode()}, "").run_here()
+        return RunJob.from_wire({_JOB: job_json, _SEQ: str(seq).encode()}, "").run_here()
 
 
 class JobQueue(Protocol):

@@ -92,6 +92,9 @@ __all__ = [
     "PUSH_DEAD",
     "PUSH_GROUP",
     "REWRITE_DUE",
+    "SIGNAL_ARTIFACT",
+    "SIGNAL_INTERRUPTED",
+    "SIGNAL_NEXT",
     "ContextKeys",
     "TenantAgentKeys",
     "UserKeys",
@@ -105,6 +108,14 @@ __all__ = [
 # A task's changes are published on '<EVENT_CHANNEL><tid>'.
 EVENT_CHANNEL = "gw:ev:"
 EVENTS_PATTERN = f"{EVENT_CHANNEL}*"
+# What is published there: '<state>|<seq>', or one of these signals (not task states) with
+# '|<seq>'. NEXT: the run of message seq settled while later messages waited, and the task
+# went on with the next one. INTERRUPTED: a later message superseded the runs of messages up
+# to seq (run policy 'interrupt'). ARTIFACT: the run logged artifact events without changing
+# the state.
+SIGNAL_NEXT = "next"
+SIGNAL_INTERRUPTED = "interrupted"
+SIGNAL_ARTIFACT = "artifact"
 # A task's event stream is '<context meta><EVENT_STREAM><tid>' (in the context's slot).
 EVENT_STREAM = ":ev:"
 # Redis Cluster: a context's webhook deliveries wait in '<context meta><PENDING_PUSHES>'.

@@ -38,6 +38,9 @@ from gateway.store.keys import (
     EVENTS_GRACE_MS,
     JOBS_GROUP,
     PENDING_PUSHES,
+    SIGNAL_ARTIFACT,
+    SIGNAL_INTERRUPTED,
+    SIGNAL_NEXT,
     ContextKeys,
 )
 
@@ -119,6 +122,9 @@ LUA_NAMES: Mapping[str, str | int] = {
     "INPUT_REQUIRED": a2a.INPUT_REQUIRED,
     "GROUP": JOBS_GROUP,
     "EVENTS": EVENT_CHANNEL,
+    "SIGNAL_NEXT": SIGNAL_NEXT,
+    "SIGNAL_INTERRUPTED": SIGNAL_INTERRUPTED,
+    "SIGNAL_ARTIFACT": SIGNAL_ARTIFACT,
     "EVENT_STREAM": EVENT_STREAM,
     "EVENTS_GRACE_MS": EVENTS_GRACE_MS,
     "PENDING_PUSHES": PENDING_PUSHES,
@@ -486,7 +492,7 @@ if busy then
   redis.call('HSET', TASKS, tid .. F_RAN, seq - 1)
   redis.call('HDEL', TASKS, tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   if JOBS then ack(superseded); superseded = '' end
-  redis.call('PUBLISH', EVENTS .. tid, 'interrupted|' .. (seq - 1))
+  redis.call('PUBLISH', EVENTS .. tid, SIGNAL_INTERRUPTED .. '|' .. (seq - 1))
 end
 local msg, referenced = run_inputs(seq, refs_from)
 if flag('l') then
@@ -653,12 +659,12 @@ if chained ~= '' then notify(cid, tid, 's', SUBMITTED, now, tonumber(ttl))
 elseif new_state ~= '' then notify(cid, tid, 's', new_state, now, tonumber(ttl)) end
 if chained ~= '' then
   emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
-  redis.call('PUBLISH', EVENTS .. tid, 'next|' .. run_seq)
+  redis.call('PUBLISH', EVENTS .. tid, SIGNAL_NEXT .. '|' .. run_seq)
 elseif new_state ~= '' then
   emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state])
   redis.call('PUBLISH', EVENTS .. tid, new_state .. '|' .. run_seq)
 elseif artifact_events ~= '' then
-  redis.call('PUBLISH', EVENTS .. tid, 'artifact|' .. run_seq)
+  redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
 end
 if not returns_arts then arts = false end
 return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
