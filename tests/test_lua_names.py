@@ -96,3 +96,13 @@ def test_scripts_define_where_their_rest_args_begin() -> None:
         if name.startswith("_") and name.isupper() and isinstance(value, str):
             for rest in set(re.findall(r"\b(\w+_from)\b", value)):
                 assert f"local {rest} = " in value, (name, rest)
+
+
+def test_push_deliveries_are_built_from_the_python_field_names() -> None:
+    """``notify`` writes a delivery's JSON and reads a config's routing facts by the names
+    ``push/events.py`` and ``push_records.py`` use, never by keys of its own."""
+    notify = scripts._PRELUDE[scripts._PRELUDE.index("local function notify") :]
+    notify = notify[: notify.index("\nend\n") + 5]
+    assert "cjson.encode({" not in notify and ".a)" not in notify and "w[2].t" not in notify
+    for name in ("D_TENANT", "D_TASK", "D_NUMBER", "D_QUEUED", "C_ARTIFACTS", "C_USER"):
+        assert f"[{name}]" in notify, name

@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 
 from gateway.errors import InvalidParamsError
 from gateway.models import _Model
+from gateway.store.fields import CONFIG_ARTIFACTS, CONFIG_TENANT, CONFIG_USER
 from gateway.validation import validated
 
 __all__ = ["MAX_CONFIGS", "PushConfig", "Version", "read_config", "write_config"]
@@ -64,7 +65,7 @@ class PushConfig:
             record["token"] = self.token
         if self.schemes or self.credentials is not None:
             record["auth"] = {"schemes": list(self.schemes), "credentials": self.credentials}
-        record |= {"t": tenant, "u": user, "a": self.artifacts}
+        record |= {CONFIG_TENANT: tenant, CONFIG_USER: user, CONFIG_ARTIFACTS: self.artifacts}
         return orjson.dumps(record)
 
     @classmethod
@@ -78,7 +79,7 @@ class PushConfig:
             schemes=tuple(auth.get("schemes") or ()),
             credentials=auth.get("credentials"),
             version=record.get("v", "0.3"),
-            artifacts=bool(record.get("a")),
+            artifacts=bool(record.get(CONFIG_ARTIFACTS)),
         )
 
 

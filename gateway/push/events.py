@@ -9,6 +9,7 @@ import orjson
 from gateway.canonical import task_json
 from gateway.dialects import V1, artifact_out, status_out
 from gateway.models import Task
+from gateway.store import fields as f
 from gateway.store.fields import ENTRY_JOB
 
 __all__ = ["PushJob", "payload"]
@@ -26,7 +27,7 @@ class PushJob:
     task_id: str
     config_id: str
     number: int  # the task's event count: `<task>.<number>` is the event's id
-    kind: str  # 's': the task's state changed to `state`; 'a': `artifact_id` was added
+    kind: str  # DELIVERY_STATUS: the state became `state`; DELIVERY_ARTIFACT: `artifact_id` added
     state: str
     artifact_id: str
     queued_ms: int
@@ -39,16 +40,16 @@ class PushJob:
     def from_wire(cls, fields: dict[bytes, bytes]) -> PushJob:
         job = orjson.loads(fields[_JOB])
         return cls(
-            tenant=str(job["t"]),
-            user=str(job["u"]),
-            context_id=str(job["c"]),
-            task_id=str(job["k"]),
-            config_id=str(job["p"]),
-            number=int(job["n"]),
-            kind=str(job["e"]),
-            state=str(job.get("s") or ""),
-            artifact_id=str(job.get("i") or ""),
-            queued_ms=int(job["q"]),
+            tenant=str(job[f.DELIVERY_TENANT]),
+            user=str(job[f.DELIVERY_USER]),
+            context_id=str(job[f.DELIVERY_CONTEXT]),
+            task_id=str(job[f.DELIVERY_TASK]),
+            config_id=str(job[f.DELIVERY_CONFIG]),
+            number=int(job[f.DELIVERY_NUMBER]),
+            kind=str(job[f.DELIVERY_KIND]),
+            state=str(job.get(f.DELIVERY_STATE) or ""),
+            artifact_id=str(job.get(f.DELIVERY_ARTIFACT_ID) or ""),
+            queued_ms=int(job[f.DELIVERY_QUEUED]),
         )
 
 
@@ -60,7 +61,7 @@ def payload(job: PushJob, task: Task, version: str) -> bytes | None:
     if version != "1.0":
         return orjson.dumps(task_json(task))
     header = {"taskId": task.id, "contextId": task.context_id}
-    if job.kind == "a":
+    if job.kind == f.DELIVERY_ARTIFACT:
         found = [a for a in task.artifact_list if a.get("artifactId") == job.artifact_id]
         if not found:
             return None

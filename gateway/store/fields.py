@@ -14,6 +14,21 @@ __all__ = [
     "AGENT_METADATA",
     "ARTIFACTS",
     "ATTEMPT",
+    "CONFIG_ARTIFACTS",
+    "CONFIG_TENANT",
+    "CONFIG_USER",
+    "DELIVERY_ARTIFACT",
+    "DELIVERY_ARTIFACT_ID",
+    "DELIVERY_CONFIG",
+    "DELIVERY_CONTEXT",
+    "DELIVERY_KIND",
+    "DELIVERY_NUMBER",
+    "DELIVERY_QUEUED",
+    "DELIVERY_STATE",
+    "DELIVERY_STATUS",
+    "DELIVERY_TASK",
+    "DELIVERY_TENANT",
+    "DELIVERY_USER",
     "ENTRY_FORGET",
     "ENTRY_JOB",
     "ENTRY_SEQ",
@@ -113,3 +128,23 @@ EVENT_ARTIFACT = "a"  # an artifact update (sealed as EVENTS_SEAL)
 def task_field(task_id: str, suffix: str) -> str:
     """A task's field of the tasks hash, e.g. ``task_field(tid, STATE)``."""
     return f"{task_id}{suffix}"
+
+
+# -- a push delivery as the scripts queue it (``notify``; read by ``push/events.py``) -------
+DELIVERY_TENANT = "t"
+DELIVERY_USER = "u"
+DELIVERY_CONTEXT = "c"
+DELIVERY_TASK = "k"
+DELIVERY_CONFIG = "p"  # the config's id
+DELIVERY_NUMBER = "n"  # the task's event count: '<task>.<n>' is the event's id
+DELIVERY_KIND = "e"  # DELIVERY_STATUS or DELIVERY_ARTIFACT
+DELIVERY_STATE = "s"
+DELIVERY_ARTIFACT_ID = "i"
+DELIVERY_QUEUED = "q"  # ms
+DELIVERY_STATUS = "s"  # the task's state changed
+DELIVERY_ARTIFACT = "a"  # an artifact was added
+
+# -- a push config's routing facts, kept clear for ``notify`` (``push_records.py``) ---------
+CONFIG_TENANT = "t"
+CONFIG_USER = "u"
+CONFIG_ARTIFACTS = "a"  # it wants artifact updates

@@ -16,13 +16,19 @@ from typing import Any
 
 import orjson
 
-from gateway.store.fields import PUSH_CONFIG, task_field
+from gateway.store.fields import (
+    CONFIG_ARTIFACTS,
+    CONFIG_TENANT,
+    CONFIG_USER,
+    PUSH_CONFIG,
+    task_field,
+)
 from gateway.store.sealing import Sealer, context_of, key_id_of
 
 __all__ = ["config_field", "is_current", "open_config", "seal_config"]
 
 # What the scripts read; everything else in a config is sealed.
-_ROUTING = ("id", "t", "u", "a", "v")
+_ROUTING = ("id", CONFIG_TENANT, CONFIG_USER, CONFIG_ARTIFACTS, "v")
 _SORTED = orjson.OPT_SORT_KEYS
 
 

@@ -121,6 +121,21 @@ LUA_NAMES: Mapping[str, str | int] = {
     "COMPLETED": a2a.COMPLETED,
     "INPUT_REQUIRED": a2a.INPUT_REQUIRED,
     "GROUP": JOBS_GROUP,
+    "D_TENANT": f.DELIVERY_TENANT,
+    "D_USER": f.DELIVERY_USER,
+    "D_CONTEXT": f.DELIVERY_CONTEXT,
+    "D_TASK": f.DELIVERY_TASK,
+    "D_CONFIG": f.DELIVERY_CONFIG,
+    "D_NUMBER": f.DELIVERY_NUMBER,
+    "D_KIND": f.DELIVERY_KIND,
+    "D_STATE": f.DELIVERY_STATE,
+    "D_ARTIFACT_ID": f.DELIVERY_ARTIFACT_ID,
+    "D_QUEUED": f.DELIVERY_QUEUED,
+    "D_STATUS": f.DELIVERY_STATUS,
+    "D_ARTIFACT": f.DELIVERY_ARTIFACT,
+    "C_TENANT": f.CONFIG_TENANT,
+    "C_USER": f.CONFIG_USER,
+    "C_ARTIFACTS": f.CONFIG_ARTIFACTS,
     "EVENTS": EVENT_CHANNEL,
     "SIGNAL_NEXT": SIGNAL_NEXT,
     "SIGNAL_INTERRUPTED": SIGNAL_INTERRUPTED,
@@ -327,13 +342,17 @@ local function notify(cid, tid, kind, state, now, ttl, aid)
   for id in string.gmatch(ids, '[^,]+') do
     local stored = redis.call('HGET', TASKS, tid .. F_PUSH_CONFIG .. id)
     local ok, cfg = pcall(cjson.decode, stored or '')
-    if ok and (kind == 's' or cfg.a) then wanted[#wanted + 1] = {id, cfg} end
+    if ok and (kind == D_STATUS or cfg[C_ARTIFACTS]) then wanted[#wanted + 1] = {id, cfg} end
   end
   if #wanted == 0 then return end
   local n = redis.call('HINCRBY', TASKS, tid .. F_PUSH_EVENTS, 1)
   for _, w in ipairs(wanted) do
-    local job = cjson.encode({t = w[2].t, u = w[2].u, c = cid, k = tid, p = w[1], n = n,
-      e = kind, s = state, i = aid or '', q = tonumber(now)})
+    local fields = {}
+    fields[D_TENANT], fields[D_USER] = w[2][C_TENANT], w[2][C_USER]
+    fields[D_CONTEXT], fields[D_TASK], fields[D_CONFIG], fields[D_NUMBER] = cid, tid, w[1], n
+    fields[D_KIND], fields[D_STATE], fields[D_ARTIFACT_ID] = kind, state, aid or ''
+    fields[D_QUEUED] = tonumber(now)
+    local job = cjson.encode(fields)
     if PUSH then redis.call('XADD', PUSH, '*', E_JOB, job)
     else redis.call('ZADD', PUSH_PENDING, -tonumber(now), job) end
   end
@@ -468,7 +487,7 @@ else
   redis.call('HINCRBY', META, M_TASKS, 1)
 end
 if push then push_set(tid, push.id, push_config) end
-if not waits then notify(cid, tid, 's', SUBMITTED, now, ttl) end
+if not waits then notify(cid, tid, D_STATUS, SUBMITTED, now, ttl) end
 redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
@@ -597,7 +616,7 @@ local arts = false
 if artifacts ~= '' or returns_arts then arts = redis.call('HGET', TASKS, tid .. F_ARTIFACTS) end
 if artifact_ids ~= '' and redis.call('HEXISTS', TASKS, tid .. F_PUSH_IDS) == 1 then
   for aid in string.gmatch(artifact_ids, '[^\\n]+') do
-    notify(cid, tid, 'a', '', now, tonumber(ttl), aid)
+    notify(cid, tid, D_ARTIFACT, '', now, tonumber(ttl), aid)
   end
 end
 if artifacts ~= '' then
@@ -655,8 +674,8 @@ end
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
-if chained ~= '' then notify(cid, tid, 's', SUBMITTED, now, tonumber(ttl))
-elseif new_state ~= '' then notify(cid, tid, 's', new_state, now, tonumber(ttl)) end
+if chained ~= '' then notify(cid, tid, D_STATUS, SUBMITTED, now, tonumber(ttl))
+elseif new_state ~= '' then notify(cid, tid, D_STATUS, new_state, now, tonumber(ttl)) end
 if chained ~= '' then
   emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_NEXT .. '|' .. run_seq)
@@ -697,7 +716,7 @@ redis.call('HSET', TASKS, tid .. F_STATE, CANCELED, tid .. F_STATUS, status)
 emit(tid, EV_STATUS, status, tonumber(ttl), true)
 drop_waiting(tid)
 settled(tid)
-notify(cid, tid, 's', CANCELED, now, tonumber(ttl))
+notify(cid, tid, D_STATUS, CANCELED, now, tonumber(ttl))
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
