@@ -208,6 +208,9 @@ async def test_rest_10_tenant_prefix_and_version(keyed: httpx.AsyncClient) -> No
         assert r.status_code == 200 and r.json()["status"]["state"] == "TASK_STATE_COMPLETED"
     r = await keyed.get(f"/a2a/t2/tasks/{task['id']}", headers=alice)
     assert r.status_code == 404
+    # a tenant named in a body is checked as in the path, a cancel's as a send's
+    r = await keyed.post(f"/a2a/tasks/{task['id']}:cancel", json={"tenant": "t2"}, headers=alice)
+    assert r.status_code == 404
     r = await keyed.get(f"/a2a/tasks/{task['id']}", headers={**alice, "A2A-Version": "0.2"})
     assert r.status_code == 400
     assert r.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"

@@ -158,7 +158,7 @@ def get_handler(dialect: Dialect) -> Endpoint:
 def cancel_handler(dialect: Dialect) -> Endpoint:
     @_named("cancel", dialect)
     async def endpoint(request: Request) -> Response:
-        await json_body(request, optional=True)
+        await _body(request, dialect, optional=True)
         task = await cancel_task(Call.of(request), request.path_params["task_id"])
         return JSONResponse(task_out(task, dialect))
 
