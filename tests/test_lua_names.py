@@ -17,6 +17,7 @@ from gateway.store.keys import (
     SIGNAL_ARTIFACT,
     SIGNAL_INTERRUPTED,
     SIGNAL_NEXT,
+    STOP_CHANNEL,
 )
 
 _GENERATED = scripts._CONSTANTS
@@ -36,7 +37,7 @@ def _bodies() -> dict[str, str]:
 
 def test_scripts_spell_no_shared_name() -> None:
     meta = [v for k, v in vars(fields).items() if k.startswith("META_")]
-    names = [*meta, fields.PENDING_MARK, fields.LOCAL_MARK, EVENT_CHANNEL, JOBS_GROUP]
+    names = [*meta, fields.PENDING_MARK, fields.LOCAL_MARK, EVENT_CHANNEL, STOP_CHANNEL, JOBS_GROUP]
     assert _bodies()
     for name, body in _bodies().items():
         assert not re.findall(r"'(:[a-z]+:?)'", body), name  # a task field suffix

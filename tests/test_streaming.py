@@ -269,6 +269,34 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
     assert all(normal(e.data)[0] != "task" for e in tail)
 
 
+async def test_a_replica_hears_only_the_tasks_it_follows(
+    gw: httpx.AsyncClient, redis: RawRedis
+) -> None:
+    """A task's changes reach a replica only while it follows the task (a stream here): a
+    send whose run is in the same replica adds no pub/sub traffic, and no replica hears the
+    news of every task the others run. Stops (a cancel) reach every replica."""
+
+    async def receivers(tid: str) -> int:
+        return int(await redis.publish(f"gw:ev:{tid}", b"probe|0"))
+
+    sent = await gw.post("/v1/message:send", json={"message": message(TEXT)})
+    assert sent.json()["task"]["status"]["state"] == "completed"
+    assert await receivers(sent.json()["task"]["id"]) == 0
+    path, body = _request("rest", TEXT, {"echo": {"finalState": "working"}})
+    async with gw.stream("POST", path, json=body) as r:
+        stream = events(r)
+        tid = (await anext(stream)).data["id"]
+        assert await receivers(tid) == 1  # followed by its stream
+        assert (await gw.post(f"/v1/tasks/{tid}:cancel")).status_code == 200
+        tail = [e async for e in stream if e.comment is None]
+    assert state(*normal(tail[-1].data)) == "canceled"
+
+    async def unfollowed() -> bool:
+        return await receivers(tid) == 0
+
+    await until(unfollowed, what="the ended stream to stop following its task")
+
+
 @slow_process_test
 async def test_a_stream_survives_its_replica_killed_mid_run(
     tmp_path: Path, redis_url: str, redis: RawRedis

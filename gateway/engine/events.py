@@ -1,10 +1,14 @@
 """Task state notifications over Redis pub/sub, fanned out to local watchers.
 
-Every state change is published by the store's scripts on ``gw:ev:<task id>``.
-One pattern subscription per process receives them all and hands each to the
-watchers of that task: blocking requests waiting for an outcome, runners
-that must stop a canceled run, and stream readers (``signal``: woken by any event
-of the task, ``artifact|<seq>`` included). The listener reconnects by itself.
+A task's changes are published by the store's scripts on ``gw:ev:<task id>``; what must
+stop its run wherever it is (a cancel, an interruption) on ``gw:stop:<task id>``. Every
+process subscribes to the stops (one pattern). A task's changes reach a process only while
+it follows that task (``follow``: a stream reader, a wait for a run in another process), so
+a process does not hear the news of every task every other process runs, nor its own: a
+run here hands its outcome to local watchers directly (``notify_local``). Watchers are
+blocking requests waiting for an outcome, runners that must stop a canceled run, and stream
+readers (``signal``: woken by any event of the task, ``artifact|<seq>`` included). The
+listener reconnects by itself, and subscribes again to what is followed.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -21,12 +25,21 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from gateway.backoff import Backoff, RetryPolicy
-from gateway.store.keys import EVENTS_PATTERN, SIGNAL_INTERRUPTED, SIGNAL_NEXT
+from gateway.store.keys import (
+    EVENT_CHANNEL,
+    SIGNAL_INTERRUPTED,
+    SIGNAL_NEXT,
+    STOP_CHANNEL,
+    STOPS_PATTERN,
+)
 
 __all__ = ["INTERRUPTED", "NEXT", "TaskEvent", "TaskEvents"]
 
 log = logging.getLogger("gateway.events")
-_PREFIX_LEN = len(EVENTS_PATTERN) - 1
+_NEWS, _STOPS = EVENT_CHANNEL.encode(), STOP_CHANNEL.encode()
+# How long ``follow`` waits for its subscription to be in place before going on regardless
+# (waiters fall back to polling the store, so a late subscription delays, never loses).
+SUBSCRIBE_SECONDS = 2.0
 
 # Events that are not task states (defined beside the channel: the scripts publish them).
 NEXT = SIGNAL_NEXT
@@ -60,6 +73,11 @@ class TaskEvents:
         self._local_runs: set[str] = set()
         self._listener: asyncio.Task[None] | None = None
         self._pubsub: PubSub | None = None
+        # The tasks' channels followed here (by how many), the subscriptions sent for each
+        # and not yet confirmed, and what a follower waits on until they are.
+        self._followed: dict[bytes, int] = {}
+        self._unconfirmed: dict[bytes, int] = {}
+        self._subscribed: dict[bytes, asyncio.Event] = {}
         self._stopping = False
         self._ready = asyncio.Event()
 
@@ -102,20 +120,77 @@ class TaskEvents:
                 if not watchers:
                     del self._watchers[task_id]
 
-    @contextlib.contextmanager
-    def signal(self, task_id: str) -> Iterator[asyncio.Event]:
+    @contextlib.asynccontextmanager
+    async def signal(self, task_id: str) -> AsyncIterator[asyncio.Event]:
         """An event set whenever anything of the task is published (a state, an artifact),
-        wherever its run is: stream readers clear it, then read the task's event log."""
+        wherever its run is: stream readers clear it, then read the task's event log. The
+        task is followed from when this is entered."""
         flag = asyncio.Event()
         self._signals[task_id].add(flag)
         try:
-            yield flag
+            async with self.follow(task_id):
+                yield flag
         finally:
             signals = self._signals.get(task_id)
             if signals is not None:
                 signals.discard(flag)
                 if not signals:
                     del self._signals[task_id]
+
+    @contextlib.asynccontextmanager
+    async def follow(self, task_id: str) -> AsyncIterator[None]:
+        """Receive the task's changes from Redis while the block runs, wherever its run is.
+        Entered once the subscription is in place (or ``SUBSCRIBE_SECONDS`` have passed):
+        read the task's state after entering, and nothing published later is missed."""
+        channel = _NEWS + task_id.encode()
+        followers = self._followed.get(channel, 0)
+        self._followed[channel] = followers + 1
+        try:
+            if not followers:
+                self._subscribed[channel] = asyncio.Event()
+                await self._subscribe(channel)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._subscribed[channel].wait(), SUBSCRIBE_SECONDS)
+            yield
+        finally:
+            left = self._followed.pop(channel) - 1
+            if left:
+                self._followed[channel] = left
+            else:
+                del self._subscribed[channel]
+                await self._unsubscribe(channel)
+
+    async def _subscribe(self, channel: bytes) -> None:
+        """Subscribe to a task's channel (when not connected, the listener does on connecting)."""
+        pubsub = self._pubsub
+        if pubsub is None or not self._ready.is_set():
+            return
+        self._unconfirmed[channel] = self._unconfirmed.get(channel, 0) + 1
+        try:
+            await pubsub.subscribe(channel)
+        except Exception as exc:  # the listener notices the lost connection and resubscribes
+            log.warning("task subscription not sent", extra={"error": type(exc).__name__})
+
+    async def _unsubscribe(self, channel: bytes) -> None:
+        pubsub = self._pubsub
+        if pubsub is None or not self._ready.is_set():
+            return
+        try:
+            await pubsub.unsubscribe(channel)
+        except Exception as exc:
+            log.warning("task subscription not ended", extra={"error": type(exc).__name__})
+
+    def _confirmed(self, channel: bytes) -> None:
+        """Redis confirmed a subscription to ``channel``: its followers may go on once every
+        subscription sent for it is in place."""
+        left = self._unconfirmed.get(channel, 0) - 1
+        if left > 0:
+            self._unconfirmed[channel] = left
+            return
+        self._unconfirmed.pop(channel, None)
+        subscribed = self._subscribed.get(channel)
+        if subscribed is not None:
+            subscribed.set()
 
     @contextlib.contextmanager
     def running_here(self, task_id: str) -> Iterator[None]:
@@ -133,7 +208,8 @@ class TaskEvents:
             queue.put_nowait(event)
 
     def _dispatch(self, channel: bytes, payload: bytes) -> None:
-        task_id = channel[_PREFIX_LEN:].decode()
+        prefix = _STOPS if channel.startswith(_STOPS) else _NEWS
+        task_id = channel[len(prefix) :].decode()
         text, _, raw_seq = payload.decode().partition("|")
         seq = int(raw_seq or 0)
         for flag in self._signals.get(task_id, ()):
@@ -151,12 +227,20 @@ class TaskEvents:
         while not self._stopping:
             pubsub = self._pubsub = self._client.pubsub()
             try:
-                await pubsub.psubscribe(EVENTS_PATTERN)
+                await pubsub.psubscribe(STOPS_PATTERN)
+                # What was followed while disconnected; later follows subscribe themselves.
+                followed = list(self._followed)
+                self._unconfirmed = dict.fromkeys(followed, 1)
                 self._ready.set()
+                if followed:
+                    await pubsub.subscribe(*followed)
                 pauses.reset()
                 async for msg in pubsub.listen():
-                    if msg["type"] == "pmessage":
+                    kind = msg["type"]
+                    if kind in ("message", "pmessage"):
                         self._dispatch(msg["channel"], msg["data"])
+                    elif kind == "subscribe":
+                        self._confirmed(msg["channel"])
             except Exception as exc:
                 if not _RESUBSCRIBE.retries(exc):
                     raise

@@ -217,21 +217,23 @@ class RunHandOff:
             policy=policy,
         )
 
-    async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> None:
+    async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> bool:
         """Hand over the run of an accepted message (``job``: its ids as the write named
         them; the store's answer fixes them). A replayed message or one waiting for the
-        task's run has none yet."""
+        task's run has none yet. True when the message's run is this process's: its
+        outcome then reaches this process's waiters without Redis (``notify_local``)."""
         if result.duplicate or result.waiting:
-            return
+            return False
         job = job.accepted(result)
         if not self.queue.durable:
             await self.queue.enqueue(job.run_here())
-            return
+            return True
         if result.claimed is None:
-            return  # queued on the stream, for whichever worker reads it
+            return False  # queued on the stream, for whichever worker reads it
         consumer, slot.consumer = slot.consumer, ""
         entry, fields = result.claimed
         if entry == result.entry:  # its own job: started with the inputs the send returned
             await self.queue.enqueue(job.taken_by(consumer, entry))
-        else:
-            self.queue.adopt(entry, fields)
+            return True
+        self.queue.adopt(entry, fields)
+        return False

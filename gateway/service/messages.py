@@ -81,14 +81,14 @@ class MessageService:
                     principal, write.task_id, config.pushNotificationConfig, push_version
                 )
                 write = replace(write, push_config_json=push)
-            # Watch before writing: a durable job may be done before send() returns.
+            # Watch before writing: a run here may be done before send() returns.
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(keys_of(principal), write)
                 tracing.sent(agent.id, result)
                 if not result.duplicate and not result.waiting:  # a task opened or reopened
                     _SUBMITTED.inc()
-                await self.runs.accepted(slot, job, result)
-                event = await self._outcome(principal, result, events, config.blocking)
+                here = await self.runs.accepted(slot, job, result)
+                event = await self._outcome(principal, result, events, config.blocking, here)
         if event is not None and event.status_json is not None and history_length == 0:
             metadata = orjson.dumps(request.metadata) if request.metadata else None
             return assemble_task(
@@ -113,22 +113,25 @@ class MessageService:
         result: SendResult,
         events: asyncio.Queue[TaskEvent],
         blocking: bool,
+        here: bool,
     ) -> TaskEvent | None:
-        """For a blocking send, wait for the task to settle (the event, when one came)."""
+        """For a blocking send, wait for the task to settle (the event, when one came). A
+        run in this process tells ``events`` itself; one elsewhere (another worker's, or
+        one that waits for the task's run under way) is followed through Redis."""
         if not blocking:
             return None
-        if result.duplicate:
-            await self._wait_existing(principal, result)
-            return None
-        return await wait_until_settled(
-            self.store,
-            keys_of(principal),
-            result.context_id,
-            result.task_id,
-            events,
-            self.blocking_timeout,
-            result.seq,
-        )
+        keys, cid, tid, seq = keys_of(principal), result.context_id, result.task_id, result.seq
+        if here:
+            return await wait_until_settled(
+                self.store, keys, cid, tid, events, self.blocking_timeout, seq
+            )
+        async with self.events.follow(tid):
+            if await self.store.run_settled(keys, cid, tid, seq):
+                return None
+            event = await wait_until_settled(
+                self.store, keys, cid, tid, events, self.blocking_timeout, seq
+            )
+        return None if result.duplicate else event  # a replay reads the task as it is
 
     async def _prepare(
         self,
@@ -181,13 +184,3 @@ class MessageService:
             quotas=self.quotas,
         )
         return write, template
-
-    async def _wait_existing(self, principal: Principal, result: SendResult) -> None:
-        """A replayed messageId: wait for its run like the first call did."""
-        keys, cid, tid = keys_of(principal), result.context_id, result.task_id
-        with self.events.watch(tid) as events:
-            if await self.store.run_settled(keys, cid, tid, result.seq):
-                return
-            await wait_until_settled(
-                self.store, keys, cid, tid, events, self.blocking_timeout, result.seq
-            )

@@ -146,7 +146,7 @@ class StreamService:
             yield first
             if first.final:
                 return
-        with self._events.signal(task_id) as news:
+        async with self._events.signal(task_id) as news:
             self._readers.add(news)
             try:
                 async for event in self._read(keys, context_id, task_id, cursor, news):

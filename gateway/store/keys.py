@@ -77,7 +77,6 @@ __all__ = [
     "EMBEDS_DEAD",
     "EMBEDS_GROUP",
     "EVENTS_GRACE_MS",
-    "EVENTS_PATTERN",
     "EVENT_CHANNEL",
     "EVENT_STREAM",
     "JOBS",
@@ -95,6 +94,8 @@ __all__ = [
     "SIGNAL_ARTIFACT",
     "SIGNAL_INTERRUPTED",
     "SIGNAL_NEXT",
+    "STOPS_PATTERN",
+    "STOP_CHANNEL",
     "ContextKeys",
     "TenantAgentKeys",
     "UserKeys",
@@ -105,9 +106,13 @@ __all__ = [
     "user_tag",
 ]
 
-# A task's changes are published on '<EVENT_CHANNEL><tid>'.
+# A task's changes are published on '<EVENT_CHANNEL><tid>', which a process subscribes to
+# only while it follows the task from elsewhere (a stream, a wait for a run in another
+# process). What must stop a run wherever it is (a cancel, an interruption) is published on
+# '<STOP_CHANNEL><tid>', which every process receives (STOPS_PATTERN).
 EVENT_CHANNEL = "gw:ev:"
-EVENTS_PATTERN = f"{EVENT_CHANNEL}*"
+STOP_CHANNEL = "gw:stop:"
+STOPS_PATTERN = f"{STOP_CHANNEL}*"
 # What is published there: '<state>|<seq>', or one of these signals (not task states) with
 # '|<seq>'. NEXT: the run of message seq settled while later messages waited, and the task
 # went on with the next one. INTERRUPTED: a later message superseded the runs of messages up

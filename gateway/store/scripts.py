@@ -41,6 +41,7 @@ from gateway.store.keys import (
     SIGNAL_ARTIFACT,
     SIGNAL_INTERRUPTED,
     SIGNAL_NEXT,
+    STOP_CHANNEL,
     ContextKeys,
 )
 
@@ -137,6 +138,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     "C_USER": f.CONFIG_USER,
     "C_ARTIFACTS": f.CONFIG_ARTIFACTS,
     "EVENTS": EVENT_CHANNEL,
+    "STOPS": STOP_CHANNEL,
     "SIGNAL_NEXT": SIGNAL_NEXT,
     "SIGNAL_INTERRUPTED": SIGNAL_INTERRUPTED,
     "SIGNAL_ARTIFACT": SIGNAL_ARTIFACT,
@@ -511,7 +513,7 @@ if busy then
   redis.call('HSET', TASKS, tid .. F_RAN, seq - 1)
   redis.call('HDEL', TASKS, tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   if JOBS then ack(superseded); superseded = '' end
-  redis.call('PUBLISH', EVENTS .. tid, SIGNAL_INTERRUPTED .. '|' .. (seq - 1))
+  redis.call('PUBLISH', STOPS .. tid, SIGNAL_INTERRUPTED .. '|' .. (seq - 1))
 end
 local msg, referenced = run_inputs(seq, refs_from)
 if flag('l') then
@@ -720,7 +722,7 @@ notify(cid, tid, D_STATUS, CANCELED, now, tonumber(ttl))
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
-redis.call('PUBLISH', EVENTS .. tid, CANCELED)
+redis.call('PUBLISH', STOPS .. tid, CANCELED)
 return {'ok', PUSHED}
 """
 )
@@ -939,7 +941,7 @@ for i = 1, #tids do
   redis.call('UNLINK', META .. EVENT_STREAM .. tids[i])
   local state = redis.call('HGET', TASKS, tids[i] .. F_STATE)
   if state and not TERMINAL[state] then
-    redis.call('PUBLISH', EVENTS .. tids[i], CANCELED)
+    redis.call('PUBLISH', STOPS .. tids[i], CANCELED)
   end
   local job = redis.call('HGET', TASKS, tids[i] .. F_JOB)
   if job then ack(job) end
