@@ -15,6 +15,7 @@ import httpx
 import orjson
 import pytest
 
+from gateway.store.connection import RedisTarget
 from tests.conftest import API_KEYS, RawRedis, auth, message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.sse import Sse, collect, events, served_gateway
@@ -270,14 +271,16 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
 
 
 async def test_a_replica_hears_only_the_tasks_it_follows(
-    gw: httpx.AsyncClient, redis: RawRedis
+    gw: httpx.AsyncClient, redis_url: str
 ) -> None:
     """A task's changes reach a replica only while it follows the task (a stream here): a
     send whose run is in the same replica adds no pub/sub traffic, and no replica hears the
     news of every task the others run. Stops (a cancel) reach every replica."""
+    # The node the replica subscribes on (in a cluster, PUBLISH counts that node's receivers).
+    node = RedisTarget.parse(redis_url).events_client(5.0)
 
     async def receivers(tid: str) -> int:
-        return int(await redis.publish(f"gw:ev:{tid}", b"probe|0"))
+        return int(await node.publish(f"gw:ev:{tid}", b"probe|0"))
 
     sent = await gw.post("/v1/message:send", json={"message": message(TEXT)})
     assert sent.json()["task"]["status"]["state"] == "completed"
@@ -295,6 +298,7 @@ async def test_a_replica_hears_only_the_tasks_it_follows(
         return await receivers(tid) == 0
 
     await until(unfollowed, what="the ended stream to stop following its task")
+    await node.aclose()
 
 
 @slow_process_test
