@@ -19,7 +19,9 @@ async def test_new_context_is_created_with_unguessable_ids(send: Send) -> None:
     task = r.json()["task"]
     assert task["status"]["state"] == "completed"
     for value in (task["id"], task["contextId"]):
-        assert uuid.UUID(value).version == 4
+        parsed = uuid.UUID(value)
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert str(parsed) == value  # canonical: lower-case, hyphenated
     assert "history" not in task  # historyLength defaults to 0 on send
     other = (await send("hello")).json()["task"]
     assert other["contextId"] != task["contextId"]

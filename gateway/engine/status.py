@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from gateway.a2a import TERMINAL, settled
+from gateway.ids import new_id
 from gateway.store.assembly import iso_from_ms, now_ms
 
 __all__ = [
@@ -33,7 +34,7 @@ def agent_message(
     message: dict[str, Any] = {
         "kind": "message",
         "role": "agent",
-        "messageId": str(uuid.uuid4()),
+        "messageId": new_id(),
         "contextId": context_id,
         "taskId": task_id,
         "parts": list(parts),
@@ -61,7 +62,7 @@ def artifact(
 def artifact_object(
     parts: Sequence[Mapping[str, Any]], name: str | None, artifact_id: str | None = None
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"artifactId": artifact_id or str(uuid.uuid4()), "parts": list(parts)}
+    body: dict[str, Any] = {"artifactId": artifact_id or new_id(), "parts": list(parts)}
     if name:
         body["name"] = name
     return body

@@ -9,9 +9,9 @@ rule, body limit) is matched here. Labels per route are built once and their ser
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Any
 
 from starlette.routing import Match
@@ -78,7 +78,7 @@ class AccessLogMiddleware:
             return
         request_id = next(
             (v for k, v in scope["headers"] if k == b"x-request-id" and _SAFE_ID.fullmatch(v)),
-            uuid.uuid4().hex.encode(),
+            os.urandom(16).hex().encode(),
         )
         scope.setdefault("state", {})["request_id"] = request_id.decode()
         started = time.perf_counter()
