@@ -128,6 +128,7 @@ class Runtime:
             settings.context_ttl_seconds,
             cluster=target.cluster,
             sealer=sealer_of(settings),
+            hot=target.multiplexed(settings.redis_timeout_seconds, traced=tracing.enabled()),
         )
         if settings.scrub_rewrite == "on" and target.cluster:
             log.warning("GATEWAY_SCRUB_REWRITE=on is ignored on a Redis Cluster (see README)")
@@ -345,6 +346,8 @@ class Runtime:
         if closing is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(closing(), self.settings.redis_timeout_seconds)
+        if self.store.hot is not None:
+            await self.store.hot.close()
         for client in (self.client, self.events_client):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.aclose(), self.settings.redis_timeout_seconds)

@@ -1,4 +1,5 @@
-"""A run's writes ride out a short Redis outage instead of abandoning the run."""
+"""A run's writes ride out a short Redis outage instead of abandoning the run; a Redis
+that hangs or forgets its scripts costs requests a 503 or nothing, never a stuck gateway."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from gateway.embedded_redis import EmbeddedRedis
-from tests.conftest import AppFactory, post_message
+from tests.conftest import AppFactory, RawRedis, post_message
 from tests.waiting import until
 
 
@@ -54,3 +55,45 @@ async def test_a_run_finishing_during_a_redis_restart_is_stored_and_answered(
             assert not any("store unavailable during run" in m for m in caplog.messages)
     finally:
         server.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_a_hung_redis_gets_503s_within_its_timeout_then_sends_go_on(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    """Redis stopped with its connections open (SIGSTOP): a send fails with 503 after the
+    Redis timeout instead of hanging, and once Redis answers again sends succeed on a new
+    connection, without restarting the gateway."""
+    server = EmbeddedRedis(tmp_path / "redis")
+    server.start()
+    try:
+        async with make_app(redis_url=server.url, redis_timeout_seconds=1) as c:
+            assert (await post_message(c, "before")).status_code == 200
+            assert server.process is not None
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                hung = await asyncio.wait_for(post_message(c, "hung"), 30)
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            assert hung.status_code == 503, hung.text
+
+            async def answered() -> bool:
+                r = await post_message(c, "after")
+                return r.status_code == 200 and r.json()["task"]["status"]["state"] == "completed"
+
+            await until(answered, what="sends to succeed once Redis answers")
+    finally:
+        server.stop()
+
+
+async def test_sends_go_on_after_redis_forgets_its_scripts(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """A Redis that lost its scripts (a restart without them, SCRIPT FLUSH, a failover to a
+    replica that never ran them) gets them again from the first send that needs them."""
+    async with make_app() as c:
+        assert (await post_message(c, "before")).status_code == 200
+        await redis.script_flush()
+        r = await post_message(c, "after")
+        assert r.status_code == 200, r.text
+        assert r.json()["task"]["artifacts"][0]["parts"][0]["text"] == "after"

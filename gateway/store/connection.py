@@ -17,6 +17,8 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
 
+from gateway.store.multiplex import Multiplexed
+
 __all__ = ["RedisClient", "RedisTarget"]
 
 RedisClient = Redis | RedisCluster
@@ -81,6 +83,13 @@ class RedisTarget:
         return Redis.from_url(
             self.url, max_connections=512, **options, **_connection_class(self.url)
         )
+
+    def multiplexed(self, timeout: float, traced: bool = False) -> Multiplexed | None:
+        """The connection for the hot scripts (``multiplex.py``): standalone Redis only,
+        and not while tracing, whose spans come from the instrumented client."""
+        if self.cluster or traced:
+            return None
+        return Multiplexed.for_url(self.url, timeout)
 
     def events_client(self, timeout: float) -> Redis:
         """A plain connection for pub/sub (in a cluster, to the named node)."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import orjson
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from gateway.a2a import INTERRUPTED, TERMINAL
@@ -50,6 +51,7 @@ from gateway.store.keys import (
     PUSH_CONTEXTS,
     UserKeys,
 )
+from gateway.store.multiplex import Multiplexed
 from gateway.store.push_records import seal_config
 from gateway.store.replies import (
     SendAccepted,
@@ -211,8 +213,12 @@ class Store:
         *,
         cluster: bool = False,
         sealer: Sealer | None = None,
+        hot: Multiplexed | None = None,
     ) -> None:
         self.client: Redis = client
+        # The send and update scripts of concurrent requests, written together on one
+        # connection (multiplex.py); None: through ``client`` like every other command.
+        self.hot = hot
         self.ttl_ms = ttl_seconds * 1000
         self.cluster = cluster
         # Webhooks get artifact updates (GATEWAY_PUSH_ARTIFACTS): updates name their artifacts.
@@ -224,6 +230,12 @@ class Store:
         self.sealer = sealer or Sealer(None)
         # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
         self.disk_rewrite: DiskRewrite | None = None
+
+    async def _hot(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        """A script on the hot path: multiplexed when the store has a hot connection."""
+        if self.hot is not None:
+            return await self.hot.script(script, keys, args)
+        return await script(keys=keys, args=args)
 
     # -- sealing: every content field is bound to its user, context and field --------------
 
@@ -403,9 +415,10 @@ class Store:
     ) -> SendResult:
         if w.push_config_json:
             await self.note_push_context(keys, context_id)
-        reply = await self.scripts.send(
-            keys=self._keys(keys, context_id),
-            args=argv(
+        reply = await self._hot(
+            self.scripts.send,
+            self._keys(keys, context_id),
+            argv(
                 SendArgs(
                     mode=mode,
                     cid=context_id,
@@ -518,9 +531,10 @@ class Store:
             open_artifact = self._seal(
                 keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), open_artifact
             )
-        reply = await self.scripts.update(
-            keys=self._keys(keys, context_id),
-            args=argv(
+        reply = await self._hot(
+            self.scripts.update,
+            self._keys(keys, context_id),
+            argv(
                 UpdateArgs(
                     cid=context_id,
                     tid=task_id,

@@ -1,0 +1,203 @@
+"""One connection that carries the store's hot scripts for every request at once.
+
+redis-py gives each command a pooled connection of its own: a checkout, a write, a read
+and the pool's bookkeeping per command, and every write may wake Redis on its own. On a
+send that is most of the gateway process's Redis cost. ``Multiplexed`` writes all the
+commands issued in one turn of the event loop in one write on one connection, and hands
+the replies back in order (Redis answers a connection's commands in the order it read
+them). Under load many sends share a write and a read; alone, a command costs one of
+each, as before.
+
+Only short commands belong here (the send and update scripts): a blocking command would
+hold up every command behind it. Standalone Redis over TCP or TLS only (``for_url``); a
+cluster keeps redis-py's client, which routes each command by slot. Failures are
+redis-py's exceptions (``ConnectionError``, ``TimeoutError``, ``ResponseError`` and its
+kinds), so the store translates them as it does the client's. A command that times out
+closes the connection (a hung or half-open peer), failing the commands in flight with it;
+the next command connects again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from collections.abc import Sequence
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+import hiredis
+from redis.commands.core import AsyncScript
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+__all__ = ["Multiplexed"]
+
+# Error replies by their first word, as redis-py's parser maps them (the rest: ResponseError).
+_ERRORS: dict[str, type[Exception]] = {
+    "NOSCRIPT": NoScriptError,
+    "LOADING": BusyLoadingError,
+    "READONLY": ReadOnlyError,
+    "NOAUTH": AuthenticationError,
+    "WRONGPASS": AuthenticationError,
+}
+
+
+def _error(reply: hiredis.ReplyError) -> Exception:
+    text = str(reply)
+    return _ERRORS.get(text.split(" ", 1)[0], ResponseError)(text)
+
+
+class _Link(asyncio.Protocol):
+    """One connection: commands written in batches, replies matched to them in order."""
+
+    def __init__(self) -> None:
+        self._reader = hiredis.Reader(replyError=hiredis.ReplyError)
+        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self._out: list[bytes] = []
+        self._transport: asyncio.Transport | None = None
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(RedisConnectionError("Connection to Redis lost"))
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while (reply := self._reader.gets()) is not False:
+            future = self._waiting.popleft()
+            if future.done():  # its caller gave up (cancelled, timed out)
+                continue
+            if isinstance(reply, hiredis.ReplyError):
+                future.set_exception(_error(reply))
+            else:
+                future.set_result(reply)
+
+    def send(self, args: Sequence[str | bytes | int]) -> asyncio.Future[Any]:
+        """Queue a command for this turn's write; its reply comes in the future."""
+        if self.lost or self._transport is None:
+            raise RedisConnectionError("Connection to Redis lost")
+        future = asyncio.get_running_loop().create_future()
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(hiredis.pack_command(tuple(args)))  # type: ignore[arg-type]  # its stub types a 1-tuple
+        self._waiting.append(future)
+        return future
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and self._transport is not None and not self.lost:
+            self._transport.write(b"".join(out))
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class Multiplexed:
+    """Commands of concurrent requests over one connection to ``host:port`` (see above).
+    ``timeout``: seconds a command (or connecting) may take."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout: float,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        db: int = 0,
+        tls: bool = False,
+    ) -> None:
+        self._host, self._port, self._timeout = host, port, timeout
+        self._hello: list[tuple[str | bytes | int, ...]] = []
+        if password is not None:
+            self._hello.append(("AUTH", username, password) if username else ("AUTH", password))
+        if db:
+            self._hello.append(("SELECT", db))
+        self._tls = ssl.create_default_context() if tls else None
+        self._link: _Link | None = None
+        self._connecting = asyncio.Lock()
+
+    @classmethod
+    def for_url(cls, url: str, timeout: float) -> Multiplexed | None:
+        """For a standalone ``redis://`` or ``rediss://`` URL without options; None for
+        anything else (a unix socket, TLS options in the query), which keeps redis-py's
+        client."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("redis", "rediss") or parts.query or not parts.hostname:
+            return None
+        path = parts.path.strip("/")
+        return cls(
+            parts.hostname,
+            parts.port or 6379,
+            timeout,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password is not None else None,
+            db=int(path) if path.isdigit() else 0,
+            tls=parts.scheme == "rediss",
+        )
+
+    async def script(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run a registered script (``EVALSHA``); one Redis no longer holds (a restart, a
+        ``SCRIPT FLUSH``) is loaded again through redis-py's client, which runs it too."""
+        try:
+            return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await script(keys=list(keys), args=list(args))
+
+    async def execute(self, *args: Any) -> Any:
+        link = await self._connected()
+        future = link.send(args)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await future
+        except TimeoutError:
+            link.close()  # hung or half open: the commands behind it would time out too
+            raise RedisTimeoutError("Timeout reading from Redis") from None
+
+    async def close(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            link.close()
+
+    async def _connected(self) -> _Link:
+        link = self._link
+        if link is not None and not link.lost:
+            return link
+        async with self._connecting:
+            if self._link is not None and not self._link.lost:
+                return self._link
+            self._link = await self._connect()
+            return self._link
+
+    async def _connect(self) -> _Link:
+        loop = asyncio.get_running_loop()
+        link: _Link | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                _, link = await loop.create_connection(_Link, self._host, self._port, ssl=self._tls)
+                for command in self._hello:
+                    await link.send(command)
+        except BaseException as exc:
+            if link is not None:
+                link.close()
+            if isinstance(exc, TimeoutError):
+                raise RedisTimeoutError("Timeout connecting to Redis") from None
+            if isinstance(exc, OSError):
+                raise RedisConnectionError(f"Error connecting to Redis: {exc}") from None
+            raise
+        return link
