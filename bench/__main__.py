@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from redis import Redis
@@ -103,6 +103,28 @@ def gateway(
     ``env`` says otherwise, with ``env`` on top; entered once it answers."""
     serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args]
     return process(serve, {**QUIET, **env}, port)
+
+
+class Served(NamedTuple):
+    """A gateway the benchmark started: its port, its process id and its Redis's URL."""
+
+    port: int
+    pid: int
+    redis_url: str
+
+
+@contextmanager
+def one_gateway(tmp: Path, redis_name: str, env: dict[str, str]) -> Iterator[Served]:
+    """A gateway (``env`` on top of the ``gateway`` defaults) on an embedded Redis of its own,
+    kept under ``tmp/redis_name``; both are stopped on leaving."""
+    server = EmbeddedRedis(tmp / redis_name)
+    url = server.start()
+    port = free_port()
+    try:
+        with gateway(port, {"REDIS_URL": url, **env}) as proc:
+            yield Served(port, proc.pid, url)
+    finally:
+        server.stop()
 
 
 def rss_mb(pid: int) -> float:
@@ -701,14 +723,8 @@ async def _bindings(port: int, pid: int) -> None:
 
 def bindings_bench(tmp: Path) -> None:
     """Every binding against the canonical REST, one gateway, interleaved rounds."""
-    server = EmbeddedRedis(tmp / "redis-bindings")
-    url = server.start()
-    port = free_port()
-    try:
-        with gateway(port, {"REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}) as proc:
-            asyncio.run(_bindings(port, proc.pid))
-    finally:
-        server.stop()
+    with one_gateway(tmp, "redis-bindings", {"GATEWAY_EMBEDDER": "none"}) as served:
+        asyncio.run(_bindings(served.port, served.pid))
 
 
 def memory_section(tmp: Path) -> None:
