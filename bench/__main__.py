@@ -295,6 +295,28 @@ async def sampler_result(task: asyncio.Task[None]) -> float:
     return max(_peaks.values())
 
 
+async def send_rounds(
+    ports: dict[str, int],
+    concurrency: int,
+    counter: itertools.count[int],
+    rounds: int = ROUNDS,
+    *,
+    alternate: bool = False,
+) -> dict[str, loadgen.Result]:
+    """Blocking echo sends at ``concurrency`` for SECONDS to each server in turn, ``rounds``
+    times (interleaved), merged per server; ``alternate`` reverses the order every other
+    round."""
+    request = posts("/v1/message:send", send_body)
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for n in range(rounds):
+        order = list(ports.items())
+        if alternate and n % 2:
+            order.reverse()
+        for name, port in order:
+            res[name].append(await loadgen.run(port, request, concurrency, SECONDS, counter))
+    return {name: merge(r) for name, r in res.items()}
+
+
 async def new_context(port: int, counter: itertools.count[int], messages: int) -> str:
     status, body = await loadgen.one(
         port, loadgen.post("/v1/message:send", send_body(next(counter)))
@@ -430,19 +452,7 @@ def quantile(buckets: dict[float, float], q: float) -> float:
 
 async def durable_vs_memory(ports: dict[str, int], worker_metrics: list[int]) -> None:
     counter = itertools.count(30_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
-            res[name].append(
-                await loadgen.run(
-                    port,
-                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
-                    32,
-                    SECONDS,
-                    counter,
-                )
-            )
-    merged = {name: merge(r) for name, r in res.items()}
+    merged = await send_rounds(ports, 32, counter)
     print(
         f"blocking echo message:send, concurrency 32, queue variants ({ROUNDS} interleaved rounds)"
     )
@@ -546,11 +556,7 @@ async def _on_off(ports: dict[str, int]) -> None:
     p99_on_off = ratio(on.pct(0.99), off.pct(0.99))
     print(f"  p99 ratio on/off: {p99_on_off:.2f}")
     REPORT.target("c=1 send p99, embedding on/off", p99_on_off, 1.5, "<=")
-    rounds: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
-            rounds[name].append(await loadgen.run(port, lambda n: request(), 32, SECONDS, counter))
-    busy = {name: merge(r) for name, r in rounds.items()}
+    busy = await send_rounds(ports, 32, counter)
     print("blocking send throughput, concurrency 32, embedding on vs off (interleaved)")
     for name, r in busy.items():
         print(line(name, r))
@@ -621,20 +627,7 @@ def scale_bench(tmp: Path) -> None:
 
 
 async def _scale(ports: dict[str, int]) -> None:
-    counter = itertools.count(50_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
-            res[name].append(
-                await loadgen.run(
-                    port,
-                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
-                    64,
-                    SECONDS,
-                    counter,
-                )
-            )
-    merged = {name: merge(r) for name, r in res.items()}
+    merged = await send_rounds(ports, 64, itertools.count(50_000_000))
     cores = os.cpu_count()
     print(
         f"blocking echo message:send, concurrency 64, 1 vs 2 server processes on one port "

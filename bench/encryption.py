@@ -12,9 +12,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from bench import loadgen
-from bench.__main__ import BENCH_KEYRING, ROUNDS, SECONDS, TEXT, gateway, line, merge, ratio
-from bench.__main__ import send_body as _send_body
+from bench.__main__ import BENCH_KEYRING, ROUNDS, TEXT, gateway, line, ratio, send_rounds
 from bench.memory import fill
 from bench.report import REPORT
 from gateway.context_memory.embedders import HashingEmbedder
@@ -50,21 +48,8 @@ def encryption_bench(tmp: Path) -> None:
 
 async def _send_on_off(ports: dict[str, int]) -> None:
     counter = itertools.count(60_000_000)
-    rounds: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for n in range(max(ROUNDS, 2)):
-        # the order alternates: the first run of a round measured lower here either way
-        order = list(ports.items()) if n % 2 == 0 else list(reversed(ports.items()))
-        for name, port in order:
-            rounds[name].append(
-                await loadgen.run(
-                    port,
-                    lambda n: loadgen.post("/v1/message:send", _send_body(n)),
-                    32,
-                    SECONDS,
-                    counter,
-                )
-            )
-    busy = {name: merge(r) for name, r in rounds.items()}
+    # the order alternates: the first run of a round measured lower here either way
+    busy = await send_rounds(ports, 32, counter, max(ROUNDS, 2), alternate=True)
     print("blocking send throughput, concurrency 32, encryption on vs off (interleaved)")
     for name, r in busy.items():
         print(line(name, r))
