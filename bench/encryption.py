@@ -13,7 +13,6 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from bench.__main__ import BENCH_KEYRING, ROUNDS, TEXT, gateway, line, ratio, send_rounds
-from bench.memory import fill
 from bench.report import REPORT
 from gateway.context_memory.embedders import HashingEmbedder
 from gateway.embedded_redis import EmbeddedRedis, free_port
@@ -24,6 +23,7 @@ from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, generate_keyring
+from tests.stored import store_messages
 
 SIZE = 10_000
 
@@ -62,7 +62,7 @@ async def _send_on_off(ports: dict[str, int]) -> None:
 async def _fill(store: Store, principal: Principal, cid: str, embedder: HashingEmbedder) -> None:
     """A context of SIZE user messages, each with its vector, through the store's API."""
     texts = [f"{TEXT} observation {i} dose {i % 17} mg" for i in range(SIZE)]
-    seqs = await fill(store, principal, cid, texts)
+    seqs = await store_messages(store, principal, cid, texts)
     for i in range(0, SIZE, 256):
         matrix = await embedder.embed(texts[i : i + 256])
         vectors = [
