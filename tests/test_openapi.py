@@ -132,27 +132,13 @@ async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> N
         send_path = f"{base}/v1/message:send"
         send_tpl = f"{tb}/v1/message:send"
         conform(await keyed.post(send_path, headers=h, content=b"{"), send_tpl)
-        conform(await send("x", via=keyed, headers=h, path=send_path, contextId=cid), send_tpl)
-        conform(
-            await send(
-                "x",
-                via=keyed,
-                headers=h,
-                path=send_path,
-                configuration={"acceptedOutputModes": ["image/png"]},
-            ),
-            send_tpl,
-        )
-        conform(
-            await send(
-                "x",
-                via=keyed,
-                headers=h,
-                path=send_path,
-                configuration={"pushNotificationConfig": {}},
-            ),
-            send_tpl,
-        )
+        sends: list[dict[str, Any]] = [
+            {"contextId": cid},
+            {"configuration": {"acceptedOutputModes": ["image/png"]}},
+            {"configuration": {"pushNotificationConfig": {}}},
+        ]
+        for fields in sends:
+            conform(await send("x", via=keyed, headers=h, path=send_path, **fields), send_tpl)
         for card in ("/.well-known/agent-card.json", "/agent-card.json"):
             conform(await keyed.get(f"{base}{card}"), f"{tb}{card}")
     conform(await keyed.get("/healthz"), "/healthz")
