@@ -317,6 +317,22 @@ async def send_rounds(
     return {name: merge(r) for name, r in res.items()}
 
 
+async def timed_rounds(
+    ports: dict[str, int], counter: itertools.count[int], count: int
+) -> dict[str, loadgen.Result]:
+    """Blocking echo sends one at a time, ``count`` to each server in turn, ROUNDS * 2 times
+    (interleaved), merged per server."""
+
+    def request() -> bytes:
+        return loadgen.post("/v1/message:send", send_body(next(counter)))
+
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for _ in range(ROUNDS * 2):
+        for name, port in ports.items():
+            res[name].append(await timed(port, request, count))
+    return {name: merge(r) for name, r in res.items()}
+
+
 async def new_context(port: int, counter: itertools.count[int], messages: int) -> str:
     status, body = await loadgen.one(
         port, loadgen.post("/v1/message:send", send_body(next(counter)))
@@ -535,15 +551,7 @@ def embedding_on_off(tmp: Path) -> None:
 
 async def _on_off(ports: dict[str, int]) -> None:
     counter = itertools.count(40_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-
-    def request() -> bytes:
-        return loadgen.post("/v1/message:send", send_body(next(counter)))
-
-    for _ in range(ROUNDS * 2):
-        for name, port in ports.items():
-            res[name].append(await timed(port, request, 150))
-    merged = {name: merge(r) for name, r in res.items()}
+    merged = await timed_rounds(ports, counter, 150)
     print("blocking send latency, concurrency 1, embedding on vs off (interleaved)")
     for name, r in merged.items():
         print(line(name, r))
