@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from redis import Redis
@@ -103,6 +103,28 @@ def gateway(
     ``env`` says otherwise, with ``env`` on top; entered once it answers."""
     serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args]
     return process(serve, {**QUIET, **env}, port)
+
+
+class Served(NamedTuple):
+    """A gateway the benchmark started: its port, its process id and its Redis's URL."""
+
+    port: int
+    pid: int
+    redis_url: str
+
+
+@contextmanager
+def one_gateway(tmp: Path, redis_name: str, env: dict[str, str]) -> Iterator[Served]:
+    """A gateway (``env`` on top of the ``gateway`` defaults) on an embedded Redis of its own,
+    kept under ``tmp/redis_name``; both are stopped on leaving."""
+    server = EmbeddedRedis(tmp / redis_name)
+    url = server.start()
+    port = free_port()
+    try:
+        with gateway(port, {"REDIS_URL": url, **env}) as proc:
+            yield Served(port, proc.pid, url)
+    finally:
+        server.stop()
 
 
 def rss_mb(pid: int) -> float:
@@ -273,6 +295,44 @@ async def sampler_result(task: asyncio.Task[None]) -> float:
     return max(_peaks.values())
 
 
+async def send_rounds(
+    ports: dict[str, int],
+    concurrency: int,
+    counter: itertools.count[int],
+    rounds: int = ROUNDS,
+    *,
+    alternate: bool = False,
+) -> dict[str, loadgen.Result]:
+    """Blocking echo sends at ``concurrency`` for SECONDS to each server in turn, ``rounds``
+    times (interleaved), merged per server; ``alternate`` reverses the order every other
+    round."""
+    request = posts("/v1/message:send", send_body)
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for n in range(rounds):
+        order = list(ports.items())
+        if alternate and n % 2:
+            order.reverse()
+        for name, port in order:
+            res[name].append(await loadgen.run(port, request, concurrency, SECONDS, counter))
+    return {name: merge(r) for name, r in res.items()}
+
+
+async def timed_rounds(
+    ports: dict[str, int], counter: itertools.count[int], count: int
+) -> dict[str, loadgen.Result]:
+    """Blocking echo sends one at a time, ``count`` to each server in turn, ROUNDS * 2 times
+    (interleaved), merged per server."""
+
+    def request() -> bytes:
+        return loadgen.post("/v1/message:send", send_body(next(counter)))
+
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
+    for _ in range(ROUNDS * 2):
+        for name, port in ports.items():
+            res[name].append(await timed(port, request, count))
+    return {name: merge(r) for name, r in res.items()}
+
+
 async def new_context(port: int, counter: itertools.count[int], messages: int) -> str:
     status, body = await loadgen.one(
         port, loadgen.post("/v1/message:send", send_body(next(counter)))
@@ -408,19 +468,7 @@ def quantile(buckets: dict[float, float], q: float) -> float:
 
 async def durable_vs_memory(ports: dict[str, int], worker_metrics: list[int]) -> None:
     counter = itertools.count(30_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
-            res[name].append(
-                await loadgen.run(
-                    port,
-                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
-                    32,
-                    SECONDS,
-                    counter,
-                )
-            )
-    merged = {name: merge(r) for name, r in res.items()}
+    merged = await send_rounds(ports, 32, counter)
     print(
         f"blocking echo message:send, concurrency 32, queue variants ({ROUNDS} interleaved rounds)"
     )
@@ -503,15 +551,7 @@ def embedding_on_off(tmp: Path) -> None:
 
 async def _on_off(ports: dict[str, int]) -> None:
     counter = itertools.count(40_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-
-    def request() -> bytes:
-        return loadgen.post("/v1/message:send", send_body(next(counter)))
-
-    for _ in range(ROUNDS * 2):
-        for name, port in ports.items():
-            res[name].append(await timed(port, request, 150))
-    merged = {name: merge(r) for name, r in res.items()}
+    merged = await timed_rounds(ports, counter, 150)
     print("blocking send latency, concurrency 1, embedding on vs off (interleaved)")
     for name, r in merged.items():
         print(line(name, r))
@@ -524,11 +564,7 @@ async def _on_off(ports: dict[str, int]) -> None:
     p99_on_off = ratio(on.pct(0.99), off.pct(0.99))
     print(f"  p99 ratio on/off: {p99_on_off:.2f}")
     REPORT.target("c=1 send p99, embedding on/off", p99_on_off, 1.5, "<=")
-    rounds: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
-            rounds[name].append(await loadgen.run(port, lambda n: request(), 32, SECONDS, counter))
-    busy = {name: merge(r) for name, r in rounds.items()}
+    busy = await send_rounds(ports, 32, counter)
     print("blocking send throughput, concurrency 32, embedding on vs off (interleaved)")
     for name, r in busy.items():
         print(line(name, r))
@@ -599,20 +635,7 @@ def scale_bench(tmp: Path) -> None:
 
 
 async def _scale(ports: dict[str, int]) -> None:
-    counter = itertools.count(50_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
-            res[name].append(
-                await loadgen.run(
-                    port,
-                    lambda n: loadgen.post("/v1/message:send", send_body(n)),
-                    64,
-                    SECONDS,
-                    counter,
-                )
-            )
-    merged = {name: merge(r) for name, r in res.items()}
+    merged = await send_rounds(ports, 64, itertools.count(50_000_000))
     cores = os.cpu_count()
     print(
         f"blocking echo message:send, concurrency 64, 1 vs 2 server processes on one port "
@@ -701,14 +724,8 @@ async def _bindings(port: int, pid: int) -> None:
 
 def bindings_bench(tmp: Path) -> None:
     """Every binding against the canonical REST, one gateway, interleaved rounds."""
-    server = EmbeddedRedis(tmp / "redis-bindings")
-    url = server.start()
-    port = free_port()
-    try:
-        with gateway(port, {"REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}) as proc:
-            asyncio.run(_bindings(port, proc.pid))
-    finally:
-        server.stop()
+    with one_gateway(tmp, "redis-bindings", {"GATEWAY_EMBEDDER": "none"}) as served:
+        asyncio.run(_bindings(served.port, served.pid))
 
 
 def memory_section(tmp: Path) -> None:

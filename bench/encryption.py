@@ -12,10 +12,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from bench import loadgen
-from bench.__main__ import BENCH_KEYRING, ROUNDS, SECONDS, TEXT, gateway, line, merge, ratio
-from bench.__main__ import send_body as _send_body
-from bench.memory import fill
+from bench.__main__ import BENCH_KEYRING, ROUNDS, TEXT, gateway, line, ratio, send_rounds
 from bench.report import REPORT
 from gateway.context_memory.embedders import HashingEmbedder
 from gateway.embedded_redis import EmbeddedRedis, free_port
@@ -26,6 +23,7 @@ from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, generate_keyring
+from tests.stored import store_messages
 
 SIZE = 10_000
 
@@ -50,21 +48,8 @@ def encryption_bench(tmp: Path) -> None:
 
 async def _send_on_off(ports: dict[str, int]) -> None:
     counter = itertools.count(60_000_000)
-    rounds: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for n in range(max(ROUNDS, 2)):
-        # the order alternates: the first run of a round measured lower here either way
-        order = list(ports.items()) if n % 2 == 0 else list(reversed(ports.items()))
-        for name, port in order:
-            rounds[name].append(
-                await loadgen.run(
-                    port,
-                    lambda n: loadgen.post("/v1/message:send", _send_body(n)),
-                    32,
-                    SECONDS,
-                    counter,
-                )
-            )
-    busy = {name: merge(r) for name, r in rounds.items()}
+    # the order alternates: the first run of a round measured lower here either way
+    busy = await send_rounds(ports, 32, counter, max(ROUNDS, 2), alternate=True)
     print("blocking send throughput, concurrency 32, encryption on vs off (interleaved)")
     for name, r in busy.items():
         print(line(name, r))
@@ -77,7 +62,7 @@ async def _send_on_off(ports: dict[str, int]) -> None:
 async def _fill(store: Store, principal: Principal, cid: str, embedder: HashingEmbedder) -> None:
     """A context of SIZE user messages, each with its vector, through the store's API."""
     texts = [f"{TEXT} observation {i} dose {i % 17} mg" for i in range(SIZE)]
-    seqs = await fill(store, principal, cid, texts)
+    seqs = await store_messages(store, principal, cid, texts)
     for i in range(0, SIZE, 256):
         matrix = await embedder.embed(texts[i : i + 256])
         vectors = [

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 RequestFactory = Callable[[int], bytes]
+# One request on an open connection: the seconds it is measured to take, None for an error.
+Exchange = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[float | None]]
 
 
 @dataclass
@@ -57,6 +59,15 @@ async def _exchange(
     return status, body
 
 
+async def timed_exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> float | None:
+    """Seconds from the request to its whole response; None unless it is a 200."""
+    started = time.perf_counter()
+    status, _ = await _exchange(reader, writer, request)
+    return time.perf_counter() - started if status == 200 else None
+
+
 async def one(port: int, request: bytes) -> tuple[int, bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -72,7 +83,10 @@ async def run(
     concurrency: int,
     seconds: float,
     counter: itertools.count[int],
+    exchange: Exchange = timed_exchange,
 ) -> Result:
+    """``concurrency`` connections, each sending requests one after another for ``seconds``;
+    each request is timed by ``exchange`` (by default, to its whole response)."""
     result = Result()
     deadline = time.perf_counter() + seconds
 
@@ -80,13 +94,11 @@ async def run(
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             while time.perf_counter() < deadline:
-                request = make_request(next(counter))
-                started = time.perf_counter()
-                status, _ = await _exchange(reader, writer, request)
-                if status == 200:
-                    result.latencies.append(time.perf_counter() - started)
-                else:
+                elapsed = await exchange(reader, writer, make_request(next(counter)))
+                if elapsed is None:
                     result.errors += 1
+                else:
+                    result.latencies.append(elapsed)
         finally:
             writer.close()
             await writer.wait_closed()

@@ -18,7 +18,7 @@ import httpx
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, gateway, line, merge, send_body, timed
+from bench.__main__ import ROUNDS, gateway, line, send_body, timed_rounds
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.longterm.render import cortadel_user_id
@@ -66,17 +66,8 @@ async def _standin_latency(url: str, count: int) -> float:
 
 async def _latency(ports: dict[str, int], cortadel_url: str) -> None:
     await asyncio.gather(*(_ready(p) for p in ports.values()))
-    counter = itertools.count(60_000_000)
-    res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-
-    def request() -> bytes:
-        return loadgen.post("/v1/message:send", send_body(next(counter)))
-
-    for _ in range(ROUNDS * 2):
-        for name, port in ports.items():
-            res[name].append(await timed(port, request, 40))
+    merged = await timed_rounds(ports, itertools.count(60_000_000), 40)
     standin = await _standin_latency(cortadel_url, 40 * ROUNDS)
-    merged = {name: merge(r) for name, r in res.items()}
     print(f"blocking send latency, concurrency 1, recall on (stand-in {STANDIN_MS} ms) vs off")
     for name, r in merged.items():
         print(line(name, r))

@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -48,41 +47,6 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-async def fill(store: Any, principal: Any, cid: str, texts: list[str]) -> list[int]:
-    """A context of one user message per text, through the store's send; their seqs."""
-    from gateway.store.keys import keys_of
-    from gateway.store.redis_store import SendWrite
-
-    seqs = []
-    for i, text in enumerate(texts):
-        tid = str(uuid.uuid4())
-        message = {
-            "kind": "message",
-            "role": "user",
-            "messageId": f"{cid}-{i}",
-            "contextId": cid,
-            "taskId": tid,
-            "parts": [{"kind": "text", "text": text}],
-        }
-        result = await store.send(
-            keys_of(principal),
-            SendWrite(
-                context_id=cid,
-                task_id=tid,
-                continuing=False,
-                new_context=i == 0,
-                message_id=f"{cid}-{i}",
-                digest="d",
-                message_json=orjson.dumps(message),
-                metadata_json=b"",
-                status_json=b'{"state":"completed"}',
-                reference_ids=(),
-            ),
-        )
-        seqs.append(result.seq)
-    return seqs
-
-
 async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[str]) -> float:
     """Store ``texts`` in a new context, then index them as the indexer does; msg/s."""
     from redis.asyncio import Redis
@@ -92,10 +56,11 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
     from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, keys_of
     from gateway.store.memory_store import MemoryStore
     from gateway.store.redis_store import Store
+    from tests.stored import store_messages
 
     client = Redis.from_url(url)
     store = Store(client, 3600)
-    seqs = await fill(store, principal, cid, texts)
+    seqs = await store_messages(store, principal, cid, texts)
     jobs = JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
     indexer = Indexer(
         MemoryStore(store), jobs, embedder, consumer="bench", batch_size=64, max_chars=8000,

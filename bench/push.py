@@ -28,9 +28,8 @@ import orjson
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import cpu_seconds, gateway
+from bench.__main__ import cpu_seconds, one_gateway
 from bench.report import REPORT
-from gateway.embedded_redis import EmbeddedRedis, free_port
 from tests.webhook_receiver import WebhookReceiver
 
 PUSH = "gw:{jobs}:push"
@@ -140,21 +139,17 @@ async def _bench(port: int, pid: int, redis: Redis, hook: WebhookReceiver) -> No
 
 
 def push_bench(tmp: Path) -> None:
-    server = EmbeddedRedis(tmp / "redis-push")
-    url = server.start()
-    hook = WebhookReceiver().start()
-    port = free_port()
     env = {
-        "REDIS_URL": url,
         "GATEWAY_LOG_LEVEL": "ERROR",
         "GATEWAY_EMBEDDER": "none",
         "GATEWAY_OUTBOUND_ALLOWLIST": "127.0.0.1",
         "GATEWAY_PUSH_BACKOFF_FIRST_SECONDS": "0.1",
         "GATEWAY_PUSH_BACKOFF_MAX_SECONDS": "0.5",
     }
+    hook = WebhookReceiver().start()
     try:
-        with gateway(port, env) as proc:
-            asyncio.run(_bench(port, proc.pid, Redis.from_url(url), hook))
+        with one_gateway(tmp, "redis-push", env) as served:
+            redis = Redis.from_url(served.redis_url)
+            asyncio.run(_bench(served.port, served.pid, redis, hook))
     finally:
         hook.stop()
-        server.stop()

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import time
 from pathlib import Path
 
 import orjson
 
 from bench import loadgen
+from bench.__main__ import ROUNDS, SECONDS, cpu_seconds, merge, one_gateway, rss_mb
 from bench.report import REPORT
-from gateway.embedded_redis import EmbeddedRedis, free_port
 
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
-SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
 IDLE_SUBSCRIBERS = 1000
 IDLE_SECONDS = 20.0  # longer than a keep-alive interval (15 s)
 
@@ -60,50 +57,17 @@ async def _first_event(
     return elapsed, body
 
 
-async def _ttfe(port: int, concurrency: int, counter: itertools.count[int]) -> loadgen.Result:
-    result = loadgen.Result()
-    deadline = time.perf_counter() + SECONDS
-
-    async def worker() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while time.perf_counter() < deadline:
-                elapsed, _ = await _first_event(reader, writer, _stream(next(counter)))
-                result.latencies.append(elapsed)
-        finally:
-            writer.close()
-            await writer.wait_closed()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    result.seconds = time.perf_counter() - started
-    return result
+async def _time_to_first_event(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> float:
+    elapsed, _ = await _first_event(reader, writer, request)
+    return elapsed
 
 
 def _blocking(n: int) -> bytes:
     parts = [{"kind": "text", "text": "Patient stable; continue current plan."}]
     message = {"role": "user", "messageId": f"send-{n}", "parts": parts}
     return loadgen.post("/v1/message:send", orjson.dumps({"message": message}))
-
-
-def _merge(results: list[loadgen.Result]) -> loadgen.Result:
-    out = loadgen.Result()
-    for r in results:
-        out.latencies += r.latencies
-        out.seconds += r.seconds
-        out.errors += r.errors
-    return out
-
-
-def _usage(pid: int) -> tuple[float, float]:
-    """(RSS in MB, CPU seconds so far) of a process, from /proc."""
-    rss = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) / 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
 async def _events_per_second(port: int) -> float:
@@ -125,7 +89,7 @@ async def _idle(port: int, pid: int) -> tuple[float, float]:
     await reader.readuntil(b"\r\n\r\n")
     first = await _read_chunk(reader)
     task_id = orjson.loads(first.split(b"data: ", 1)[1])["id"]
-    rss_before, _ = _usage(pid)
+    rss_before = rss_mb(pid)
     connections = []
     for _ in range(IDLE_SUBSCRIBERS):
         r, w = await asyncio.open_connection("127.0.0.1", port)
@@ -134,9 +98,9 @@ async def _idle(port: int, pid: int) -> tuple[float, float]:
     for r, _ in connections:
         await r.readuntil(b"\r\n\r\n")
         await _read_chunk(r)  # the task: subscribed
-    rss_after, cpu_start = _usage(pid)
+    rss_after, cpu_start = rss_mb(pid), cpu_seconds(pid)
     await asyncio.sleep(IDLE_SECONDS)
-    _, cpu_end = _usage(pid)
+    cpu_end = cpu_seconds(pid)
     writer.write(loadgen.post(f"/v1/tasks/{task_id}:cancel", b"{}"))
     for _, w in [*connections, (reader, writer)]:
         w.close()
@@ -148,9 +112,13 @@ async def _run(port: int, pid: int) -> None:
     for concurrency in (1, 32):
         streamed, blocking = [], []
         for _ in range(ROUNDS):  # interleaved
-            streamed.append(await _ttfe(port, concurrency, counter))
+            streamed.append(
+                await loadgen.run(
+                    port, _stream, concurrency, SECONDS, counter, exchange=_time_to_first_event
+                )
+            )
             blocking.append(await loadgen.run(port, _blocking, concurrency, SECONDS, counter))
-        s, b = _merge(streamed), _merge(blocking)
+        s, b = merge(streamed), merge(blocking)
         print(f"streaming send, time to first event, c={concurrency}: p50 {s.pct(0.5):.2f} ms, "
               f"p99 {s.pct(0.99):.2f} ms; blocking send p50 {b.pct(0.5):.2f} ms")  # fmt: skip
         REPORT.run(f"streaming, c={concurrency}", "first event", "gateway", s)
@@ -171,13 +139,5 @@ async def _run(port: int, pid: int) -> None:
 
 
 def streaming_bench(tmp: Path) -> None:
-    from bench.__main__ import gateway
-
-    server = EmbeddedRedis(tmp / "redis-streaming")
-    url = server.start()
-    port = free_port()
-    try:
-        with gateway(port, {"REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}) as proc:
-            asyncio.run(_run(port, proc.pid))
-    finally:
-        server.stop()
+    with one_gateway(tmp, "redis-streaming", {"GATEWAY_EMBEDDER": "none"}) as served:
+        asyncio.run(_run(served.port, served.pid))

@@ -92,13 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gateway {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = commands.add_parser(
-        "serve",
-        help="serve the HTTP API and run agents",
-        description=_SERVE,
-        epilog=_CONFIGURATION,
-        formatter_class=raw,
-    )
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        """A command whose help ends, as the gateway's does, with the configuration."""
+        return commands.add_parser(
+            name, help=summary, description=description, epilog=_CONFIGURATION, formatter_class=raw
+        )
+
+    serve = command("serve", "serve the HTTP API and run agents", _SERVE)
     serve.add_argument("--host", help="bind address (default GATEWAY_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default GATEWAY_PORT or 8000)")
     serve.add_argument(
@@ -111,12 +112,10 @@ def _parser() -> argparse.ArgumentParser:
         help="server processes sharing the port, e.g. one per core (default GATEWAY_PROCESSES "
         "or 1)",
     )
-    encryption = commands.add_parser(
+    encryption = command(
         "encryption",
-        help="encryption at rest: generate a key, re-encrypt stored data with the current one",
-        description=_ENCRYPTION,
-        epilog=_CONFIGURATION,
-        formatter_class=raw,
+        "encryption at rest: generate a key, re-encrypt stored data with the current one",
+        _ENCRYPTION,
     )
     actions = encryption.add_subparsers(dest="action", required=True, metavar="ACTION")
     generate = actions.add_parser("generate-key", help="print a keyring with a new random key")
@@ -124,13 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     actions.add_parser(
         "rotate-data", help="re-encrypt stored content with the current key (resumable)"
     )
-    commands.add_parser(
-        "worker",
-        help="run agents from the job queue (no HTTP)",
-        description=_WORKER,
-        epilog=_CONFIGURATION,
-        formatter_class=raw,
-    )
+    command("worker", "run agents from the job queue (no HTTP)", _WORKER)
     _keys_parser(commands, raw)
     return parser
 

@@ -145,6 +145,8 @@ class Runtime:
             )
 
         jobs = job_store()
+        # A worker's blocking read of its stream: _BLOCK_MS, or half the Redis timeout if less.
+        block_ms = int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500))
         allowlist = Allowlist(
             settings.outbound_allowlist,
             [
@@ -194,7 +196,7 @@ class Runtime:
                 consumer=consumer_name(),
                 concurrency=settings.runner_concurrency,
                 lease_seconds=settings.job_lease_seconds,
-                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                block_ms=block_ms,
                 workers=settings.workers,
             )
         embeds = job_store(EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
@@ -208,7 +210,7 @@ class Runtime:
                 batch_size=settings.embedder_batch_size,
                 max_chars=settings.embedder_max_chars,
                 backoff_cap=settings.embedder_backoff_max_seconds,
-                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                block_ms=block_ms,
                 lease_seconds=settings.job_lease_seconds,
             )
         outbox_jobs = job_store(OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
@@ -221,7 +223,7 @@ class Runtime:
                 consumer=consumer_name(),
                 header=settings.cortadel.memory_header,
                 batch=settings.cortadel.outbox_batch,
-                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                block_ms=block_ms,
                 lease_seconds=settings.job_lease_seconds,
                 backoff_cap=settings.cortadel.backoff_max_seconds,
                 forget_scrubbed=settings.cortadel.scrub,
@@ -257,7 +259,7 @@ class Runtime:
                 consumer=consumer_name(),
                 concurrency=settings.push_concurrency,
                 per_origin=settings.push_per_origin,
-                block_ms=int(min(_BLOCK_MS, settings.redis_timeout_seconds * 500)),
+                block_ms=block_ms,
                 lease_seconds=settings.job_lease_seconds,
                 retry_seconds=settings.push_retry_seconds,
                 retry=webhook_retry(

@@ -54,19 +54,24 @@ if TYPE_CHECKING:
     from gateway.settings import Settings
 
 
-class RunIds(Protocol):
-    """What a run's span records of it (the engine's ``RunJob``)."""
+class MessageIds(Protocol):
+    """Where a message stands: its context, its task and its place in the context."""
 
-    @property
-    def tenant(self) -> str: ...
-    @property
-    def agent_id(self) -> str: ...
     @property
     def context_id(self) -> str: ...
     @property
     def task_id(self) -> str: ...
     @property
     def seq(self) -> int: ...
+
+
+class RunIds(MessageIds, Protocol):
+    """What a run's span records of it (the engine's ``RunJob``)."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def agent_id(self) -> str: ...
     @property
     def attempt(self) -> str: ...
     @property
@@ -79,15 +84,9 @@ class RunIds(Protocol):
     def trace(self) -> str: ...
 
 
-class SendIds(Protocol):
+class SendIds(MessageIds, Protocol):
     """What a send's span records of the accepted message (the store's ``SendResult``)."""
 
-    @property
-    def context_id(self) -> str: ...
-    @property
-    def task_id(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
     @property
     def duplicate(self) -> bool: ...
     @property
@@ -282,16 +281,23 @@ def job_span(
         yield current
 
 
+def _message(agent_id: str, ids: MessageIds) -> dict[str, AttributeValue]:
+    """The attributes naming a message and the agent it is for (on sends and runs alike)."""
+    return {
+        "gateway.agent.id": agent_id,
+        "gateway.context.id": ids.context_id,
+        "gateway.task.id": ids.task_id,
+        "gateway.message.seq": ids.seq,
+    }
+
+
 def run_span(job: RunIds) -> contextlib.AbstractContextManager[trace.Span]:
     """The span of one run, a child of the send that queued it (on any replica)."""
     if _state is None:
         return _NOOP
     attributes: dict[str, AttributeValue] = {
         "gateway.tenant": job.tenant,
-        "gateway.agent.id": job.agent_id,
-        "gateway.context.id": job.context_id,
-        "gateway.task.id": job.task_id,
-        "gateway.message.seq": job.seq,
+        **_message(job.agent_id, job),
         "gateway.run.attempt": job.attempt,
         "gateway.run.attempts": job.attempts,
         "gateway.run.inputs_handed_over": job.inputs is not None,
@@ -311,10 +317,7 @@ def sent(agent_id: str, result: SendIds) -> None:
         return
     trace.get_current_span().set_attributes(
         {
-            "gateway.agent.id": agent_id,
-            "gateway.context.id": result.context_id,
-            "gateway.task.id": result.task_id,
-            "gateway.message.seq": result.seq,
+            **_message(agent_id, result),
             "gateway.send.duplicate": result.duplicate,
             "gateway.send.waiting": result.waiting,
         }

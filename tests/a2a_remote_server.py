@@ -1,19 +1,14 @@
 """A real remote A2A agent for tests, built with the official ``a2a-sdk`` (0.3.x, protocol
 0.3.0), served on 127.0.0.1 over JSON-RPC or HTTP+JSON (the card names which).
 
-What it does depends on the user's text: ``ask`` → input-required with a question;
-``slow`` → works for a moment, then completes; ``hang`` → works until canceled;
-``late`` → records the message, answers a second later with a task that works until
-canceled (a send still in flight when the message is seen); ``fail`` → fails with a
-reason; ``chunks`` → the artifact in three chunks (``append``, ``lastChunk``), a moment
-apart, then completes; anything else completes at once with an artifact. ``streaming``
-makes its card offer streaming (the SDK then streams those events).
+What it does depends on the user's text (``ask``, ``slow``, ``hang``, ``late``, ``fail``,
+``chunks``, else an opinion: see ``tests/clients/specialist.py``, which the 1.0 double
+shares). ``streaming`` makes its card offer streaming (the SDK then streams those events).
 Every message it receives is recorded in ``seen`` (text, context id, task id).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -31,7 +26,15 @@ from a2a.types import (
 )
 from a2a.utils import new_task
 
+from tests.clients import specialist
 from tests.http_double import ServedDouble
+
+_SDK = specialist.Sdk(
+    new_task=new_task,
+    text_part=lambda text: Part(root=TextPart(text=text)),
+    updater=TaskUpdater,
+    requires_input={"final": True},
+)
 
 
 class _Specialist(AgentExecutor):
@@ -39,56 +42,10 @@ class _Specialist(AgentExecutor):
         self.seen, self.canceled = seen, canceled
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        text = context.get_user_input()
-        task = context.current_task
-        if text.startswith("late") and task is None:
-            assert context.message is not None
-            self.seen.append({"text": text, "contextId": context.context_id, "taskId": None})
-            await asyncio.sleep(1.0)
-            task = new_task(context.message)
-            await event_queue.enqueue_event(task)
-            self.seen[-1]["taskId"] = task.id
-            await TaskUpdater(event_queue, task.id, task.context_id).start_work()
-            await asyncio.sleep(30)
-            return
-        if task is None:
-            assert context.message is not None
-            task = new_task(context.message)
-            await event_queue.enqueue_event(task)
-        self.seen.append({"text": text, "contextId": task.context_id, "taskId": task.id})
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-
-        def say(words: str) -> Any:
-            return updater.new_agent_message([Part(root=TextPart(text=words))])
-
-        if text.startswith("ask"):
-            await updater.requires_input(say("Which ward is the patient on?"), final=True)
-        elif text.startswith("fail"):
-            await updater.failed(say("Specialist database unavailable."))
-        elif text.startswith("hang"):
-            await updater.start_work()
-            await asyncio.sleep(30)
-        elif text.startswith("chunks"):
-            await updater.start_work()
-            pieces = ["specialist ", "opinion on: ", text]
-            for n, piece in enumerate(pieces):
-                await asyncio.sleep(0.1)
-                await updater.add_artifact([Part(root=TextPart(text=piece))], artifact_id="op-1",
-                                           name="opinion", append=n > 0,
-                                           last_chunk=n == len(pieces) - 1)  # fmt: skip
-            await updater.complete(say("Opinion attached."))
-        else:
-            if text.startswith("slow"):
-                await updater.start_work()
-                await asyncio.sleep(0.6)
-            answer = f"specialist opinion on: {text}"
-            await updater.add_artifact([Part(root=TextPart(text=answer))], name="opinion")
-            await updater.complete(say("Opinion attached."))
+        await specialist.execute(_SDK, context, event_queue, self.seen)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assert context.task_id is not None and context.context_id is not None
-        self.canceled.append(context.task_id)
-        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+        await specialist.cancel(_SDK, context, event_queue, self.canceled)
 
 
 class RemoteAgentServer(ServedDouble):

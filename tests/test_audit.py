@@ -10,6 +10,7 @@ import httpx
 import orjson
 
 from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, post_message, send_task
+from tests.test_jsonrpc import rpc
 from tests.test_openapi import conform
 from tests.waiting import until
 
@@ -168,28 +169,19 @@ async def test_every_binding_records_its_operation_and_ids(make_app: AppFactory)
     async with make_app(api_keys=KEYS) as gw:
         alice = auth("alice")
         message = {"role": "user", "messageId": "a1", "parts": [{"kind": "text", "text": SENTINEL}]}
-        sent = await gw.post(
-            "/",
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "message/send",
-                "params": {"message": message},
-            },
-            headers=alice,
-        )
+        sent = await gw.post("/", json=rpc("message/send", {"message": message}), headers=alice)
         task = sent.json()["result"]
         batch = [
-            {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
-            {"jsonrpc": "2.0", "id": 3, "method": f"no/{SENTINEL}"},
+            rpc("tasks/get", {"id": task["id"]}, request_id=2),
+            rpc(f"no/{SENTINEL}", request_id=3),
         ]
         assert (await gw.post("/", json=batch, headers=alice)).status_code == 200
         v1 = {"message": {"role": "ROLE_USER", "messageId": "a2", "parts": [{"text": "x"}]}}
         rest = (await gw.post("/a2a/message:send", json=v1, headers=alice)).json()["task"]
         entries = await _entries(gw, 3)
         by_op = {e["operation"]: e for e in entries}
-        rpc = by_op["jsonrpc:message/send"]
-        assert rpc["taskId"] == task["id"] and rpc["contextId"] == task["contextId"]
+        sent_entry = by_op["jsonrpc:message/send"]
+        assert sent_entry["taskId"] == task["id"] and sent_entry["contextId"] == task["contextId"]
         both = by_op["jsonrpc:tasks/get,jsonrpc:unknown"]
         assert both["taskId"] == task["id"] and both["contextId"] == task["contextId"]
         proto = by_op["send_v1"]

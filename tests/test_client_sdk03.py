@@ -14,6 +14,7 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.client.base_client import BaseClient
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
 from a2a.types import (
+    Artifact,
     DataPart,
     InvalidParamsError,
     Message,
@@ -220,10 +221,15 @@ async def test_other_users_tasks_are_not_found(
 STREAMED = "Chunks of a longer answer, as the agent produces them."
 
 
-def _streamed_text(task: Task) -> str:
-    """The text of the streamed artifact of a task, its parts joined."""
-    (artifact,) = [a for a in task.artifacts or [] if a.name == "echo-stream"]
+def _text(artifact: Artifact) -> str:
+    """The text of an artifact, its text parts joined."""
     return "".join(p.root.text for p in artifact.parts if isinstance(p.root, TextPart))
+
+
+def _streamed_text(task: Task) -> str:
+    """The text of the streamed artifact of a task."""
+    (artifact,) = [a for a in task.artifacts or [] if a.name == "echo-stream"]
+    return _text(artifact)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -241,10 +247,7 @@ async def test_streaming_over_the_official_client(
         received.append(event)
         update = event[1]
         if isinstance(update, TaskArtifactUpdateEvent) and update.artifact.name == "echo-stream":
-            text = "".join(
-                p.root.text for p in update.artifact.parts if isinstance(p.root, TextPart)
-            )
-            chunks.append((bool(update.append), bool(update.last_chunk), text))
+            chunks.append((bool(update.append), bool(update.last_chunk), _text(update.artifact)))
     assert [c[:2] for c in chunks] == [(False, False), (True, False), (True, False), (True, True)]
     assert "".join(c[2] for c in chunks) == STREAMED
     task = received[-1][0]
@@ -304,6 +307,7 @@ async def test_push_configs_over_the_official_client(
     )
     from google.protobuf.json_format import ParseDict
 
+    from tests.test_jsonrpc import rpc
     from tests.webhook_receiver import WebhookReceiver
 
     hook = WebhookReceiver().start()
@@ -344,13 +348,7 @@ async def test_push_configs_over_the_official_client(
 
         if transport == TransportProtocol.jsonrpc:
             listing = await push_gateway.post(
-                "/agents/echo",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tasks/pushNotificationConfig/list",
-                    "params": {"id": task.id},
-                },
+                "/agents/echo", json=rpc("tasks/pushNotificationConfig/list", {"id": task.id})
             )
             configs = [
                 TaskPushNotificationConfig.model_validate(c) for c in listing.json()["result"]
@@ -358,12 +356,11 @@ async def test_push_configs_over_the_official_client(
             assert {c.push_notification_config.id for c in configs} == {"first", "second"}
             deleted = await push_gateway.post(
                 "/agents/echo",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "tasks/pushNotificationConfig/delete",
-                    "params": {"id": task.id, "pushNotificationConfigId": "first"},
-                },
+                json=rpc(
+                    "tasks/pushNotificationConfig/delete",
+                    {"id": task.id, "pushNotificationConfigId": "first"},
+                    request_id=2,
+                ),
             )
             assert deleted.json()["result"] is None
         else:

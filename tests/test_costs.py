@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import httpx
-import orjson
 
 from gateway.principal import Principal
-from gateway.store.keys import keys_of
-from gateway.store.redis_store import SendWrite, Store
+from gateway.store.redis_store import Store
 from tests.conftest import AppFactory, RawRedis, message
+from tests.stored import store_messages
 
 LOCAL = Principal("default", "local")
 
 
 async def _fill(redis: RawRedis, context_id: str, count: int) -> None:
     """Grow an existing context to ``count`` more messages through the store's own API."""
-    store = Store(redis, 3600)
-    for start in range(0, count, 500):
-        for i in range(start, min(start + 500, count)):
-            tid = str(uuid.uuid4())
-            msg = {
-                "kind": "message",
-                "role": "user",
-                "messageId": f"f{i}",
-                "parts": [{"kind": "text", "text": f"filler {i}"}],
-                "contextId": context_id,
-                "taskId": tid,
-            }
-            await store.send(
-                keys_of(LOCAL),
-                SendWrite(
-                    context_id=context_id,
-                    task_id=tid,
-                    continuing=False,
-                    new_context=False,
-                    message_id=f"f{i}",
-                    digest="d",
-                    message_json=orjson.dumps(msg),
-                    metadata_json=b"",
-                    status_json=b'{"state":"completed"}',
-                    reference_ids=(),
-                ),
-            )
+    fillers = [f"filler {i}" for i in range(count)]
+    await store_messages(Store(redis, 3600), LOCAL, context_id, fillers, new_context=False)
 
 
 async def _commands(redis: RawRedis) -> dict[str, int]:

@@ -410,6 +410,22 @@ async def _stored(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> 
     return task
 
 
+async def _scrub(c: httpx.AsyncClient, context_id: str) -> httpx.Response:
+    """Delete one of alice's contexts (which scrubs its memories unless scrub is off)."""
+    r = await c.delete(f"/v1/contexts/{context_id}", headers=auth("alice"))
+    assert r.status_code == 204
+    return r
+
+
+async def _storing(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> dict[str, Any]:
+    """A turn of ``text`` whose store Cortadel is still answering (0.6 s late) on return."""
+    await _probed(c)
+    cortadel.delay = 0.6
+    task = await send_reveal(c, text)
+    await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
+    return task
+
+
 async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: CortadelServer) -> None:
     unrelated = cortadel.seed(ALICE, "written by another application")
     async with gateway() as c:
@@ -419,8 +435,7 @@ async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: Cort
         ledger = await LongTermStore(c.app.state.runtime.store).ledger(
             UserKeys.of("t1", "alice"), gone["contextId"]
         )
-        r = await c.delete(f"/v1/contexts/{gone['contextId']}", headers=auth("alice"))
-        assert r.status_code == 204
+        await _scrub(c, gone["contextId"])
         await until(lambda: _deletes(cortadel), what="the scrub's delete")
     deleted = _deletes(cortadel)
     assert deleted == [sorted(ledger)] and len(ledger) == 2  # the user's turn and the reply
@@ -456,9 +471,7 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
         await until(embedded, what="both user messages embedded")
         await until(lambda: outbox_settled(redis), what="both turns stored in Cortadel")
         ledger = await LongTermStore(runtime.store).ledger(UserKeys.of("t1", "alice"), cid)
-        r = await c.delete(f"/v1/contexts/{cid}", headers=auth("alice"))
-        assert r.status_code == 204
-        scrub_id = r.headers["x-request-id"]
+        scrub_id = (await _scrub(c, cid)).headers["x-request-id"]
         await until(lambda: _deletes(cortadel), what="the scrub's delete")
 
         async def follow_up() -> list[dict[str, Any]]:
@@ -495,9 +508,7 @@ async def test_scrub_off_keeps_memories(
     async with gateway(scrub=False) as c:
         await _probed(c)
         task = await _stored(c, cortadel, "outlive the context")
-        assert (
-            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
-        ).status_code == 204
+        await _scrub(c, task["contextId"])
         await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert _deletes(cortadel) == []
     assert any(m.text == "outlive the context" for m in cortadel.of_user(ALICE))
@@ -512,9 +523,7 @@ async def test_a_pending_store_of_a_scrubbed_context_is_dropped(
         task = await send_reveal(c, "scrub me before delivery")
         # the store is attempted (and refused) before the scrub, so it is pending during it
         await until(lambda: cortadel.calls_to(STORE), what="a store attempt")
-        assert (
-            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
-        ).status_code == 204
+        await _scrub(c, task["contextId"])
         cortadel.down = False
 
         await until(lambda: outbox_settled(redis), what="the outbox to drain")
@@ -525,13 +534,8 @@ async def test_a_store_landing_after_the_scrub_is_deleted_too(
     gateway: Gateway, cortadel: CortadelServer
 ) -> None:
     async with gateway() as c:
-        await _probed(c)
-        cortadel.delay = 0.6
-        task = await send_reveal(c, "racing the scrub")
-        await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
-        assert (
-            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
-        ).status_code == 204
+        task = await _storing(c, cortadel, "racing the scrub")
+        await _scrub(c, task["contextId"])
         await until(lambda: _deletes(cortadel), what="the scrub's delete")
         cortadel.delay = 0.0
         await until(lambda: cortadel.of_user(ALICE) == [], what="the late store to be deleted")
@@ -541,13 +545,8 @@ async def test_scrub_off_keeps_a_store_landing_after_the_scrub(
     gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     async with gateway(scrub=False) as c:
-        await _probed(c)
-        cortadel.delay = 0.6
-        task = await send_reveal(c, "outlive the context too")
-        await until(lambda: cortadel.calls_to(STORE), what="the store to be in flight")
-        assert (
-            await c.delete(f"/v1/contexts/{task['contextId']}", headers=auth("alice"))
-        ).status_code == 204
+        task = await _storing(c, cortadel, "outlive the context too")
+        await _scrub(c, task["contextId"])
         cortadel.delay = 0.0
         await until(lambda: outbox_settled(redis), what="the outbox to settle")
     assert _deletes(cortadel) == []

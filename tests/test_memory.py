@@ -45,6 +45,15 @@ async def _indexed(c: httpx.AsyncClient, cid: str, headers: Any = None) -> dict[
     return await until(done, what=f"context {cid} to be indexed")
 
 
+async def _indexed_context(c: httpx.AsyncClient, texts: list[str]) -> str:
+    """A new context of one echo turn per text, once every message in it is embedded."""
+    cid: str = (await send_echo(c, texts[0]))["contextId"]
+    for text in texts[1:]:
+        await send_echo(c, text, contextId=cid)
+    await _indexed(c, cid)
+    return cid
+
+
 async def _search(c: httpx.AsyncClient, cid: str, query: str, **kw: Any) -> httpx.Response:
     headers = kw.pop("headers", None)
     return await c.post(f"/v1/contexts/{cid}:search", json={"query": query, **kw}, headers=headers)
@@ -79,10 +88,7 @@ async def test_wordllama_finds_meaning_without_shared_words(make_app: AppFactory
         "Chest pain radiating to the left arm",
     ]
     async with make_app(embedder="wordllama") as c:
-        cid = (await send_echo(c, texts[0]))["contextId"]
-        for text in texts[1:]:
-            await send_echo(c, text, contextId=cid)
-        await _indexed(c, cid)
+        cid = await _indexed_context(c, texts)
         for query, expected in [("sugar levels", 2), ("heart attack symptoms", 3)]:
             hits = (await _search(c, cid, query)).json()["hits"]
             assert hits[0]["text"] == texts[expected], (query, hits)
@@ -190,10 +196,7 @@ async def test_search_modes_rank_by_meaning_by_words_or_both(make_app: AppFactor
         "Allergic to penicillin since childhood",
     ]
     async with make_app(embedder="wordllama") as c:
-        cid = (await send_echo(c, texts[0]))["contextId"]
-        for text in texts[1:]:
-            await send_echo(c, text, contextId=cid)
-        await _indexed(c, cid)
+        cid = await _indexed_context(c, texts)
 
         async def ranked(query: str, mode: str | None) -> tuple[list[str], list[float]]:
             body = await _search(c, cid, query, **({"mode": mode} if mode else {}))
@@ -347,12 +350,8 @@ async def test_switching_the_embedder_never_scores_across_models(
         "Allergic to penicillin since childhood",
     ]
     async with make_app(embedder="hashing") as c:
-        cid = (await send_echo(c, texts[0]))["contextId"]
-        other = (await send_echo(c, "Knee swollen after the fall"))["contextId"]
-        for text in texts[1:]:
-            await send_echo(c, text, contextId=cid)
-        await _indexed(c, cid)
-        await _indexed(c, other)
+        cid = await _indexed_context(c, texts)
+        other = await _indexed_context(c, ["Knee swollen after the fall"])
         hashed = await redis.get(f"gw:{{{_tag()}}}:c:{cid}:vec")
     meta = f"gw:{{{_tag()}}}:c:{cid}"
     assert await redis.hget(meta, "vmodel") == b"hashing:256"

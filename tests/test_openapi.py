@@ -132,27 +132,13 @@ async def test_real_responses_conform(keyed: httpx.AsyncClient, send: Send) -> N
         send_path = f"{base}/v1/message:send"
         send_tpl = f"{tb}/v1/message:send"
         conform(await keyed.post(send_path, headers=h, content=b"{"), send_tpl)
-        conform(await send("x", via=keyed, headers=h, path=send_path, contextId=cid), send_tpl)
-        conform(
-            await send(
-                "x",
-                via=keyed,
-                headers=h,
-                path=send_path,
-                configuration={"acceptedOutputModes": ["image/png"]},
-            ),
-            send_tpl,
-        )
-        conform(
-            await send(
-                "x",
-                via=keyed,
-                headers=h,
-                path=send_path,
-                configuration={"pushNotificationConfig": {}},
-            ),
-            send_tpl,
-        )
+        sends: list[dict[str, Any]] = [
+            {"contextId": cid},
+            {"configuration": {"acceptedOutputModes": ["image/png"]}},
+            {"configuration": {"pushNotificationConfig": {}}},
+        ]
+        for fields in sends:
+            conform(await send("x", via=keyed, headers=h, path=send_path, **fields), send_tpl)
         for card in ("/.well-known/agent-card.json", "/agent-card.json"):
             conform(await keyed.get(f"{base}{card}"), f"{tb}{card}")
     conform(await keyed.get("/healthz"), "/healthz")
@@ -203,77 +189,43 @@ def _send_request(**message: Any) -> dict[str, Any]:
     return {"message": {**base, **message}}
 
 
+def _sends(*bodies: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [("SendMessageRequest", "/v1/message:send", body) for body in bodies]
+
+
+def _file_part(file: dict[str, Any]) -> dict[str, Any]:
+    return _send_request(parts=[{"kind": "file", "file": file}])
+
+
+def _configured(configuration: dict[str, Any] | None) -> dict[str, Any]:
+    return {**_send_request(), "configuration": configuration}
+
+
 # Bodies on both sides of a rule: the code and the contract must agree on each.
 AGREEMENT: list[tuple[str, str, dict[str, Any]]] = [
-    ("SendMessageRequest", "/v1/message:send", _send_request()),
-    ("SendMessageRequest", "/v1/message:send", _send_request(contextId="")),
-    ("SendMessageRequest", "/v1/message:send", _send_request(taskId="")),
-    ("SendMessageRequest", "/v1/message:send", _send_request(messageId="m" * 257)),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
+    *_sends(
+        _send_request(),
+        _send_request(contextId=""),
+        _send_request(taskId=""),
+        _send_request(messageId="m" * 257),
         _send_request(contextId=None, taskId=None, metadata=None),
+        _send_request(role="agent"),
+        _send_request(referenceTaskIds=["t"] * 101),
+        _send_request(parts=[]),
+        _send_request(parts=[{"text": "no kind"}]),
+        _file_part({"uri": "urn:x"}),
+        _file_part({"uri": " http://x"}),
+        _file_part({"bytes": "QQ=="}),
+        _file_part({"bytes": "QQ"}),
+        _file_part({"bytes": "QQ==", "uri": "a:b"}),
+        _file_part({"bytes": None, "uri": "a:b"}),
+        _configured({"historyLength": 2.0}),
+        _configured({"historyLength": True}),
+        _configured({"historyLength": "2"}),
+        _configured({"historyLength": 2**31}),
+        _configured({"blocking": "false"}),
+        _configured(None),
     ),
-    ("SendMessageRequest", "/v1/message:send", _send_request(role="agent")),
-    ("SendMessageRequest", "/v1/message:send", _send_request(referenceTaskIds=["t"] * 101)),
-    ("SendMessageRequest", "/v1/message:send", _send_request(parts=[])),
-    ("SendMessageRequest", "/v1/message:send", _send_request(parts=[{"text": "no kind"}])),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        _send_request(parts=[{"kind": "file", "file": {"uri": "urn:x"}}]),
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        _send_request(parts=[{"kind": "file", "file": {"uri": " http://x"}}]),
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        _send_request(parts=[{"kind": "file", "file": {"bytes": "QQ=="}}]),
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        _send_request(parts=[{"kind": "file", "file": {"bytes": "QQ"}}]),
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        _send_request(parts=[{"kind": "file", "file": {"bytes": "QQ==", "uri": "a:b"}}]),
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        _send_request(parts=[{"kind": "file", "file": {"bytes": None, "uri": "a:b"}}]),
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        {**_send_request(), "configuration": {"historyLength": 2.0}},
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        {**_send_request(), "configuration": {"historyLength": True}},
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        {**_send_request(), "configuration": {"historyLength": "2"}},
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        {**_send_request(), "configuration": {"historyLength": 2**31}},
-    ),
-    (
-        "SendMessageRequest",
-        "/v1/message:send",
-        {**_send_request(), "configuration": {"blocking": "false"}},
-    ),
-    ("SendMessageRequest", "/v1/message:send", {**_send_request(), "configuration": None}),
     ("AgentSpec", "/agents", {"name": "n", "type": "echo"}),
     ("AgentSpec", "/agents", {"name": "", "type": "echo"}),
     ("AgentSpec", "/agents", {"name": "n", "type": "echo", "id": "Bad Id"}),

@@ -65,58 +65,48 @@ class LongTermMemory:
         if not options.retrieve:
             return None
         with tracing.span("gateway.recall", {"gateway.context.id": context_id}):
-            return await self._recall(tenant, user, context_id, message, options)
-
-    async def _recall(
-        self,
-        tenant: str,
-        user: str,
-        context_id: str,
-        message: Mapping[str, Any],
-        options: MemoryOptions,
-    ) -> RecalledMemory | None:
-        query = embeddable_text(message)[:MAX_QUERY_CHARS]
-        tracing.annotate({"gateway.recall.query_chars": len(query)})
-        if not query.strip() or options.memory_header in query:
-            _counted("skipped")
-            return None
-        started = time.perf_counter()
-        try:
-            hits = await asyncio.wait_for(
-                self._search(tenant, user, context_id, query, options),
-                options.recall_timeout_ms / 1000,
+            query = embeddable_text(message)[:MAX_QUERY_CHARS]
+            tracing.annotate({"gateway.recall.query_chars": len(query)})
+            if not query.strip() or options.memory_header in query:
+                _counted("skipped")
+                return None
+            started = time.perf_counter()
+            try:
+                hits = await asyncio.wait_for(
+                    self._search(tenant, user, context_id, query, options),
+                    options.recall_timeout_ms / 1000,
+                )
+            except Exception as exc:
+                outcome = "timeout" if isinstance(exc, TimeoutError) else "failed"
+                reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
+                _counted(outcome)
+                tracing.failed(exc)
+                tracing.annotate({"gateway.recall.reason": reason})
+                log.warning(
+                    "recall failed; run proceeds without memories",
+                    extra={"outcome": outcome, "reason": reason, "strict": options.strict},
+                )
+                if options.strict:
+                    raise RecallFailed(outcome) from exc
+                return None
+            finally:
+                metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
+            if options.dedupe_across_turns and hits:
+                keys = UserKeys.of(tenant, user)
+                fresh = await self.store.remember(
+                    keys, context_id, [h.id for h in hits], options.max_remembered_ids
+                )
+                hits = [h for h in hits if h.id in fresh]
+            _counted("hits" if hits else "empty", len(hits))
+            if not hits:
+                return None
+            lines = tuple(h.text for h in hits)
+            return RecalledMemory(
+                lines,
+                render_block(lines, options.memory_header),
+                options.inject_as,
+                options.memory_header,
             )
-        except Exception as exc:
-            outcome = "timeout" if isinstance(exc, TimeoutError) else "failed"
-            reason = exc.reason if isinstance(exc, CortadelUnavailable) else type(exc).__name__
-            _counted(outcome)
-            tracing.failed(exc)
-            tracing.annotate({"gateway.recall.reason": reason})
-            log.warning(
-                "recall failed; run proceeds without memories",
-                extra={"outcome": outcome, "reason": reason, "strict": options.strict},
-            )
-            if options.strict:
-                raise RecallFailed(outcome) from exc
-            return None
-        finally:
-            metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
-        if options.dedupe_across_turns and hits:
-            keys = UserKeys.of(tenant, user)
-            fresh = await self.store.remember(
-                keys, context_id, [h.id for h in hits], options.max_remembered_ids
-            )
-            hits = [h for h in hits if h.id in fresh]
-        _counted("hits" if hits else "empty", len(hits))
-        if not hits:
-            return None
-        lines = tuple(h.text for h in hits)
-        return RecalledMemory(
-            lines,
-            render_block(lines, options.memory_header),
-            options.inject_as,
-            options.memory_header,
-        )
 
     async def _search(
         self, tenant: str, user: str, context_id: str, query: str, o: MemoryOptions

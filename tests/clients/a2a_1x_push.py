@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
@@ -25,6 +26,15 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
+
+
+async def _error_name(call: Awaitable[object]) -> str:
+    """The type of the exception the call raised, "no error" when it raised none."""
+    try:
+        await call
+    except Exception as exc:
+        return type(exc).__name__
+    return "no error"
 
 
 async def scenario(base: str, key: str, mode: str, webhook: str) -> dict[str, Any]:
@@ -65,31 +75,28 @@ async def scenario(base: str, key: str, mode: str, webhook: str) -> dict[str, An
             GetTaskPushNotificationConfigRequest(task_id=task.id, id="sent")
         )
         report["got"] = MessageToDict(got)
-        listed = await client.list_task_push_notification_configs(
-            ListTaskPushNotificationConfigsRequest(task_id=task.id)
-        )
-        report["listed"] = sorted(c.id for c in listed.configs)
+
+        async def config_ids() -> list[str]:
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            return sorted(c.id for c in listed.configs)
+
+        report["listed"] = await config_ids()
         await client.delete_task_push_notification_config(
             DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="sent")
         )
-        listed = await client.list_task_push_notification_configs(
-            ListTaskPushNotificationConfigsRequest(task_id=task.id)
-        )
-        report["after_delete"] = sorted(c.id for c in listed.configs)
-        try:
-            await client.get_task_push_notification_config(
+        report["after_delete"] = await config_ids()
+        report["get_deleted"] = await _error_name(
+            client.get_task_push_notification_config(
                 GetTaskPushNotificationConfigRequest(task_id=task.id, id="sent")
             )
-            report["get_deleted"] = "no error"
-        except Exception as exc:
-            report["get_deleted"] = type(exc).__name__
-        try:
-            await client.create_task_push_notification_config(
+        )
+        report["refused"] = await _error_name(
+            client.create_task_push_notification_config(
                 TaskPushNotificationConfig(task_id=task.id, url="http://10.11.12.13:9/hook")
             )
-            report["refused"] = "no error"
-        except Exception as exc:
-            report["refused"] = type(exc).__name__
+        )
         return report
 
 

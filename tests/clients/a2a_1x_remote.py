@@ -3,17 +3,18 @@
 ``supportedInterfaces`` and none of the 0.3 fields.
 
 Run in the a2a-sdk 1.x environment: ``python a2a_1x_remote.py PORT BINDING [streaming]``.
-It behaves as ``tests/a2a_remote_server.py`` (``ask``, ``slow``, ``hang``, ``late``,
-``fail``, ``chunks``, else an opinion; ``streaming`` makes its card offer streaming) and
-reports what it received at ``GET /_seen`` (``{"seen": [...], "canceled": [...]}``).
+It behaves as ``tests/a2a_remote_server.py``, by the same ``specialist.py`` (which imports
+no project module: this environment has none), and reports what it received at
+``GET /_seen`` (``{"seen": [...], "canceled": [...]}``); ``streaming`` makes its card offer
+streaming.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import Any
 
+import specialist  # beside this script, whose folder is first on the path
 import uvicorn
 from a2a.helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -30,59 +31,19 @@ from starlette.routing import Route
 SEEN: list[dict[str, Any]] = []
 CANCELED: list[str] = []
 
+SDK = specialist.Sdk(
+    new_task=new_task_from_user_message,
+    text_part=lambda text: Part(text=text),
+    updater=TaskUpdater,
+)
+
 
 class Specialist(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        text = context.get_user_input()
-        task = context.current_task
-        if text.startswith("late") and task is None:
-            assert context.message is not None
-            SEEN.append({"text": text, "contextId": context.context_id, "taskId": None})
-            await asyncio.sleep(1.0)
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-            SEEN[-1]["taskId"] = task.id
-            await TaskUpdater(event_queue, task.id, task.context_id).start_work()
-            await asyncio.sleep(30)
-            return
-        if task is None:
-            assert context.message is not None
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-        SEEN.append({"text": text, "contextId": task.context_id, "taskId": task.id})
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-
-        def say(words: str) -> Any:
-            return updater.new_agent_message([Part(text=words)])
-
-        if text.startswith("ask"):
-            await updater.requires_input(say("Which ward is the patient on?"))
-        elif text.startswith("fail"):
-            await updater.failed(say("Specialist database unavailable."))
-        elif text.startswith("hang"):
-            await updater.start_work()
-            await asyncio.sleep(30)
-        elif text.startswith("chunks"):
-            await updater.start_work()
-            pieces = ["specialist ", "opinion on: ", text]
-            for n, piece in enumerate(pieces):
-                await asyncio.sleep(0.1)
-                await updater.add_artifact([Part(text=piece)], artifact_id="op-1",
-                                           name="opinion", append=n > 0,
-                                           last_chunk=n == len(pieces) - 1)  # fmt: skip
-            await updater.complete(say("Opinion attached."))
-        else:
-            if text.startswith("slow"):
-                await updater.start_work()
-                await asyncio.sleep(0.6)
-            answer = f"specialist opinion on: {text}"
-            await updater.add_artifact([Part(text=answer)], name="opinion")
-            await updater.complete(say("Opinion attached."))
+        await specialist.execute(SDK, context, event_queue, SEEN)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assert context.task_id is not None and context.context_id is not None
-        CANCELED.append(context.task_id)
-        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+        await specialist.cancel(SDK, context, event_queue, CANCELED)
 
 
 async def seen(request: Request) -> JSONResponse:
