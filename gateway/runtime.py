@@ -228,7 +228,12 @@ class Runtime:
                 backoff_cap=settings.cortadel.backoff_max_seconds,
                 forget_scrubbed=settings.cortadel.scrub,
                 audit=(
-                    AuditStore(client, settings.audit_max_entries, settings.audit_max_age_seconds)
+                    AuditStore(
+                        client,
+                        settings.audit_max_entries,
+                        settings.audit_max_age_seconds,
+                        hot=store.hot,
+                    )
                     if settings.audit
                     else None
                 ),

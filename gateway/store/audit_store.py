@@ -4,11 +4,14 @@ of entries and an age as it is written."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import itertools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway.store.assembly import now_ms
+from gateway.store.multiplex import Multiplexed
 from gateway.store.translate import translated
 
 __all__ = ["AuditStore", "audit_stream"]
@@ -35,15 +38,32 @@ class StreamEntry(Protocol):
 
 
 class AuditStore:
-    def __init__(self, client: Any, max_entries: int, max_age_seconds: float) -> None:
-        self.client = client
+    def __init__(
+        self,
+        client: Any,
+        max_entries: int,
+        max_age_seconds: float,
+        hot: Multiplexed | None = None,
+    ) -> None:
+        self.client, self.hot = client, hot
         self.max_entries, self.max_age_ms = max_entries, int(max_age_seconds * 1000)
 
     @translated
     async def append(self, entries: Sequence[StreamEntry]) -> None:
-        """Write a batch in one round trip (one pipeline), trimming each stream touched."""
+        """Write a batch in one round trip (on the store's multiplexed connection, beside
+        the sends of the moment, or one pipeline), trimming each stream touched."""
         oldest = f"{max(0, now_ms() - self.max_age_ms)}-0"
-        streams: set[str] = set()
+        if self.hot is not None:
+            streams = {audit_stream(e.tenant) for e in entries}
+            commands: list[tuple[str | int, ...]] = [
+                ("XADD", audit_stream(e.tenant), "MAXLEN", "~", self.max_entries, "*",
+                 *itertools.chain.from_iterable(e.fields().items()))
+                for e in entries
+            ]  # fmt: skip
+            commands += [("XTRIM", stream, "MINID", "~", oldest) for stream in streams]
+            await asyncio.gather(*(self.hot.execute(*command) for command in commands))
+            return
+        streams = set()
         async with self.client.pipeline(transaction=False) as pipe:
             for entry in entries:
                 stream = audit_stream(entry.tenant)
