@@ -202,17 +202,23 @@ PATHS = {
 }
 
 
-async def send_vs_floor(ports: dict[str, int], pids: dict[str, int]) -> float:
+async def send_vs_floor(
+    ports: dict[str, int], pids: dict[str, int], redis_pids: dict[str, int]
+) -> float:
+    """The core comparison; ``redis_pids``: the Redis each server writes to, whose CPU
+    during that server's runs is its Redis cost per request."""
     counter = itertools.count()
     peak = 0.0
     for concurrency in (1, 32):
         res: dict[str, list[loadgen.Result]] = {name: [] for name in CORE_SERVERS}
         cpu = dict.fromkeys(CORE_SERVERS, 0.0)
+        redis_cpu = dict.fromkeys(CORE_SERVERS, 0.0)
         pauses_before = gc_pauses(ports["defaults"])
         for _ in range(ROUNDS):
             for name, (_, _, body) in CORE_SERVERS.items():
                 sampler = asyncio.create_task(sample_rss(pids[name])) if name == "gateway" else None
                 started = cpu_seconds(pids[name])
+                redis_started = cpu_seconds(redis_pids[name])
                 res[name].append(
                     await loadgen.run(
                         ports[name],
@@ -223,6 +229,7 @@ async def send_vs_floor(ports: dict[str, int], pids: dict[str, int]) -> float:
                     )
                 )
                 cpu[name] += cpu_seconds(pids[name]) - started
+                redis_cpu[name] += cpu_seconds(redis_pids[name]) - redis_started
                 if sampler is not None:
                     sampler.cancel()
                     peak = max(peak, await sampler_result(sampler))
@@ -236,9 +243,12 @@ async def send_vs_floor(ports: dict[str, int], pids: dict[str, int]) -> float:
         for name, (label, role, _) in CORE_SERVERS.items():
             r = merged[name]
             us[name] = ratio(cpu[name] * 1e6, len(r.latencies))
-            print(line(label, r) + f"   CPU {us[name]:6.0f} µs/req")
+            redis_us = ratio(redis_cpu[name] * 1e6, len(r.latencies))
+            print(line(label, r) + f"   CPU {us[name]:6.0f} µs/req, Redis {redis_us:4.0f}")
             REPORT.run(group, label, role, r)
             REPORT.figure(f"c={concurrency} server CPU per request, {label} (µs)", us[name])
+            if name != "ceiling":
+                REPORT.figure(f"c={concurrency} Redis CPU per request, {label} (µs)", redis_us)
         ceiling, floor, reference = merged["ceiling"], merged["floor"], merged["reference"]
         gw, defaults = merged["gateway"], merged["defaults"]
         throughput_ratio = ratio(defaults.throughput, floor.throughput)
@@ -605,7 +615,10 @@ def core_bench(tmp: Path) -> None:
                     )
                 )
             pids = {name: proc.pid for name, proc in procs.items()}
-            peak = asyncio.run(send_vs_floor(ports, pids))
+            assert server.process is not None and defaults_redis.process is not None
+            redis_pids = dict.fromkeys(CORE_SERVERS, server.process.pid)
+            redis_pids["defaults"] = defaults_redis.process.pid
+            peak = asyncio.run(send_vs_floor(ports, pids, redis_pids))
             print(f"gateway peak RSS under load: {peak:.0f} MB")
             REPORT.target("gateway peak RSS, c=1 and c=32", peak, 250, "<", "MB")
             asyncio.run(scaling(ports["gateway"]))
