@@ -103,6 +103,8 @@ class _Link(asyncio.Protocol):
             self._transport.write(b"".join(out))
 
     def close(self) -> None:
+        """Close it; commands in flight fail (``connection_lost``), new ones take another."""
+        self.lost = True
         if self._transport is not None:
             self._transport.close()
 
