@@ -23,6 +23,7 @@ import itertools
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from redis import Redis
 from bench import loadgen
 from bench.report import REPORT, write
 from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.store.keys import EVENT_STREAM
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
@@ -422,6 +424,10 @@ def wait_for_aof_rewrite(redis: Redis) -> None:
         time.sleep(0.1)
 
 
+# A user's keys: ``gw:{<user tag>}...`` (store/keys.py).
+_USER_KEY = re.compile(r"gw:\{[0-9a-f]{24}\}")
+
+
 async def memory(port: int, redis: Redis) -> None:
     """Bytes Redis holds for a context of 1,000 echo turns, against their JSON."""
     redis.flushall()
@@ -430,7 +436,22 @@ async def memory(port: int, redis: Redis) -> None:
     before = int(redis.info("memory")["used_memory"])
     cid = await new_context(port, itertools.count(20_000_000), 2_000)
     after = int(redis.info("memory")["used_memory"])
-    keys = sum(int(redis.memory_usage(k, samples=0) or 0) for k in redis.scan_iter(count=1000))
+    # Every key the sends left, by what it is: the context's own (the target), the tasks'
+    # event logs (each expires EVENTS_GRACE_MS after its task settles), the audit trail
+    # (kept GATEWAY_AUDIT_MAX_AGE_SECONDS, whatever happens to the context), and the rest.
+    classes = dict.fromkeys(("context", "event logs", "audit trail", "other"), 0)
+    for key in redis.scan_iter(count=1000):
+        name = key.decode()
+        size = int(redis.memory_usage(key, samples=0) or 0)
+        if name.startswith("gw:{au:"):
+            classes["audit trail"] += size
+        elif EVENT_STREAM in name:
+            classes["event logs"] += size
+        elif _USER_KEY.match(name):  # the user's: the context's keys and their indexes
+            classes["context"] += size
+        else:
+            classes["other"] += size
+    keys = classes["context"]
     _, body = await loadgen.one(port, loadgen.get(f"/v1/contexts/{cid}?limit=1000"))
     items = orjson.loads(body)["items"]
     messages = [m for t in items for m in t["history"]]
@@ -445,6 +466,10 @@ async def memory(port: int, redis: Redis) -> None:
         f"{keys / everything:.2f}x the JSON of everything stored "
         f"(message JSON alone: {per_message_json:.0f} B)"
     )
+    for name, size in classes.items():
+        if name != "context":
+            print(f"    and {name}: {size / len(messages):.0f} B/message")
+            REPORT.figure(f"Redis bytes per message, {name} (MEMORY USAGE)", size / len(messages))
     print(
         f"  used_memory delta:        {(after - before) / len(messages):.0f} B/message, "
         f"{(after - before) / everything:.2f}x (includes AOF and client buffers)"
