@@ -91,10 +91,15 @@ class MemoryStore:
         self, wanted: Sequence[tuple[UserKeys, str, int]]
     ) -> list[dict[str, Any] | None]:
         """The stored messages at (user, context, seq), in order (None where gone)."""
-        async with self._store.client.pipeline(transaction=False) as pipe:
-            for keys, context_id, seq in wanted:
-                pipe.hget(keys.context(context_id).msgs, str(seq))
-            raw = await pipe.execute()
+        fields = [(keys.context(context_id).msgs, str(seq)) for keys, context_id, seq in wanted]
+        hot = self._store.hot
+        if hot is not None:  # written beside the sends of the moment
+            raw = await asyncio.gather(*(hot.execute("HGET", key, seq) for key, seq in fields))
+        else:
+            async with self._store.client.pipeline(transaction=False) as pipe:
+                for key, seq in fields:
+                    pipe.hget(key, seq)
+                raw = await pipe.execute()
         return [
             orjson.loads(self._store.open_message(keys, context_id, m)) if m is not None else None
             for (keys, context_id, _), m in zip(wanted, raw, strict=True)
@@ -118,7 +123,10 @@ class MemoryStore:
         return argv(args)
 
     async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
-        if self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
+        hot, script = self._store.hot, self._store.scripts.add_vectors
+        if hot is not None:  # written beside the sends of the moment
+            replies = await asyncio.gather(*(hot.script(script, k, a) for k, a in calls))
+        elif self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
             replies = await asyncio.gather(
                 *(self._store.scripts.add_vectors(keys=k, args=a) for k, a in calls)
             )
