@@ -74,6 +74,10 @@ def test_wordllama_loads_from_its_wheel_and_is_normalised() -> None:
     assert np.array_equal(va, asyncio.run(b.embed(["Blood pressure 120/80, patient calm", ""])))
     assert va.dtype == np.float32 and va.shape == (2, 256) and a.dimensions == 256
     assert abs(float(np.linalg.norm(va[0])) - 1.0) < 1e-5 and not va[1].any()
+    # The mean of the token rows of the tokenizer's full encoding (with offsets and all).
+    ids = a._tokenizer.encode("Blood pressure 120/80, patient calm", add_special_tokens=False).ids
+    mean = a._table[ids].astype(np.float32).mean(axis=0)
+    assert np.allclose(va[0], mean / np.linalg.norm(mean), atol=1e-5)
     many = asyncio.run(a.embed([f"note {i}" for i in range(20)]))  # off the event loop
     assert many.shape == (20, 256)
     # The package's own loader (which downloads what it lacks) is never imported.

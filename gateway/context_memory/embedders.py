@@ -143,8 +143,10 @@ class WordLlamaEmbedder:
         self.max_batch = max_batch
 
     def embed_now(self, texts: Sequence[str]) -> Matrix:
-        """The embeddings, computed in the calling thread."""
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        """The embeddings, computed in the calling thread. The tokenizer's fast batch
+        gives the same ids without computing offsets, which this never reads (a third of
+        its cost)."""
+        encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
         matrix = np.zeros((len(encodings), self.dimensions), np.float32)
         present = np.flatnonzero(lengths)
