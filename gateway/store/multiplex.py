@@ -8,11 +8,13 @@ the replies back in order (Redis answers a connection's commands in the order it
 them). Under load many sends share a write and a read; alone, a command costs one of
 each, as before.
 
-Only short commands belong here (the send and update scripts): a blocking command would
-hold up every command behind it. Standalone Redis over TCP or TLS only (``for_url``); a
-cluster keeps redis-py's client, which routes each command by slot. Failures are
-redis-py's exceptions (``ConnectionError``, ``TimeoutError``, ``ResponseError`` and its
-kinds), so the store translates them as it does the client's. A command that times out
+Only short, single commands belong here (the send and update scripts, the audit batches,
+the indexer's reads and vectors scripts): a blocking command would hold up every command
+behind it, and a transaction (``MULTI``) would take in other requests' commands.
+Standalone Redis over TCP or TLS only (``for_url``); a cluster keeps redis-py's client,
+which routes each command by slot. Failures are redis-py's exceptions (``ConnectionError``,
+``TimeoutError``, ``ResponseError`` and its kinds), so the store translates them as it does
+the client's. A command that times out
 closes the connection (a hung or half-open peer), failing the commands in flight with it;
 the next command connects again.
 """
