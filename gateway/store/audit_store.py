@@ -54,12 +54,13 @@ class AuditStore:
         the sends of the moment, or one pipeline), trimming each stream touched."""
         oldest = f"{max(0, now_ms() - self.max_age_ms)}-0"
         if self.hot is not None:
-            streams = {audit_stream(e.tenant) for e in entries}
+            targets = [(audit_stream(e.tenant), e) for e in entries]
             commands: list[tuple[str | int, ...]] = [
-                ("XADD", audit_stream(e.tenant), "MAXLEN", "~", self.max_entries, "*",
+                ("XADD", stream, "MAXLEN", "~", self.max_entries, "*",
                  *itertools.chain.from_iterable(e.fields().items()))
-                for e in entries
+                for stream, e in targets
             ]  # fmt: skip
+            streams = {stream for stream, _ in targets}
             commands += [("XTRIM", stream, "MINID", "~", oldest) for stream in streams]
             await asyncio.gather(*(self.hot.execute(*command) for command in commands))
             return

@@ -127,13 +127,11 @@ class MemoryStore:
         if hot is not None:  # written beside the sends of the moment
             replies = await asyncio.gather(*(hot.script(script, k, a) for k, a in calls))
         elif self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
-            replies = await asyncio.gather(
-                *(self._store.scripts.add_vectors(keys=k, args=a) for k, a in calls)
-            )
+            replies = await asyncio.gather(*(script(keys=k, args=a) for k, a in calls))
         else:
             async with self._store.client.pipeline(transaction=False) as pipe:
                 for k, a in calls:
-                    await self._store.scripts.add_vectors(keys=k, args=a, client=pipe)
+                    await script(keys=k, args=a, client=pipe)
                 replies = await pipe.execute()
         return [int(r) for r in replies]
 
