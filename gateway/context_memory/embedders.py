@@ -22,6 +22,7 @@ import asyncio
 import functools
 import importlib.util
 import itertools
+import os
 import re
 import zlib
 from collections.abc import Sequence
@@ -115,9 +116,16 @@ _THREAD_BATCH = 8
 
 @functools.cache
 def _wordllama_model() -> tuple[Any, Matrix]:
-    """The tokenizer and the float16 token table shipped in the wordllama wheel, loaded once
-    per process. The package is located, not imported: its inference module configures the
-    root logger and would fetch missing files from a hub."""
+    """The tokenizer and the token table shipped in the wordllama wheel, loaded once per
+    process. The package is located, not imported: its inference module configures the root
+    logger and would fetch missing files from a hub.
+
+    The table ships as float16 and is kept as float32 (32 MB instead of 16): this CPU has no
+    float16 arithmetic, and summing a text's rows in float16 took six times as long. The
+    tokenizer encodes a batch in the calling thread (``TOKENIZERS_PARALLELISM`` false unless
+    set): its thread pool cost a third more CPU per text on the batches the indexer makes,
+    and the indexer already embeds off the event loop."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from safetensors import safe_open
     from tokenizers import Tokenizer
 
@@ -127,7 +135,7 @@ def _wordllama_model() -> tuple[Any, Matrix]:
     root = Path(next(iter(spec.submodule_search_locations)))
     tokenizer = Tokenizer.from_file(str(root / "tokenizers" / "l2_supercat_tokenizer_config.json"))
     with safe_open(str(root / "weights" / "l2_supercat_256.safetensors"), framework="np") as f:
-        table: Matrix = f.get_tensor("embedding.weight")
+        table: Matrix = f.get_tensor("embedding.weight").astype(np.float32)
     return tokenizer, table
 
 
@@ -147,16 +155,15 @@ class WordLlamaEmbedder:
         gives the same ids without computing offsets, which this never reads (a third of
         its cost)."""
         encodings = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
-        matrix = np.zeros((len(encodings), self.dimensions), np.float32)
-        present = np.flatnonzero(lengths)
-        if present.size:
-            ids = np.fromiter(
-                itertools.chain.from_iterable(encodings[i].ids for i in present), np.int64
-            )
-            starts = np.concatenate(([0], np.cumsum(lengths[present])[:-1]))
-            sums = np.add.reduceat(self._table[ids], starts, axis=0, dtype=np.float32)
-            matrix[present] = sums / lengths[present, None]
+        ids = [e.ids for e in encodings]
+        rows = self._table[np.fromiter(itertools.chain.from_iterable(ids), np.int64)]
+        matrix = np.zeros((len(ids), self.dimensions), np.float32)
+        start = 0
+        for i, text_ids in enumerate(ids):
+            end = start + len(text_ids)
+            if end > start:
+                matrix[i] = rows[start:end].mean(axis=0)
+            start = end
         return _normalise(matrix)
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
