@@ -159,7 +159,10 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
     audit = None
     if settings.audit:
         audit_store = AuditStore(
-            runtime.client, settings.audit_max_entries, settings.audit_max_age_seconds
+            runtime.client,
+            settings.audit_max_entries,
+            settings.audit_max_age_seconds,
+            hot=runtime.store.hot,
         )
         audit = AuditLog(audit_store, settings.audit_mirror)
         state.audit = AuditService(audit_store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -81,3 +82,39 @@ async def _compare(client: httpx.AsyncClient, send: Any, redis: RawRedis) -> Non
         -1
     ]
     assert report["data"]["echo"]["historyMessages"] == 100  # GATEWAY_AGENT_CONTEXT_MESSAGES
+
+
+async def test_a_sends_audit_entry_rides_the_connection_of_its_scripts(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """On a standalone Redis the audit trail's batches go on the multiplexed connection the
+    send scripts use, beside them, not through a pooled connection of their own (seen with
+    MONITOR: the client that sent the EVALSHAs sends the audit stream's XADD)."""
+    async with make_app(queue="memory", embedder="none") as client:
+        assert (await client.post("/v1/message:send", json={"message": message("a")})).is_success
+        seen: list[dict[str, Any]] = []
+
+        async def watch() -> None:
+            async with redis.monitor() as monitor:
+                started.set()
+                while True:
+                    command = await monitor.next_command()
+                    seen.append(command)
+                    scripts = any(c["command"].startswith("EVALSHA") for c in seen)
+                    if scripts and command["command"].startswith("XADD gw:{au:"):
+                        return
+
+        started = asyncio.Event()
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait_for(started.wait(), 30)
+        r = await client.post("/v1/message:send", json={"message": message("b")})
+        assert r.status_code == 200
+        await asyncio.wait_for(watcher, 60)
+        senders = {
+            (c["client_address"], c["client_port"])
+            for c in seen
+            if c["command"].startswith("EVALSHA")
+        }
+        audit = seen[-1]  # the second send's entry (the first's may come before its scripts)
+        assert len(senders) == 1, seen
+        assert (audit["client_address"], audit["client_port"]) in senders
