@@ -222,10 +222,18 @@ local function settled(tid) redis.call('ZREM', RUNNING, tid) end
 -- context expires between TTL minus that slack and TTL after its last write, never later.
 -- `...` names the keys the calling script may have created: when the refresh is skipped,
 -- each of them that has no TTL yet takes the meta key's remaining one.
+-- META_LEFT: the meta key's remaining TTL, read once per script (no script changes it but
+-- through `touch`, which keeps it up to date; a script that creates the meta key sets -1).
+local META_LEFT = nil
+local function meta_left()
+  if META_LEFT == nil then META_LEFT = redis.call('PTTL', META) end
+  return META_LEFT
+end
 local function touch(ttl, ...)
-  local left = redis.call('PTTL', META)
+  local left = meta_left()
   if left < 0 or ttl - left > math.min(ttl / 100, 3600000) then
     for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+    META_LEFT = ttl
     return
   end
   for _, key in ipairs({...}) do
@@ -245,11 +253,15 @@ end
 -- entry or message seq `job`: the twin of gateway.engine.runs.attempt_id, keep them alike.
 local function attempt_id(owner, job) return owner .. '/' .. job end
 -- Make `att` the attempt that owns the task's run, marking how much artifact and history
--- the task held when it began (what a later attempt rolls back to).
-local function fence(tid, att)
-  local arts = redis.call('HSTRLEN', TASKS, tid .. F_ARTIFACTS)
-  local seqs = redis.call('HSTRLEN', TASKS, tid .. F_MESSAGES)
-  redis.call('HSET', TASKS, tid .. F_ATTEMPT, att, tid .. F_MARK, arts .. '|' .. seqs)
+-- the task held when it began (what a later attempt rolls back to). `mark` is that
+-- '<artifacts length>|<messages length>' when the caller wrote them itself.
+local function fence(tid, att, mark)
+  if not mark then
+    local arts = redis.call('HSTRLEN', TASKS, tid .. F_ARTIFACTS)
+    local seqs = redis.call('HSTRLEN', TASKS, tid .. F_MESSAGES)
+    mark = arts .. '|' .. seqs
+  end
+  redis.call('HSET', TASKS, tid .. F_ATTEMPT, att, tid .. F_MARK, mark)
 end
 -- Forget the messages waiting for the task's run (they stay in its history).
 local function drop_waiting(tid)
@@ -280,7 +292,7 @@ end
 -- The TTL of a key derived from the context: never past its meta key's (which a write may
 -- leave up to the refresh slack short of the full TTL, see touch).
 local function derived_ttl(ttl)
-  local left = redis.call('PTTL', META)
+  local left = meta_left()
   if left > 0 and left < ttl then return left end
   return ttl
 end
@@ -337,8 +349,9 @@ local function push_set(tid, id, config)
 end
 -- Queue one delivery of a change of the task (`kind` 's': its state is now `state`; 'a': the
 -- artifact `aid` was added) to each of its webhooks, in the write that made the change.
-local function notify(cid, tid, kind, state, now, ttl, aid)
-  local ids = redis.call('HGET', TASKS, tid .. F_PUSH_IDS)
+-- `ids`: the task's webhook ids as the caller read them (false: none), or nil to read them.
+local function notify(cid, tid, kind, state, now, ttl, aid, ids)
+  if ids == nil then ids = redis.call('HGET', TASKS, tid .. F_PUSH_IDS) end
   if not ids then return end
   local wanted = {}
   for id in string.gmatch(ids, '[^,]+') do
@@ -463,15 +476,24 @@ if push_config ~= '' then
   push = cjson.decode(push_config)
   if continuing and not push_room(tid, push.id, 10) then return {'pushfull'} end
 end
-if mode == 'new' then
-  redis.call('HSET', META, M_CREATED, now, M_UPDATED, now, M_SEQ, 0, M_TASKS, 0,
-             M_ORIGIN, mid)
+-- A message that opens the context (a new id, so none of the context's keys exists) starts
+-- its first task: its meta key is written whole at once.
+local fresh = mode == 'new'
+local seq
+if fresh then
+  seq = 1
+  local meta = {M_CREATED, now, M_UPDATED, now, M_SEQ, seq, M_TASKS, 1, M_BYTES, #message,
+                M_ORIGIN, mid}
+  if flag('e') then meta[#meta + 1], meta[#meta + 2] = M_EMBED_QUEUED, 1 end
+  redis.call('HSET', META, unpack(meta))
+  META_LEFT = -1
   redis.call('HSET', ORIGINS, mid, cid)
+else
+  seq = redis.call('HINCRBY', META, M_SEQ, 1)
+  redis.call('HINCRBY', META, M_BYTES, #message)  -- for the bytes quota
 end
-local seq = redis.call('HINCRBY', META, M_SEQ, 1)
 local waits = busy and not flag('i')
 redis.call('HSET', MSGS, seq, message)
-redis.call('HINCRBY', META, M_BYTES, #message)  -- for the bytes quota
 if continuing then
   local seqs = redis.call('HGET', TASKS, tid .. F_MESSAGES)
   redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
@@ -486,16 +508,21 @@ else
   if metadata ~= '' then redis.call('HSET', TASKS, tid .. F_METADATA, metadata) end
   emit(tid, EV_STATUS, status, ttl, false)
   redis.call('HSET', TASK_INDEX, tid, cid)
-  redis.call('HINCRBY', META, M_TASKS, 1)
+  if not fresh then redis.call('HINCRBY', META, M_TASKS, 1) end
 end
 if push then push_set(tid, push.id, push_config) end
-if not waits then notify(cid, tid, D_STATUS, SUBMITTED, now, ttl) end
+if not waits then
+  -- A new task's only webhook is the one this message brings.
+  local ids = nil
+  if not continuing then ids = push and push.id or false end
+  notify(cid, tid, D_STATUS, SUBMITTED, now, ttl, nil, ids)
+end
 redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
-redis.call('HSET', META, M_UPDATED, now)
+if not fresh then redis.call('HSET', META, M_UPDATED, now) end
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(ttl, CONTEXTS, TASK_INDEX)
 if flag('e') then
-  redis.call('HINCRBY', META, M_EMBED_QUEUED, 1)
+  if not fresh then redis.call('HINCRBY', META, M_EMBED_QUEUED, 1) end
   if EMBEDS then redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
 end
 if waits then
@@ -516,9 +543,12 @@ if busy then
   redis.call('PUBLISH', STOPS .. tid, SIGNAL_INTERRUPTED .. '|' .. (seq - 1))
 end
 local msg, referenced = run_inputs(seq, refs_from)
+-- What a new task held when its run began: '[]' and this message's seq.
+local mark = nil
+if not continuing then mark = '2|' .. #tostring(seq) end
 if flag('l') then
   redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. seq)
-  fence(tid, attempt_id('local', seq))
+  fence(tid, attempt_id('local', seq), mark)
   return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
 end
 if not flag('r') then
@@ -539,7 +569,7 @@ local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, claimant, 'COUNT', 1,
                         'STREAMS', JOBS, '>')
 if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
 local claimed = got[1][2][1]
-if claimed[1] == entry then fence(tid, attempt_id(claimant, entry)) end
+if claimed[1] == entry then fence(tid, attempt_id(claimant, entry), mark) end
 return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 """
 )
@@ -587,20 +617,18 @@ _UPDATE = (
     + """
 finish, ttl = finish == '1', tonumber(ttl)
 if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone'} end
-local state = redis.call('HGET', TASKS, tid .. F_STATE)
+local state, ran, owner, push_ids = unpack(redis.call('HMGET', TASKS, tid .. F_STATE,
+  tid .. F_RAN, tid .. F_ATTEMPT, tid .. F_PUSH_IDS))
 if not state then ack(entry); return {'gone'} end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
   return {'terminal'}
 end
-if finish and tonumber(redis.call('HGET', TASKS, tid .. F_RAN) or '0') >= tonumber(run_seq)
-then
+if finish and tonumber(ran or '0') >= tonumber(run_seq) then
   ack(entry)
   return {'moot'}
 end
-if attempt ~= '' and redis.call('HGET', TASKS, tid .. F_ATTEMPT) ~= attempt then
-  return {'fenced'}
-end
+if attempt ~= '' and owner ~= attempt then return {'fenced'} end
 if required_state ~= '' and state ~= required_state then return {'skipped'} end
 if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
   redis.call('HINCRBY', META, M_BYTES, #artifacts + #reply)
@@ -616,9 +644,9 @@ end
 local returns_arts = finish or TERMINAL[new_state] or INTERRUPTED[new_state]
 local arts = false
 if artifacts ~= '' or returns_arts then arts = redis.call('HGET', TASKS, tid .. F_ARTIFACTS) end
-if artifact_ids ~= '' and redis.call('HEXISTS', TASKS, tid .. F_PUSH_IDS) == 1 then
+if artifact_ids ~= '' and push_ids then
   for aid in string.gmatch(artifact_ids, '[^\\n]+') do
-    notify(cid, tid, D_ARTIFACT, '', now, tonumber(ttl), aid)
+    notify(cid, tid, D_ARTIFACT, '', now, tonumber(ttl), aid, push_ids)
   end
 end
 if artifacts ~= '' then
@@ -676,8 +704,10 @@ end
 redis.call('HSET', META, M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
-if chained ~= '' then notify(cid, tid, D_STATUS, SUBMITTED, now, tonumber(ttl))
-elseif new_state ~= '' then notify(cid, tid, D_STATUS, new_state, now, tonumber(ttl)) end
+if chained ~= '' then notify(cid, tid, D_STATUS, SUBMITTED, now, tonumber(ttl), nil, push_ids)
+elseif new_state ~= '' then
+  notify(cid, tid, D_STATUS, new_state, now, tonumber(ttl), nil, push_ids)
+end
 if chained ~= '' then
   emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_NEXT .. '|' .. run_seq)
