@@ -125,6 +125,20 @@ async def test_the_message_sharing_words_ranks_first(client: httpx.AsyncClient) 
     assert [h["text"] for h in filtered["hits"]] == [texts[0]] and filtered["mode"] == "vector"
 
 
+async def test_vectors_are_written_after_redis_forgets_its_scripts(
+    client: httpx.AsyncClient, redis: RawRedis
+) -> None:
+    """The indexer's reads and vectors scripts go several to a write; a Redis that lost its
+    scripts (a restart, SCRIPT FLUSH) gets the vectors script again from that write."""
+    first = await _indexed_context(client, ["Allergic to penicillin since childhood"])
+    await redis.script_flush()
+    cids = [(await send_echo(client, f"Blood glucose {n} mmol/L"))["contextId"] for n in range(3)]
+    for cid in [first, *cids]:
+        assert (await _indexed(client, cid))["indexed"] == 1
+    hits = (await _search(client, cids[1], "glucose 1", mode="vector")).json()["hits"]
+    assert hits[0]["text"] == "Blood glucose 1 mmol/L"
+
+
 async def test_skip_rules_and_agent_messages_are_never_indexed(make_app: AppFactory) -> None:
     async with make_app(agents=[Replier()]) as c:
         cid = (await send_task(c, "cardiology referral", agent="replier"))["contextId"]

@@ -4,7 +4,6 @@ of entries and an age as it is written."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 from collections.abc import Sequence
@@ -62,7 +61,7 @@ class AuditStore:
             ]  # fmt: skip
             streams = {stream for stream, _ in targets}
             commands += [("XTRIM", stream, "MINID", "~", oldest) for stream in streams]
-            await asyncio.gather(*(self.hot.execute(*command) for command in commands))
+            await self.hot.execute_many(commands)
             return
         streams = set()
         async with self.client.pipeline(transaction=False) as pipe:

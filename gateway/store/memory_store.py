@@ -94,7 +94,7 @@ class MemoryStore:
         fields = [(keys.context(context_id).msgs, str(seq)) for keys, context_id, seq in wanted]
         hot = self._store.hot
         if hot is not None:  # written beside the sends of the moment
-            raw = await asyncio.gather(*(hot.execute("HGET", key, seq) for key, seq in fields))
+            raw = await hot.execute_many([("HGET", key, seq) for key, seq in fields])
         else:
             async with self._store.client.pipeline(transaction=False) as pipe:
                 for key, seq in fields:
@@ -125,7 +125,7 @@ class MemoryStore:
     async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
         hot, script = self._store.hot, self._store.scripts.add_vectors
         if hot is not None:  # written beside the sends of the moment
-            replies = await asyncio.gather(*(hot.script(script, k, a) for k, a in calls))
+            replies = await hot.scripts(script, calls)
         elif self._store.cluster:  # a cluster pipeline refuses scripts: send them side by side
             replies = await asyncio.gather(*(script(keys=k, args=a) for k, a in calls))
         else:

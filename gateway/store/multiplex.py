@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -163,12 +163,47 @@ class Multiplexed:
         except NoScriptError:
             return await script(keys=list(keys), args=list(args))
 
+    async def scripts(
+        self, script: AsyncScript, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+    ) -> list[Any]:
+        """Run a registered script once per (keys, args), all in one write, as ``script``
+        does; the replies in order."""
+        commands = [("EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in calls]
+        replies = await self._replies(commands)
+        for n, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                keys, args = calls[n]
+                replies[n] = await script(keys=list(keys), args=list(args))
+            elif isinstance(reply, Exception):
+                raise reply
+        return replies
+
     async def execute(self, *args: Any) -> Any:
         link = await self._connected()
-        future = link.send(args)
+        return await self._wait(link, link.send(args))
+
+    async def execute_many(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Several commands in one write (one future each, no task); the replies in order,
+        or the first command's error once every reply is in."""
+        replies = await self._replies(commands)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    async def _replies(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """The commands' replies in order, an error reply as its exception."""
+        link = await self._connected()
+        futures = [link.send(command) for command in commands]
+        replies: list[Any] = await self._wait(
+            link, asyncio.gather(*futures, return_exceptions=True)
+        )
+        return replies
+
+    async def _wait(self, link: _Link, replies: Awaitable[Any]) -> Any:
         try:
             async with asyncio.timeout(self._timeout):
-                return await future
+                return await replies
         except TimeoutError:
             link.close()  # hung or half open: the commands behind it would time out too
             raise RedisTimeoutError("Timeout reading from Redis") from None
