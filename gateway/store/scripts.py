@@ -861,23 +861,25 @@ _ADD_VECTORS = (
     _PRELUDE
     + _lua_args(AddVectorsArgs)
     + """
-if redis.call('EXISTS', META) == 0 then return 0 end
-local model, dims, form = unpack(redis.call('HMGET', META, M_VECTOR_MODEL, M_VECTOR_DIMS,
-                                            M_VECTOR_FORM))
+local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
+  M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
+if not seq then return 0 end  -- gone: every context that has a message has a seq
 if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
   return -1
 end
 local sealed = frame ~= ''
-if redis.call('STRLEN', VECTORS) > 0 and (form == 's') ~= sealed then return -3 end
+-- Vectors already stored: their seqs and bits were written beside them, with the TTL.
+local stored = redis.call('STRLEN', VECTORS) > 0
+if stored and (form == 's') ~= sealed then return -3 end
 if sealed then
   for i = rows_from, #ARGV, 3 do
     if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
   end
-  redis.call('HSET', META, M_VECTOR_FORM, 's')
-else
+  if form ~= 's' then redis.call('HSET', META, M_VECTOR_FORM, 's') end
+elseif form then
   redis.call('HDEL', META, M_VECTOR_FORM)
 end
-redis.call('HSET', META, M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims)
+if not dims then redis.call('HSET', META, M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims) end
 local added = 0
 for i = rows_from, #ARGV, 3 do
   if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
@@ -888,10 +890,10 @@ for i = rows_from, #ARGV, 3 do
 end
 if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
 local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
-if done >= tonumber(redis.call('HGET', META, M_EMBED_QUEUED) or '0') then
+if reembedding and done >= tonumber(queued or '0') then
   redis.call('HDEL', META, M_REEMBEDDING)
 end
-touch(tonumber(ttl), VECTORS, VECTOR_SEQS, VECTOR_BITS)
+if stored then touch(tonumber(ttl)) else touch(tonumber(ttl), VECTORS, VECTOR_SEQS, VECTOR_BITS) end
 return added
 """
 )
