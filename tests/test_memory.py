@@ -132,7 +132,7 @@ async def test_vectors_are_written_after_redis_forgets_its_scripts(
     scripts (a restart, SCRIPT FLUSH) gets the vectors script again from that write."""
     first = await _indexed_context(client, ["Allergic to penicillin since childhood"])
     await redis.script_flush()
-    cids = [(await send_echo(client, f"Blood glucose {n} mmol/L"))["contextId"] for n in range(3)]
+    cids = [(await send_echo(client, f"Blood glucose {n} mmol/L"))["contextId"] for n in range(6)]
     for cid in [first, *cids]:
         assert (await _indexed(client, cid))["indexed"] == 1
     hits = (await _search(client, cids[1], "glucose 1", mode="vector")).json()["hits"]

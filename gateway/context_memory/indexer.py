@@ -5,8 +5,9 @@ one call; failures that may pass (timeouts, 429, 5xx) are retried with
 exponential backoff and jitter until they do, so nothing is lost and the queue
 simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
 still refused, skipped with a logged reason. Vectors are written per context by
-one script that writes nothing if the context is gone, nor into a context whose vectors are
-of another model: that context is queued for re-embedding instead (``reembed.py``).
+one script (four contexts per round trip) that writes nothing if the context is gone,
+nor into a context whose vectors are of another model: that context is queued for
+re-embedding instead (``reembed.py``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Indexer(BatchConsumer):
         lease_seconds: float,
         linger: float = 0.05,
         backoff_cap: float = 30.0,
+        write_step: int = 4,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
         # A batch whose embedding failed stays pending; the loop pauses, then reads on.
@@ -77,6 +79,7 @@ class Indexer(BatchConsumer):
         )
         self._store, self._embedder = store, embedder
         self._max_chars, self._linger = max_chars, linger
+        self._write_step = write_step
         # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
         # unless the indexer is stopping.
         self._embed_retry = RetryPolicy(
@@ -159,7 +162,12 @@ class Indexer(BatchConsumer):
             )
             for where in set(per_context) | set(skipped)
         ]
-        for batch, added in zip(batches, await self._store.add_vectors(batches), strict=True):
+        results: list[int] = []
+        for start in range(0, len(batches), self._write_step):
+            # A few contexts' vectors per round trip: a request's scripts, on the same
+            # connection, wait behind at most these, not behind the whole batch's.
+            results += await self._store.add_vectors(batches[start : start + self._write_step])
+        for batch, added in zip(batches, results, strict=True):
             if added == -1:  # embedded by another model: embed the whole context again
                 item = item_of[(batch.keys.prefix, batch.context_id)]
                 await reembed(self._store, batch.keys, batch.context_id, model, item.job)
