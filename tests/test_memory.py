@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
@@ -82,6 +83,27 @@ def test_wordllama_loads_from_its_wheel_and_is_normalised() -> None:
     assert many.shape == (20, 256)
     # The package's own loader (which downloads what it lacks) is never imported.
     assert "wordllama.wordllama" not in sys.modules
+
+
+def test_wordllama_piece_cache_gives_the_tokenizers_ids_and_vectors() -> None:
+    cached, plain = WordLlamaEmbedder(), WordLlamaEmbedder(piece_cache=False)
+    assert cached._pieces and not plain._pieces
+    words = [
+        *("Pt", "c/o", "SOB", "x3d,", "BP", "150/95;", "hx", "of", "CHF", "&", "afib."),
+        *("Über", "naïve", "café", "中文", "😀", "✓", "warfarin", "5mg", "q.d.", "--"),
+        *("follow-up", "in", "2wks", "(see", "note", "#4)", "\u2581under\u2581score"),
+    ]
+    rng = random.Random(7)
+    texts = ["", " ", "   ", "\n", "\u2581", "a\u2581b", " lead", "trail  ", "x" * 300]
+    for _ in range(400):
+        seps = [rng.choice([" ", "  ", "\n", "\t", " \t ", ""]) for _ in range(rng.randint(0, 40))]
+        text = "".join(rng.choice(words) + sep for sep in seps)
+        texts.append(rng.choice(["", " ", "  "]) + text)
+    for text in texts:
+        expected = cached._tokenizer.encode(text, add_special_tokens=False).ids
+        assert cached.token_ids([text]) == [expected], repr(text)
+    assert cached.token_ids(texts) == plain.token_ids(texts)
+    assert np.array_equal(cached.embed_now(texts), plain.embed_now(texts))
 
 
 async def test_wordllama_finds_meaning_without_shared_words(make_app: AppFactory) -> None:
