@@ -15,10 +15,15 @@ import pytest
 
 from gateway.agents.base import AgentRequest, AgentUpdate, ReplyUpdate, StatusUpdate
 from gateway.context_memory.embedders import HashingEmbedder, WordLlamaEmbedder
+from gateway.principal import Principal
 from gateway.store.keys import EMBEDS_DEAD, keys_of
+from gateway.store.memory_store import MemoryStore, VectorBatch
+from gateway.store.redis_store import Store
+from gateway.store.sealing import Keyring, Sealer
 from tests.agents import TestAgent
-from tests.conftest import AppFactory, RawRedis, auth, send_task
+from tests.conftest import CLUSTER, TEST_KEYRING, AppFactory, RawRedis, auth, send_task
 from tests.embeddings_server import EmbeddingsServer
+from tests.stored import store_messages
 from tests.waiting import until
 
 
@@ -441,3 +446,37 @@ async def test_vectors_that_name_no_model_are_embedded_again(
     assert await redis.hget(meta, "vmodel") == b"wordllama:l2_supercat:256"
     again = (await _search(client, cid, "antibiotic allergy")).json()
     assert again["mode"] == "hybrid" and again["hits"][0]["text"].startswith("Allergic")
+
+
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "clear"])
+async def test_one_script_writes_the_vectors_of_a_users_contexts(
+    redis: RawRedis, sealed: bool
+) -> None:
+    """The indexer's vectors of several contexts go in one script call per user; each
+    context gets its own, expiring with it, and a repeated job adds nothing."""
+    sealer = Sealer(Keyring.parse(TEST_KEYRING) if sealed else None)
+    store = Store(redis, 3600, cluster=CLUSTER, sealer=sealer)
+    memory = MemoryStore(store)
+    users = {Principal("t", "a"): 5, Principal("t", "b"): 2}
+    batches, expected = [], {}
+    for principal, count in users.items():
+        for n in range(count):
+            cid = f"{principal.user}-{n}"
+            (seq,) = await store_messages(store, principal, cid, [f"note {n}"])
+            vector = np.full(4, n + 1, np.float32).tobytes()
+            batches.append(VectorBatch(keys_of(principal), cid, "m", 4, [(seq, vector)], 0))
+            expected[cid] = (principal, vector)
+    if not CLUSTER:
+        await redis.config_resetstat()
+    assert await memory.add_vectors(batches) == [1] * len(batches)
+    if not CLUSTER:
+        stats = await redis.info("commandstats")
+        assert stats["cmdstat_evalsha"]["calls"] == len(users)
+    for cid, (principal, vector) in expected.items():
+        keys = keys_of(principal)
+        stored = await memory.vectors(keys, cid)
+        assert stored is not None and stored.rows == 1 and stored.vectors == vector
+        ck = keys.context(cid)
+        for key in (ck.vectors, ck.vector_seqs, ck.vector_bits):
+            assert 0 < await redis.pttl(key) <= 3_600_000
+    assert await memory.add_vectors(batches) == [0] * len(batches)

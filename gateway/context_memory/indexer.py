@@ -4,10 +4,10 @@ Jobs come from the ``gw:{jobs}:embed`` stream (ids only). A batch is embedded in
 one call; failures that may pass (timeouts, 429, 5xx) are retried with
 exponential backoff and jitter until they do, so nothing is lost and the queue
 simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
-still refused, skipped with a logged reason. Vectors are written per context by
-one script (four contexts per round trip) that writes nothing if the context is gone,
-nor into a context whose vectors are of another model: that context is queued for
-re-embedding instead (``reembed.py``).
+still refused, skipped with a logged reason. Vectors are written by one script per
+user for up to eight of its contexts a round trip; it writes nothing to a context that
+is gone, nor into a context whose vectors are of another model: that context is queued
+for re-embedding instead (``reembed.py``).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Indexer(BatchConsumer):
         lease_seconds: float,
         linger: float = 0.05,
         backoff_cap: float = 30.0,
-        write_step: int = 4,
+        write_step: int = 8,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
         # A batch whose embedding failed stays pending; the loop pauses, then reads on.
@@ -160,12 +160,13 @@ class Indexer(BatchConsumer):
                 per_context[where],
                 skipped[where],
             )
-            for where in set(per_context) | set(skipped)
+            for where in sorted(set(per_context) | set(skipped))
         ]
         results: list[int] = []
         for start in range(0, len(batches), self._write_step):
-            # A few contexts' vectors per round trip: a request's scripts, on the same
-            # connection, wait behind at most these, not behind the whole batch's.
+            # A few contexts' vectors per round trip (one script, the user's contexts sorted
+            # together): a request's scripts, on the same connection, wait behind at most
+            # these, not behind the whole batch's.
             results += await self._store.add_vectors(batches[start : start + self._write_step])
         for batch, added in zip(batches, results, strict=True):
             if added == -1:  # embedded by another model: embed the whole context again

@@ -23,7 +23,13 @@ import orjson
 from gateway.store import fields as f
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
-from gateway.store.scripts import AddVectorsArgs, ResetVectorsArgs, RewriteVectorsArgs, argv
+from gateway.store.scripts import (
+    AddVectorsArgs,
+    ResetVectorsArgs,
+    RewriteVectorsArgs,
+    VectorRows,
+    argv,
+)
 from gateway.store.sealing import context_of
 from gateway.store.translate import translated as _translated
 
@@ -105,7 +111,8 @@ class MemoryStore:
             for (keys, context_id, _), m in zip(wanted, raw, strict=True)
         ]
 
-    def _args(self, b: VectorBatch, sealed: bool) -> list[Any]:
+    def _rows(self, b: VectorBatch, sealed: bool) -> list[Any]:
+        """One context's part of the add-vectors script's ARGV."""
         rows: list[bytes | int] = []
         if not sealed:
             for seq, blob in b.vectors:
@@ -117,12 +124,9 @@ class MemoryStore:
             sealed_frame = frame(self._store.sealer.seal(joined, aad)) if joined else b"-"
             for seq, _ in b.vectors:
                 rows += [seq.to_bytes(4, "little"), seq, b""]
-        args = AddVectorsArgs(
-            self._store.ttl_ms, b.model, b.dimensions, b.skipped, sealed_frame, rows
-        )
-        return argv(args)
+        return argv(VectorRows(b.skipped, sealed_frame, len(b.vectors), rows))
 
-    async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
+    async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[list[int]]:
         hot, script = self._store.hot, self._store.scripts.add_vectors
         if hot is not None:  # written beside the sends of the moment
             replies = await hot.scripts(script, calls)
@@ -133,31 +137,51 @@ class MemoryStore:
                 for k, a in calls:
                     await script(keys=k, args=a, client=pipe)
                 replies = await pipe.execute()
-        return [int(r) for r in replies]
+        return [[int(r) for r in reply] for reply in replies]
+
+    async def _add(self, batches: Sequence[VectorBatch], sealed: bool) -> list[int]:
+        """One script call per user (a user's keys share a slot) and model, in one round
+        trip; what each batch added, in order."""
+        by_user: dict[tuple[str, str, int], list[int]] = {}
+        for n, b in enumerate(batches):
+            by_user.setdefault((b.keys.prefix, b.model, b.dimensions), []).append(n)
+        calls = []
+        for members in by_user.values():
+            keys: list[str] = []
+            rows: list[Any] = []
+            for n in members:
+                b = batches[n]
+                keys += b.keys.context(b.context_id).all()[:CONTEXT_KEY_COUNT]
+                rows += self._rows(b, sealed)
+            first = batches[members[0]]
+            args = AddVectorsArgs(self._store.ttl_ms, first.model, first.dimensions, rows)
+            calls.append((keys, argv(args)))
+        results = [0] * len(batches)
+        for members, replies in zip(by_user.values(), await self._run(calls), strict=True):
+            for n, added in zip(members, replies, strict=True):
+                results[n] = added
+        return results
 
     @_translated
     async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
-        """Append vectors to live contexts, one script per context, in one round trip;
-        see ``_ADD_VECTORS``. Returns what each added (-1: the context's vectors are of
-        another model; -3: they are sealed and encryption is now off)."""
+        """Append vectors to live contexts (of one model), one script per user, in one
+        round trip; see ``_ADD_VECTORS``. Returns what each added (-1: the context's
+        vectors are of another model; -3: they are sealed and encryption is now off)."""
         sealed = self._store.sealer.seal_writes
-        keys_of = [b.keys.context(b.context_id).all()[:CONTEXT_KEY_COUNT] for b in batches]
-        results = await self._run(
-            [(k, self._args(b, sealed)) for k, b in zip(keys_of, batches, strict=True)]
-        )
+        results = await self._add(batches, sealed)
         for n, result in enumerate(results):
             if result == -2:  # some seqs were embedded already (a repeated job): drop them
                 b = batches[n]
+                bits = b.keys.context(b.context_id).vector_bits
                 async with self._store.client.pipeline(transaction=False) as pipe:
                     for seq, _ in b.vectors:
-                        pipe.getbit(keys_of[n][10], seq)
+                        pipe.getbit(bits, seq)
                     present = await pipe.execute()
                 fresh = [v for v, bit in zip(b.vectors, present, strict=True) if not bit]
-                again = replace(b, vectors=fresh)
-                results[n] = (await self._run([(keys_of[n], self._args(again, True))]))[0]
+                results[n] = (await self._add([replace(b, vectors=fresh)], True))[0]
             elif result == -3 and sealed:
                 # a context indexed before encryption was on keeps its vectors in clear
-                results[n] = (await self._run([(keys_of[n], self._args(batches[n], False))]))[0]
+                results[n] = (await self._add([batches[n]], False))[0]
         return results
 
     @_translated

@@ -73,6 +73,7 @@ __all__ = [
     "TakePushesArgs",
     "UpdateArgs",
     "UseApiKeyArgs",
+    "VectorRows",
     "argv",
 ]
 
@@ -148,6 +149,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     # The keys whose TTL a write of the context refreshes: all of its own (not the user's
     # running tasks, nor the streams).
     "CONTEXT_TTL_KEYS": CONTEXT_KEY_COUNT - 1,
+    "CONTEXT_KEY_COUNT": CONTEXT_KEY_COUNT,
 }
 
 
@@ -209,13 +211,7 @@ _CONTEXT_KEYS = (
     + ", ".join(f"KEYS[{i}]" for i in range(1, len(_CONTEXT_NAMES) + 1))
     + "\n"
 )
-_PRELUDE = (
-    _CONSTANTS
-    + _CONTEXT_KEYS
-    + """
-local JOBS, EMBEDS, OUTBOX = KEYS[15], KEYS[16], KEYS[17]
--- The task's run (and any message waiting for it) is over: it leaves the running tasks.
-local function settled(tid) redis.call('ZREM', RUNNING, tid) end
+_SLIDING_TTL = """
 -- The sliding TTL (ms): every key of a context expires with its meta key. A write refreshes
 -- all of them only once the meta key has lost more than 1% of the TTL (at most an hour)
 -- since the last refresh, so most writes spend one PTTL instead of thirteen PEXPIREs, and a
@@ -225,21 +221,43 @@ local function settled(tid) redis.call('ZREM', RUNNING, tid) end
 -- META_LEFT: the meta key's remaining TTL, read once per script (no script changes it but
 -- through `touch`, which keeps it up to date; a script that creates the meta key sets -1).
 local META_LEFT = nil
+-- Where the context's keys start in KEYS: 0 but in a script of several contexts (`bind`).
+local KEY_BASE = 0
 local function meta_left()
   if META_LEFT == nil then META_LEFT = redis.call('PTTL', META) end
   return META_LEFT
 end
-local function touch(ttl, ...)
+-- `fresh`: the calling script has just created the keys of `...`, so none has a TTL to read.
+local function touch_keys(ttl, fresh, ...)
   local left = meta_left()
   if left < 0 or ttl - left > math.min(ttl / 100, 3600000) then
-    for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+    for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[KEY_BASE + i], ttl) end
     META_LEFT = ttl
     return
   end
   for _, key in ipairs({...}) do
-    if redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, left) end
+    if fresh or redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, left) end
   end
 end
+local function touch(ttl, ...) touch_keys(ttl, false, ...) end
+"""
+# A script of several contexts of one user binds each in turn: its keys are the CONTEXT_KEY_COUNT
+# from KEYS[base + 1] on (the locals the prelude's helpers see), and its TTL is read afresh.
+_BIND_CONTEXT = (
+    "local function bind(base)\n  "
+    + ", ".join(_CONTEXT_NAMES)
+    + " = "
+    + ", ".join(f"KEYS[base + {i}]" for i in range(1, len(_CONTEXT_NAMES) + 1))
+    + "\n  KEY_BASE, META_LEFT = base, nil\nend\n"
+)
+_PRELUDE = (
+    _CONSTANTS
+    + _CONTEXT_KEYS
+    + _SLIDING_TTL
+    + """
+local JOBS, EMBEDS, OUTBOX = KEYS[15], KEYS[16], KEYS[17]
+-- The task's run (and any message waiting for it) is over: it leaves the running tasks.
+local function settled(tid) redis.call('ZREM', RUNNING, tid) end
 -- Acknowledge and drop a job entry of the stream (its work is done or moot). Marks that are
 -- not stream entries ('pending:<seq>' on a cluster, 'local:<seq>' for the in-process queue)
 -- are left alone.
@@ -834,15 +852,18 @@ return {'ok', msg, referenced, redis.call('HGET', META, M_SEQ),
 """
 )
 
-# ARGV: AddVectorsArgs. Adds the vectors of embedded user messages to the context; writes nothing
-# when the context is gone (scrubbed or expired) and skips seqs already embedded. With a frame
+# KEYS: the keys of one or more contexts of one user, CONTEXT_KEY_COUNT each (``ContextKeys.all()``
+# cut to that count). ARGV: AddVectorsArgs, then per context, in the order of its keys:
+# VectorRows. Adds the vectors of embedded user messages to each context; writes nothing to a
+# context that is gone (scrubbed or expired) and skips seqs already embedded. With a frame
 # (the batch's rows sealed as one value, length-prefixed), the context's `vec` is a string of
 # frames (meta `vfmt` 's'), and a batch holding a seq already embedded is refused whole (-2:
-# the caller drops those seqs and seals again). Returns how many vectors were added, -1 when
-# the context's vectors are of another model (or of an unnamed one, written before vectors
-# carried their model): vectors of two spaces never share a context; -3 when the batch's form
-# (sealed or clear) is not the one the context's vectors already have. Ends a re-embedding
-# ('vre') once every queued message is accounted for.
+# the caller drops those seqs and seals again). Returns per context how many vectors were
+# added, -1 when the context's vectors are of another model (or of an unnamed one, written
+# before vectors carried their model): vectors of two spaces never share a context; -3 when
+# the batch's form (sealed or clear) is not the one the context's vectors already have. Ends
+# a re-embedding ('vre') once every queued message is accounted for. One call writes several
+# contexts: the script's own cost (its constants and helpers, the call) is paid once.
 
 
 class AddVectorsArgs(NamedTuple):
@@ -851,50 +872,83 @@ class AddVectorsArgs(NamedTuple):
     ttl: int  # ms
     new_model: str  # the vectors' model
     new_dims: int  # their dimensions
+    contexts: Sequence[bytes | int | str]  # each context's VectorRows, spread
+
+
+class VectorRows(NamedTuple):
+    """One context's part of the add-vectors script's ARGV."""
+
     skipped: int
     frame: bytes  # a sealed frame, '-' (sealed, no vector) or '' (clear)
+    row_count: int  # how many rows follow
     # Per vector: seq (uint32 LE bytes), seq (number), float32 bytes ('' with a frame).
     rows: Sequence[bytes | int]
 
 
 _ADD_VECTORS = (
-    _PRELUDE
+    _CONSTANTS
+    + _CONTEXT_KEYS
+    + _SLIDING_TTL
+    + _BIND_CONTEXT
     + _lua_args(AddVectorsArgs)
     + """
-local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
-  M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
-if not seq then return 0 end  -- gone: every context that has a message has a seq
-if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
-  return -1
-end
-local sealed = frame ~= ''
--- Vectors already stored: their seqs and bits were written beside them, with the TTL.
-local stored = redis.call('STRLEN', VECTORS) > 0
-if stored and (form == 's') ~= sealed then return -3 end
-if sealed then
-  for i = rows_from, #ARGV, 3 do
-    if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
+local function add(skipped, frame, rows_from, rows_to)
+  local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
+    M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
+  if not seq then return 0 end  -- gone: every context that has a message has a seq
+  if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
+    return -1
   end
-  if form ~= 's' then redis.call('HSET', META, M_VECTOR_FORM, 's') end
-elseif form then
-  redis.call('HDEL', META, M_VECTOR_FORM)
-end
-if not dims then redis.call('HSET', META, M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims) end
-local added = 0
-for i = rows_from, #ARGV, 3 do
-  if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
-    redis.call('APPEND', VECTOR_SEQS, ARGV[i])
-    if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
-    added = added + 1
+  local sealed = frame ~= ''
+  -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
+  -- None stored: no bit is set, and the three keys this creates have no TTL yet.
+  local stored = redis.call('STRLEN', VECTORS) > 0
+  if stored and (form == 's') ~= sealed then return -3 end
+  local fields = {}
+  if sealed then
+    for i = rows_from, rows_to, 3 do
+      if stored and redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then
+        return -2
+      end
+    end
+    if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
+  elseif form then
+    redis.call('HDEL', META, M_VECTOR_FORM)
   end
+  if not dims then
+    for _, v in ipairs({M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims}) do
+      table.insert(fields, v)
+    end
+  end
+  if #fields > 0 then redis.call('HSET', META, unpack(fields)) end
+  local added = 0
+  for i = rows_from, rows_to, 3 do
+    if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
+      redis.call('APPEND', VECTOR_SEQS, ARGV[i])
+      if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
+      added = added + 1
+    end
+  end
+  if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
+  local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
+  if reembedding and done >= tonumber(queued or '0') then
+    redis.call('HDEL', META, M_REEMBEDDING)
+  end
+  if stored then
+    touch(tonumber(ttl))
+  else
+    touch_keys(tonumber(ttl), true, VECTORS, VECTOR_SEQS, VECTOR_BITS)
+  end
+  return added
 end
-if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
-local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
-if reembedding and done >= tonumber(queued or '0') then
-  redis.call('HDEL', META, M_REEMBEDDING)
+local replies, at = {}, contexts_from
+for base = 0, #KEYS - 1, CONTEXT_KEY_COUNT do
+  bind(base)
+  local rows_to = at + 2 + 3 * tonumber(ARGV[at + 2])
+  replies[#replies + 1] = add(ARGV[at], ARGV[at + 1], at + 3, rows_to)
+  at = rows_to + 1
 end
-if stored then touch(tonumber(ttl)) else touch(tonumber(ttl), VECTORS, VECTOR_SEQS, VECTOR_BITS) end
-return added
+return replies
 """
 )
 
