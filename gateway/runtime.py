@@ -142,6 +142,7 @@ class Runtime:
                 *names,
                 dead_max_entries=settings.dead_letter_max_entries,
                 dead_max_age_seconds=settings.dead_letter_max_age_seconds,
+                hot=store.hot,
             )
 
         jobs = job_store()
