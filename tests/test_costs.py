@@ -118,3 +118,38 @@ async def test_a_sends_audit_entry_rides_the_connection_of_its_scripts(
         audit = seen[-1]  # the second send's entry (the first's may come before its scripts)
         assert len(senders) == 1, seen
         assert (audit["client_address"], audit["client_port"]) in senders
+
+
+async def test_the_indexers_acknowledgements_ride_the_connection_of_the_scripts(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """On a standalone Redis the indexer acknowledges its batch (XACK and XDEL of the
+    embedding stream) on the multiplexed connection the send scripts use, not through a
+    pooled connection's MULTI (seen with MONITOR)."""
+    async with make_app(queue="memory", embedder="hashing", audit=False) as client:
+        seen: list[dict[str, Any]] = []
+
+        async def watch() -> None:
+            async with redis.monitor() as monitor:
+                started.set()
+                while True:
+                    command = await monitor.next_command()
+                    seen.append(command)
+                    if command["command"].startswith("XDEL gw:{jobs}:embed"):
+                        return
+
+        started = asyncio.Event()
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait_for(started.wait(), 30)
+        r = await client.post("/v1/message:send", json={"message": message("an allergy")})
+        assert r.status_code == 200
+        await asyncio.wait_for(watcher, 60)
+        senders = {
+            (c["client_address"], c["client_port"])
+            for c in seen
+            if c["command"].startswith("EVALSHA")
+        }
+        ack, delete = seen[-2], seen[-1]
+        assert ack["command"].startswith("XACK gw:{jobs}:embed"), seen
+        assert {(c["client_address"], c["client_port"]) for c in (ack, delete)} <= senders
+        assert not any(c["command"] == "MULTI" for c in seen), seen
