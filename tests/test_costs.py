@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -84,6 +85,36 @@ async def _compare(client: httpx.AsyncClient, send: Any, redis: RawRedis) -> Non
     assert report["data"]["echo"]["historyMessages"] == 100  # GATEWAY_AGENT_CONTEXT_MESSAGES
 
 
+Command = dict[str, Any]
+
+
+async def _monitored(
+    redis: RawRedis, action: Callable[[], Awaitable[None]], last: Callable[[list[Command]], bool]
+) -> list[Command]:
+    """The commands Redis gets (MONITOR) from just before ``action`` until ``last`` holds."""
+    seen: list[Command] = []
+    started = asyncio.Event()
+
+    async def watch() -> None:
+        async with redis.monitor() as monitor:
+            started.set()
+            while not seen or not last(seen):
+                seen.append(await monitor.next_command())
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.wait_for(started.wait(), 30)
+    await action()
+    await asyncio.wait_for(watcher, 60)
+    return seen
+
+
+def _senders(seen: list[Command], prefix: str) -> set[tuple[str, str]]:
+    """The clients (address, port) that sent commands starting with ``prefix``."""
+    return {
+        (c["client_address"], c["client_port"]) for c in seen if c["command"].startswith(prefix)
+    }
+
+
 async def test_a_sends_audit_entry_rides_the_connection_of_its_scripts(
     make_app: AppFactory, redis: RawRedis
 ) -> None:
@@ -92,29 +123,17 @@ async def test_a_sends_audit_entry_rides_the_connection_of_its_scripts(
     MONITOR: the client that sent the EVALSHAs sends the audit stream's XADD)."""
     async with make_app(queue="memory", embedder="none") as client:
         assert (await client.post("/v1/message:send", json={"message": message("a")})).is_success
-        seen: list[dict[str, Any]] = []
 
-        async def watch() -> None:
-            async with redis.monitor() as monitor:
-                started.set()
-                while True:
-                    command = await monitor.next_command()
-                    seen.append(command)
-                    scripts = any(c["command"].startswith("EVALSHA") for c in seen)
-                    if scripts and command["command"].startswith("XADD gw:{au:"):
-                        return
+        async def send() -> None:
+            r = await client.post("/v1/message:send", json={"message": message("b")})
+            assert r.status_code == 200
 
-        started = asyncio.Event()
-        watcher = asyncio.create_task(watch())
-        await asyncio.wait_for(started.wait(), 30)
-        r = await client.post("/v1/message:send", json={"message": message("b")})
-        assert r.status_code == 200
-        await asyncio.wait_for(watcher, 60)
-        senders = {
-            (c["client_address"], c["client_port"])
-            for c in seen
-            if c["command"].startswith("EVALSHA")
-        }
+        def audited(seen: list[Command]) -> bool:
+            scripts = any(c["command"].startswith("EVALSHA") for c in seen)
+            return scripts and str(seen[-1]["command"]).startswith("XADD gw:{au:")
+
+        seen = await _monitored(redis, send, audited)
+        senders = _senders(seen, "EVALSHA")
         audit = seen[-1]  # the second send's entry (the first's may come before its scripts)
         assert len(senders) == 1, seen
         assert (audit["client_address"], audit["client_port"]) in senders
@@ -127,29 +146,16 @@ async def test_the_indexers_acknowledgements_ride_the_connection_of_the_scripts(
     embedding stream) on the multiplexed connection the send scripts use, not through a
     pooled connection's MULTI (seen with MONITOR)."""
     async with make_app(queue="memory", embedder="hashing", audit=False) as client:
-        seen: list[dict[str, Any]] = []
 
-        async def watch() -> None:
-            async with redis.monitor() as monitor:
-                started.set()
-                while True:
-                    command = await monitor.next_command()
-                    seen.append(command)
-                    if command["command"].startswith("XDEL gw:{jobs}:embed"):
-                        return
+        async def send() -> None:
+            r = await client.post("/v1/message:send", json={"message": message("an allergy")})
+            assert r.status_code == 200
 
-        started = asyncio.Event()
-        watcher = asyncio.create_task(watch())
-        await asyncio.wait_for(started.wait(), 30)
-        r = await client.post("/v1/message:send", json={"message": message("an allergy")})
-        assert r.status_code == 200
-        await asyncio.wait_for(watcher, 60)
-        senders = {
-            (c["client_address"], c["client_port"])
-            for c in seen
-            if c["command"].startswith("EVALSHA")
-        }
-        ack, delete = seen[-2], seen[-1]
+        def acknowledged(seen: list[Command]) -> bool:
+            return str(seen[-1]["command"]).startswith("XDEL gw:{jobs}:embed")
+
+        seen = await _monitored(redis, send, acknowledged)
+        ack = seen[-2]
         assert ack["command"].startswith("XACK gw:{jobs}:embed"), seen
-        assert {(c["client_address"], c["client_port"]) for c in (ack, delete)} <= senders
+        assert _senders(seen[-2:], "X") <= _senders(seen, "EVALSHA")
         assert not any(c["command"] == "MULTI" for c in seen), seen
