@@ -892,7 +892,7 @@ _ADD_VECTORS = (
     + _BIND_CONTEXT
     + _lua_args(AddVectorsArgs)
     + """
-local function add(skipped, frame, rows_from, rows_to)
+local function add(skipped, frame, rows_at, rows_end)
   local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
     M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
   if not seq then return 0 end  -- gone: every context that has a message has a seq
@@ -906,7 +906,7 @@ local function add(skipped, frame, rows_from, rows_to)
   if stored and (form == 's') ~= sealed then return -3 end
   local fields = {}
   if sealed then
-    for i = rows_from, rows_to, 3 do
+    for i = rows_at, rows_end, 3 do
       if stored and redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then
         return -2
       end
@@ -922,7 +922,7 @@ local function add(skipped, frame, rows_from, rows_to)
   end
   if #fields > 0 then redis.call('HSET', META, unpack(fields)) end
   local added = 0
-  for i = rows_from, rows_to, 3 do
+  for i = rows_at, rows_end, 3 do
     if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
       redis.call('APPEND', VECTOR_SEQS, ARGV[i])
       if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
@@ -944,9 +944,9 @@ end
 local replies, at = {}, contexts_from
 for base = 0, #KEYS - 1, CONTEXT_KEY_COUNT do
   bind(base)
-  local rows_to = at + 2 + 3 * tonumber(ARGV[at + 2])
-  replies[#replies + 1] = add(ARGV[at], ARGV[at + 1], at + 3, rows_to)
-  at = rows_to + 1
+  local rows_end = at + 2 + 3 * tonumber(ARGV[at + 2])
+  replies[#replies + 1] = add(ARGV[at], ARGV[at + 1], at + 3, rows_end)
+  at = rows_end + 1
 end
 return replies
 """
