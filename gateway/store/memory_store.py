@@ -164,8 +164,8 @@ class MemoryStore:
 
     @_translated
     async def add_vectors(self, batches: Sequence[VectorBatch]) -> list[int]:
-        """Append vectors to live contexts (of one model), one script per user, in one
-        round trip; see ``_ADD_VECTORS``. Returns what each added (-1: the context's
+        """Append vectors to live contexts, one script per user and model, in one round
+        trip; see ``_ADD_VECTORS``. Returns what each added (-1: the context's
         vectors are of another model; -3: they are sealed and encryption is now off)."""
         sealed = self._store.sealer.seal_writes
         results = await self._add(batches, sealed)
