@@ -206,11 +206,15 @@ def argv(args: tuple[Any, ...]) -> list[Any]:
 # SEEN, LEDGER, RUNNING; then the streams: jobs, embeddings, long-term memory outbox and
 # push deliveries (absent on a cluster).
 _CONTEXT_NAMES = [k.name.upper() for k in dataclass_fields(ContextKeys)]
-_CONTEXT_KEYS = (
-    f"local {', '.join(_CONTEXT_NAMES)} = "
-    + ", ".join(f"KEYS[{i}]" for i in range(1, len(_CONTEXT_NAMES) + 1))
-    + "\n"
-)
+
+
+def _context_keys_from(base: str) -> str:
+    """Lua: the context's key locals assigned from KEYS, the first at index ``base`` + 1."""
+    keys = ", ".join(f"KEYS[{base}{i}]" for i in range(1, len(_CONTEXT_NAMES) + 1))
+    return f"{', '.join(_CONTEXT_NAMES)} = {keys}\n"
+
+
+_CONTEXT_KEYS = "local " + _context_keys_from("")
 _SLIDING_TTL = """
 -- The sliding TTL (ms): every key of a context expires with its meta key. A write refreshes
 -- all of them only once the meta key has lost more than 1% of the TTL (at most an hour)
@@ -245,10 +249,8 @@ local function touch(ttl, ...) touch_keys(ttl, false, ...) end
 # from KEYS[base + 1] on (the locals the prelude's helpers see), and its TTL is read afresh.
 _BIND_CONTEXT = (
     "local function bind(base)\n  "
-    + ", ".join(_CONTEXT_NAMES)
-    + " = "
-    + ", ".join(f"KEYS[base + {i}]" for i in range(1, len(_CONTEXT_NAMES) + 1))
-    + "\n  KEY_BASE, META_LEFT = base, nil\nend\n"
+    + _context_keys_from("base + ")
+    + "  KEY_BASE, META_LEFT = base, nil\nend\n"
 )
 _PRELUDE = (
     _CONSTANTS
@@ -906,10 +908,8 @@ local function add(skipped, frame, rows_at, rows_end)
   if stored and (form == 's') ~= sealed then return -3 end
   local fields = {}
   if sealed then
-    for i = rows_at, rows_end, 3 do
-      if stored and redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then
-        return -2
-      end
+    for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
+      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
     end
     if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
   elseif form then
