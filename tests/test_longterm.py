@@ -365,7 +365,7 @@ async def test_store_turns_off_stores_nothing(
 
 
 async def test_an_outage_loses_no_turn_and_repeats_none(
-    gateway: Gateway, cortadel: CortadelServer
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
 ) -> None:
     turns = 6
     async with gateway() as c:
@@ -389,6 +389,8 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
             return {m.uuid for m in cortadel.of_user(ALICE)} >= {f"turn-{n}" for n in range(turns)}
 
         await until(arrived, what="every turn to arrive after the outage")
+        # A job leaves the outbox after Cortadel has answered for it, so arrival comes first.
+        await until(lambda: outbox_settled(redis), what="the outbox to settle")
         await c.app.state.runtime.maintenance.publish_figures()
         after = (await c.get("/metrics")).text
     stored = [m.uuid for m in cortadel.of_user(ALICE) if m.uuid and m.uuid.startswith("turn-")]
