@@ -155,7 +155,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         state.keys = KeyService(key_store, secret)
         managed = ManagedKeys(key_store, secret, settings.api_key_cache_seconds)
     authenticator = Authenticator(settings.api_keys, tokens, managed)
-    limiter = RateLimiter(settings, RateStore(runtime.store.scripts))
+    limiter = RateLimiter(settings, RateStore(runtime.store.scripts, runtime.store.hot))
     audit = None
     if settings.audit:
         audit_store = AuditStore(

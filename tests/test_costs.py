@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import orjson
 
 from gateway.principal import Principal
 from gateway.store.redis_store import Store
-from tests.conftest import AppFactory, RawRedis, message
+from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, message
 from tests.stored import store_messages
 
 LOCAL = Principal("default", "local")
@@ -159,3 +160,33 @@ async def test_the_indexers_acknowledgements_ride_the_connection_of_the_scripts(
         assert ack["command"].startswith("XACK gw:{jobs}:embed"), seen
         assert _senders(seen[-2:], "X") <= _senders(seen, "EVALSHA")
         assert not any(c["command"] == "MULTI" for c in seen), seen
+
+
+async def test_a_rate_limit_check_rides_the_connection_of_the_scripts(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """On a standalone Redis a request's rate-limit check (the rate script, over the
+    principal's and the tenant's keys) goes on the multiplexed connection the send scripts
+    use, not through a pooled connection (seen with MONITOR)."""
+    limits = {"rate_limit_user": "1000/3600", "rate_limit_tenant": "1000/3600"}
+    keys = orjson.dumps(API_KEYS).decode()
+    async with make_app(queue="memory", embedder="none", api_keys=keys, **limits) as client:
+        first = {"message": message("a")}
+        assert (await client.post("/v1/message:send", json=first, headers=auth("alice"))).is_success
+
+        async def send() -> None:
+            body = {"message": message("b")}
+            r = await client.post("/v1/message:send", json=body, headers=auth("alice"))
+            assert r.status_code == 200
+
+        def answered(seen: list[Command]) -> bool:  # the send's last script: its run's end
+            return sum(str(c["command"]).startswith("EVALSHA") for c in seen) >= 3
+
+        seen = await _monitored(redis, send, answered)
+        checks = [c for c in seen if c["command"].startswith("EVALSHA") and "{rl:" in c["command"]]
+        assert checks, seen
+        sends = [
+            c for c in seen if c["command"].startswith("EVALSHA") and "{rl:" not in c["command"]
+        ]
+        assert sends, seen
+        assert _senders(checks, "EVALSHA") == _senders(sends, "EVALSHA"), seen

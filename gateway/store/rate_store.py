@@ -1,4 +1,6 @@
-"""Rate-limit checks: one script call each, against counters every replica shares."""
+"""Rate-limit checks: one script call each, against counters every replica shares; on the
+store's multiplexed connection when it has one (a request's check then shares a write with
+the sends of the moment instead of taking a pooled connection)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from typing import Any
 
 from gateway.ratelimit import Rate, Verdict
 from gateway.store.keys import auth_failure_key, rate_keys
+from gateway.store.multiplex import Multiplexed
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated
 
@@ -13,14 +16,17 @@ __all__ = ["RateStore"]
 
 
 class RateStore:
-    def __init__(self, scripts: Scripts) -> None:
-        self._script = scripts.rate
+    def __init__(self, scripts: Scripts, hot: Multiplexed | None = None) -> None:
+        self._script, self._hot = scripts.rate, hot
 
     async def _check(self, keys: list[str], limits: list[tuple[str, Rate]]) -> Verdict:
         args: list[Any] = []
         for _, rate in limits:
             args += [f"{rate.interval_ms:.3f}", f"{rate.window_ms:.3f}"]
-        reply = await self._script(keys=keys, args=args)
+        if self._hot is not None:
+            reply = await self._hot.script(self._script, keys, args)
+        else:
+            reply = await self._script(keys=keys, args=args)
         return Verdict.of(limits, reply)
 
     @translated
