@@ -87,7 +87,8 @@ async def test_blocking_send_and_cancel_across_replicas(
             done = await post_message(c, "hello", agent="echo")
             assert done.json()["task"]["status"]["state"] == "completed"
             assert done.json()["task"]["artifacts"][0]["parts"][0]["text"] == "hello"
-            # cancel through A stops the run on the worker within a second
+            # cancel through A stops the run on the worker long before its 20 s sleep ends
+            # (a bound with room for a busy machine: two processes and a pub/sub hop)
             r = await post_message(
                 c, "x", agent="partial", metadata={"sleep": 20}, configuration={"blocking": False}
             )
@@ -106,11 +107,11 @@ async def test_blocking_send_and_cancel_across_replicas(
 
             await until(
                 job_released,
-                timeout=1.0,
+                timeout=5.0,
                 what="the worker to stop the canceled run and release its job",
                 logs=tmp_path,
             )
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < 5.0
 
             async def only_the_first_half() -> bool:
                 task = await _task(c, tid)
