@@ -190,3 +190,34 @@ async def test_a_rate_limit_check_rides_the_connection_of_the_scripts(
         ]
         assert sends, seen
         assert _senders(checks, "EVALSHA") == _senders(sends, "EVALSHA"), seen
+
+
+async def test_a_polled_task_is_read_on_the_connection_of_the_scripts(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """On a standalone Redis a poll of a task (GET: the task's context from the user's
+    index, then the task's fields) goes on the multiplexed connection the send scripts
+    use, not through pooled connections (seen with MONITOR)."""
+    async with make_app(queue="memory", embedder="none", audit=False) as client:
+        sent = await client.post("/v1/message:send", json={"message": message("a")})
+        task_id = sent.json()["task"]["id"]
+
+        async def send_and_poll() -> None:
+            r = await client.post("/v1/message:send", json={"message": message("b")})
+            assert r.status_code == 200
+            polled = await client.get(f"/v1/tasks/{task_id}?historyLength=0")
+            assert polled.status_code == 200 and polled.json()["id"] == task_id
+
+        def polled(seen: list[Command]) -> bool:
+            last = seen[-1]
+            return str(last["command"]).startswith("HMGET") and last["client_address"] != "lua"
+
+        seen = await _monitored(redis, send_and_poll, polled)
+        reads = [
+            c
+            for c in seen
+            if c["command"].startswith(("HGET ", "HMGET ")) and c["client_address"] != "lua"
+        ]
+        assert [c["command"].split()[0] for c in reads] == ["HGET", "HMGET"], seen
+        assert reads[0]["command"].endswith(f":tix {task_id}"), reads  # the user's task index
+        assert _senders(reads, "H") == _senders(seen, "EVALSHA"), seen

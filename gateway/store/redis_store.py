@@ -237,6 +237,13 @@ class Store:
             return await self.hot.script(script, keys, args)
         return await script(keys=keys, args=args)
 
+    async def _read(self, command: str, key: str, *args: Any) -> Any:
+        """A short read on the hot path (a task's polling, a waiter's check): multiplexed
+        when the store has a hot connection, beside the scripts."""
+        if self.hot is not None:
+            return await self.hot.execute(command, key, *args)
+        return await self.client.execute_command(command, key, *args)  # type: ignore[no-untyped-call]
+
     # -- sealing: every content field is bound to its user, context and field --------------
 
     def open_message(self, keys: UserKeys, context_id: str, raw: bytes) -> bytes:
@@ -631,7 +638,7 @@ class Store:
 
     @_translated
     async def task_context(self, keys: UserKeys, task_id: str) -> str | None:
-        raw = await self.client.hget(keys.task_index, task_id)
+        raw = await self._read("HGET", keys.task_index, task_id)
         return _text(raw) if raw is not None else None
 
     @_translated
@@ -658,7 +665,7 @@ class Store:
 
     @_translated
     async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
-        raw = await self.client.hget(keys.context(context_id).tasks, task_field(task_id, f.STATE))
+        raw = await self._read("HGET", keys.context(context_id).tasks, task_field(task_id, f.STATE))
         return _text(raw) if raw is not None else None
 
     @_translated
@@ -667,7 +674,7 @@ class Store:
         terminal, or the message's run has settled (the task is interrupted, or has gone on to
         a later message). ``seq`` 0: whether the task is settled, whatever ran."""
         fields = [task_field(task_id, s) for s in (f.STATE, f.RAN, f.JOB)]
-        state, ran, job = await self.client.hmget(keys.context(context_id).tasks, fields)
+        state, ran, job = await self._read("HMGET", keys.context(context_id).tasks, *fields)
         if state is None or _text(state) in TERMINAL:
             return True
         if seq and int(ran or 0) < seq:
@@ -681,12 +688,13 @@ class Store:
         """The task; ``history_length`` None means the whole history."""
         ck = keys.context(context_id)
         fields = [task_field(task_id, s) for s in (*_TASK_FIELDS, f.OPEN_ARTIFACT)]
-        status, arts, seqs, metadata, extra, streamed = await self.client.hmget(ck.tasks, fields)
+        status, arts, seqs, metadata, extra, streamed = await self._read("HMGET", ck.tasks, *fields)
         if status is None:
             return None
         history: list[bytes] | None = None
         wanted = message_seqs(seqs, history_length)
         if wanted:
+            # Messages may be large: their read keeps a pooled connection of its own.
             history = self._history(keys, context_id, await self.client.hmget(ck.msgs, wanted))
         elif history_length is None or history_length > 0:
             history = []
