@@ -13,9 +13,10 @@ import orjson
 import pytest
 
 from gateway.outbound import Allowlist, OutboundRefused
+from gateway.store.keys import TenantAgentKeys
 from tests.a2a_schema import assert_a2a
 from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, message
-from tests.waiting import until
+from tests.waiting import WAIT_SECONDS, until
 
 SECRET = "sk-very-secret-value-123"
 ALLOW = "127.0.0.1:*"
@@ -209,17 +210,38 @@ async def test_registration_checks_the_allowlist(gw: httpx.AsyncClient) -> None:
         assert r.json()["data"]["errors"][0]["field"] == "config.baseUrl"
 
 
-async def test_ephemeral_agents_expire_like_contexts(make_app: AppFactory) -> None:
+async def test_ephemeral_agents_expire_like_contexts(make_app: AppFactory, redis: RawRedis) -> None:
+    """An ephemeral agent's entry takes the contexts' TTL, a read slides it, and once the TTL
+    has passed without a read the agent is gone. The entry's TTL is watched in Redis (where
+    a raw read does not slide it), so no step depends on how long a request takes: the read
+    comes when half the TTL is left, and the expiry is awaited, not slept through."""
+    ttl_ms = 4000
     async with make_app(
-        api_keys=orjson.dumps(API_KEYS).decode(), context_ttl_seconds=1, agent_cache_seconds=0
+        api_keys=orjson.dumps(API_KEYS).decode(),
+        context_ttl_seconds=ttl_ms // 1000,
+        agent_cache_seconds=0,
     ) as c:
         view = await register(c, {"name": "Scratch", "type": "echo"}, ephemeral="true")
         assert view["ephemeral"] is True
-        await asyncio.sleep(0.6)
+        entry = TenantAgentKeys.of("t1").agent(view["id"])
+        assert 0 < await redis.pttl(entry) <= ttl_ms
+
+        async def half_spent() -> int | None:
+            left = int(await redis.pttl(entry))
+            assert left > 0, f"the entry expired before it was read (PTTL {left})"
+            return left if left <= ttl_ms // 2 else None
+
+        left = await until(half_spent, what="half the ephemeral agent's TTL to pass")
         assert (await c.get(f"/agents/{view['id']}", headers=auth("alice"))).status_code == 200
-        await asyncio.sleep(0.6)  # the read above slid its expiry
-        assert (await c.get(f"/agents/{view['id']}", headers=auth("alice"))).status_code == 200
-        await asyncio.sleep(1.2)
+        slid = await redis.pttl(entry)  # only a new expiry raises it: the read slid it
+        assert left < slid <= ttl_ms, f"PTTL {left} ms before the read, {slid} ms after"
+
+        async def expired() -> bool:
+            return not await redis.exists(entry)
+
+        await until(
+            expired, timeout=ttl_ms / 1000 + WAIT_SECONDS, what="the unread agent to expire"
+        )
         assert (await c.get(f"/agents/{view['id']}", headers=auth("alice"))).status_code == 404
         ids = [a["id"] for a in (await c.get("/agents", headers=auth("alice"))).json()["items"]]
         assert ids == ["echo"]
