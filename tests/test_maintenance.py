@@ -5,18 +5,29 @@ from __future__ import annotations
 import asyncio
 
 from gateway.store.jobs import JobStore
+from gateway.store.keys import MAINTENANCE_LEADER
 from tests.conftest import AppFactory, RawRedis, message
 from tests.waiting import until
 
 
 async def test_one_leader_at_a_time(redis: RawRedis) -> None:
+    """While its holder renews it, no one else takes the lead; once the holder falls silent,
+    the lead expires and the next node to ask takes it. Held leases are far longer than any
+    step of the test; only the holder's last renewal is short, and its expiry is awaited."""
     jobs = JobStore(redis)
-    assert await jobs.lead("a", 300)
-    assert not await jobs.lead("b", 300)
-    assert await jobs.lead("a", 300)  # renewal
-    await asyncio.sleep(0.35)
-    assert await jobs.lead("b", 300)  # the lead expires with its holder's silence
-    assert not await jobs.lead("a", 300)
+    held = 60_000  # ms
+    assert await jobs.lead("a", held)
+    assert not await jobs.lead("b", held)
+    assert await jobs.lead("a", held)  # renewal
+    assert not await jobs.lead("b", held)
+    assert await jobs.lead("a", 300)  # its last renewal, for 300 ms
+    assert 0 < await redis.pttl(MAINTENANCE_LEADER) <= 300  # the renewal set the lease
+
+    async def taken() -> bool:
+        return await jobs.lead("b", held)
+
+    await until(taken, what="the lead to pass to b once a falls silent")
+    assert not await jobs.lead("a", held)
 
 
 async def test_prune_drops_index_entries_of_expired_contexts(
