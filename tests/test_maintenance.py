@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
+from gateway.http.auth import LOCAL_PRINCIPAL
 from gateway.store.jobs import JobStore
-from gateway.store.keys import MAINTENANCE_LEADER
-from tests.conftest import AppFactory, RawRedis, message
-from tests.waiting import until
+from gateway.store.keys import MAINTENANCE_LEADER, keys_of
+from tests.conftest import AppFactory, RawRedis, message, runs_settled
+from tests.waiting import WAIT_SECONDS, until
 
 
 async def test_one_leader_at_a_time(redis: RawRedis) -> None:
@@ -33,11 +32,42 @@ async def test_one_leader_at_a_time(redis: RawRedis) -> None:
 async def test_prune_drops_index_entries_of_expired_contexts(
     make_app: AppFactory, redis: RawRedis
 ) -> None:
-    async with make_app(context_ttl_seconds=2) as c:
+    """Two contexts of one user, the second written when the first has half its TTL left:
+    once the first has expired, the user's indexes (which the second write refreshed) still
+    name it until a prune drops its entries. Expiry is watched in Redis, not slept through,
+    so the first is gone and the second still has half a TTL when the prune runs."""
+    ttl_ms = 4000
+    keys = keys_of(LOCAL_PRINCIPAL)
+    async with make_app(context_ttl_seconds=ttl_ms // 1000) as c:
         old = (await c.post("/v1/message:send", json={"message": message("a")})).json()["task"]
-        await asyncio.sleep(1.2)
+        old_meta = keys.meta(old["contextId"])
+        # Its run and embedding refresh its TTL: the half that is left is counted after them.
+        await until(lambda: runs_settled(redis), what="the first context's run to settle")
+
+        async def embedded() -> bool:
+            memory = (await c.get(f"/v1/contexts/{old['contextId']}")).json()["memory"]
+            return bool(memory["pending"] == 0)
+
+        await until(embedded, what="the first context's message to be embedded")
+
+        async def half_spent() -> int | None:
+            left = int(await redis.pttl(old_meta))
+            assert left > 0, f"the first context expired before the second was written ({left})"
+            return left if left <= ttl_ms // 2 else None
+
+        await until(half_spent, what="the first context to have half its TTL left")
         new = (await c.post("/v1/message:send", json={"message": message("b")})).json()["task"]
-        await asyncio.sleep(1.2)  # the first context has expired; the user's indexes have not
+
+        async def expired() -> bool:
+            return not await redis.exists(old_meta)
+
+        await until(
+            expired, timeout=ttl_ms / 1000 + WAIT_SECONDS, what="the first context to expire"
+        )
+        # the user's indexes have not expired, nor has the second context
+        live = [keys.contexts, keys.task_index, keys.origins, keys.meta(new["contextId"])]
+        ttls = [await redis.pttl(key) for key in live]
+        assert all(ttl > 0 for ttl in ttls), dict(zip(live, ttls, strict=True))
         maintenance = c.app.state.runtime.maintenance  # type: ignore[attr-defined]
         removed = await maintenance.prune()
         assert removed == 3  # its entry in the context index, task index and origin index
