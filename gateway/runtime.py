@@ -26,6 +26,7 @@ from gateway.configuration import ConfigurationError
 from gateway.context_memory.embedders import Embedder
 from gateway.context_memory.factory import build_embedder
 from gateway.context_memory.indexer import Indexer
+from gateway.context_memory.inline import InlineEmbedding
 from gateway.engine.durable_queue import DurableQueue
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
@@ -177,6 +178,11 @@ class Runtime:
             longterm = LongTermMemory(cortadel, LongTermStore(store), defaults)
         embedder = build_embedder(settings)
         search = SearchService(MemoryStore(store), embedder)
+        # A run here embeds its own message with its last write when the embedder is local
+        # and the store standalone (a cluster's streams are in another slot than the context).
+        inline = None
+        if embedder is not None and embedder.local and settings.workers and not store.cluster:
+            inline = InlineEmbedding(embedder, settings.embedder_max_chars)
         executor = RunExecutor(
             store,
             agents,
@@ -186,6 +192,7 @@ class Runtime:
             longterm=longterm,
             search_for=search.for_run,
             retry_seconds=settings.job_lease_seconds,
+            inline=inline,
         )
         queue: JobQueue
         if settings.queue == "memory":
@@ -213,6 +220,7 @@ class Runtime:
                 backoff_cap=settings.embedder_backoff_max_seconds,
                 block_ms=block_ms,
                 lease_seconds=settings.job_lease_seconds,
+                inline=inline,
             )
         outbox_jobs = job_store(OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
         outbox = None

@@ -53,6 +53,9 @@ class EmbedderError(Exception):
 class Embedder(Protocol):
     dimensions: int
     max_batch: int
+    # Computed in this process, in microseconds per text (no network, no thread for one
+    # text): a run may embed its own message with its last write (``inline.py``).
+    local: bool
 
     @property
     def model_id(self) -> str:
@@ -81,6 +84,8 @@ def _word_codes(word: str) -> tuple[int, ...]:
 
 
 class HashingEmbedder:
+    local = True
+
     def __init__(self, dimensions: int = 256, max_batch: int = 256) -> None:
         self.dimensions, self.max_batch = dimensions, max_batch
 
@@ -193,6 +198,7 @@ class WordLlamaEmbedder:
     as wordllama's own inference computes it (no special tokens, no truncation)."""
 
     model_id = "wordllama:l2_supercat:256"
+    local = True
 
     def __init__(self, max_batch: int = 256, *, piece_cache: bool = True) -> None:
         self._tokenizer, self._table = _wordllama_model()
@@ -234,6 +240,8 @@ class WordLlamaEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible embeddings endpoint. The SDK's own retries are off: the indexer
     retries with its policy, and only what can succeed on a retry is retried."""
+
+    local = False
 
     def __init__(
         self,

@@ -7,7 +7,8 @@ simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
 still refused, skipped with a logged reason. Vectors are written by one script per
 user for up to eight of its contexts a round trip; it writes nothing to a context that
 is gone, nor into a context whose vectors are of another model: that context is queued
-for re-embedding instead (``reembed.py``).
+for re-embedding instead (``reembed.py``). Jobs a run of this process does itself
+(``inline.py``) are left to it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import orjson
 from gateway import metrics, tracing
 from gateway.backoff import Backoff, RetryPolicy
 from gateway.context_memory.embedders import Embedder, EmbedderError, Matrix
+from gateway.context_memory.inline import InlineEmbedding
 from gateway.context_memory.reembed import reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
@@ -65,6 +67,7 @@ class Indexer(BatchConsumer):
         linger: float = 0.05,
         backoff_cap: float = 30.0,
         write_step: int = 8,
+        inline: InlineEmbedding | None = None,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
         # A batch whose embedding failed stays pending; the loop pauses, then reads on.
@@ -80,6 +83,7 @@ class Indexer(BatchConsumer):
         self._store, self._embedder = store, embedder
         self._max_chars, self._linger = max_chars, linger
         self._write_step = write_step
+        self._inline = inline  # the jobs this process's runs do themselves
         # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
         # unless the indexer is stopping.
         self._embed_retry = RetryPolicy(
@@ -88,6 +92,8 @@ class Indexer(BatchConsumer):
         )
 
     async def read(self, count: int) -> list[Entry]:
+        if self._inline is not None and (back := self._inline.returned(count)):
+            return back
         batch = await super().read(count)
         if batch and len(batch) < count and self._linger:
             # Let a batch gather: fewer round trips, less competition with requests.
@@ -96,7 +102,10 @@ class Indexer(BatchConsumer):
         return batch
 
     async def process(self, entries: list[Entry]) -> None:
-        await self.index([self._item(e, f) for e, f in entries])
+        if self._inline is not None:
+            entries = self._inline.for_indexer(entries)
+        if entries:
+            await self.index([self._item(e, f) for e, f in entries])
 
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:

@@ -74,6 +74,9 @@ class RunJob:
     # The W3C traceparent of the span that queued the run (empty when tracing is off):
     # the run's span continues that trace on whichever replica takes the job.
     trace: str = ""
+    # The message's embedding job, handed over by the send with the inputs: a run here may
+    # add the message's vector with its last write (``context_memory/inline.py``).
+    embed_entry: str = field(default="", compare=False)
 
     def wire(self) -> bytes:
         """The job's fields as stored in the stream (``seq`` is added by the send script)."""
@@ -132,6 +135,7 @@ class RunJob:
             task_id=result.task_id,
             seq=result.seq,
             inputs=result.inputs,
+            embed_entry=result.embed_entry,
         )
 
     def following(self, seq: int, job_json: bytes) -> RunJob:

@@ -14,7 +14,7 @@ re-embedding or ``gateway encryption rotate-data``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,15 +27,14 @@ from gateway.store.scripts import (
     AddVectorsArgs,
     ResetVectorsArgs,
     RewriteVectorsArgs,
-    VectorRows,
     argv,
 )
 from gateway.store.sealing import context_of
 from gateway.store.translate import translated as _translated
+from gateway.store.vector_rows import VECTORS_FIELD, frame, frames_of, vector_rows
 
 __all__ = ["VECTORS_FIELD", "MemoryStore", "StoredVectors", "VectorBatch", "frame", "frames_of"]
 
-VECTORS_FIELD = "vec"  # the field named in the associated data of sealed vector frames
 # A search that reads a context whole and opens more frames than this merges them into one.
 _COMPACT_AFTER = 16
 # What a read of the vectors takes from the context's meta hash, in the order it unpacks.
@@ -113,18 +112,8 @@ class MemoryStore:
 
     def _rows(self, b: VectorBatch, sealed: bool) -> list[Any]:
         """One context's part of the add-vectors script's ARGV."""
-        rows: list[bytes | int] = []
-        if not sealed:
-            for seq, blob in b.vectors:
-                rows += [seq.to_bytes(4, "little"), seq, blob]
-            sealed_frame = b""
-        else:
-            joined = b"".join(blob for _, blob in b.vectors)
-            aad = context_of(b.keys.prefix, b.context_id, VECTORS_FIELD)
-            sealed_frame = frame(self._store.sealer.seal(joined, aad)) if joined else b"-"
-            for seq, _ in b.vectors:
-                rows += [seq.to_bytes(4, "little"), seq, b""]
-        return argv(VectorRows(b.skipped, sealed_frame, len(b.vectors), rows))
+        prefix, sealer = b.keys.prefix, self._store.sealer
+        return vector_rows(sealer, prefix, b.context_id, b.vectors, b.skipped, sealed)
 
     async def _run(self, calls: list[tuple[list[str], list[Any]]]) -> list[list[int]]:
         hot, script = self._store.hot, self._store.scripts.add_vectors
@@ -315,20 +304,3 @@ class MemoryStore:
                 pipe.xadd(EMBEDS, {f.ENTRY_JOB: job_json, f.ENTRY_SEQ: seq})
             await pipe.execute()
         return True
-
-
-def frame(sealed: bytes) -> bytes:
-    """A sealed value behind its 4-byte length (little-endian)."""
-    return len(sealed).to_bytes(4, "little") + sealed
-
-
-def frames_of(blob: bytes) -> Iterator[memoryview]:
-    """The sealed values of a string of frames, without copies; a truncated last frame is
-    left out."""
-    view, pos = memoryview(blob), 0
-    while pos + 4 <= len(blob):
-        size = int.from_bytes(view[pos : pos + 4], "little")
-        if pos + 4 + size > len(blob):
-            return
-        yield view[pos + 4 : pos + 4 + size]
-        pos += 4 + size

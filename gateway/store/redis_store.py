@@ -79,6 +79,7 @@ from gateway.store.scripts import (
 )
 from gateway.store.sealing import Sealer, context_of
 from gateway.store.translate import translated as _translated
+from gateway.store.vector_rows import vector_rows
 
 __all__ = [
     "RunInputs",
@@ -149,6 +150,19 @@ class SendResult:
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
+    embed_entry: str = ""  # the message's embedding job on the stream (standalone Redis)
+
+
+@dataclass(frozen=True)
+class RunVector:
+    """The vector of a run's own message, added with the run's last write (``TaskUpdate``);
+    its embedding job (``entry``) is then done."""
+
+    entry: str
+    model: str
+    dimensions: int
+    seq: int
+    vector: bytes  # float32, little-endian
 
 
 @dataclass(frozen=True)
@@ -167,7 +181,11 @@ class TaskUpdate:
     and leaves the task ``submitted`` with ``next_status_json``.
 
     ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
-    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed)."""
+    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed).
+
+    ``vector`` (standalone Redis) is added to the context's vectors whatever the write's
+    outcome, and its embedding job is then done, unless the context's vectors refuse it
+    (another model or form, the seq already embedded): the indexer then takes the job."""
 
     context_id: str
     task_id: str
@@ -186,6 +204,7 @@ class TaskUpdate:
     next_status_json: bytes = b""
     artifact_events: Sequence[bytes] = ()
     open_artifact: bytes = b""
+    vector: RunVector | None = None  # the run's own message's vector, added with the write
 
 
 @dataclass(frozen=True)
@@ -197,6 +216,7 @@ class UpdateResult:
     # The next waiting message's run (its seq and job fields) when the caller queues it
     # itself (the in-process queue).
     next_run: tuple[int, bytes] | None = None
+    embedded: bool = False  # the write added ``TaskUpdate.vector``: its embedding job is done
 
 
 def _artifact_ids(artifacts: Sequence[bytes]) -> bytes:
@@ -491,7 +511,9 @@ class Store:
             if w.embed:
                 await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
             await self._moved_pushes(keys, context_id, reply.pushed)
-        return SendResult(context_id, task_id, seq, False, inputs, entry, reply.claimed)
+        return SendResult(
+            context_id, task_id, seq, False, inputs, entry, reply.claimed, False, reply.embed_entry
+        )
 
     async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
         """The messageId already opened a context: replay it, or reopen if that one is gone."""
@@ -569,6 +591,7 @@ class Store:
                     artifact_ids=_artifact_ids(artifacts)
                     if self.push_artifacts and artifacts
                     else b"",
+                    **self._vector_args(keys, context_id, u.vector),
                 )
             ),
         )
@@ -576,7 +599,7 @@ class Store:
         if written.outcome != "ok":
             if (finish and written.outcome != "fenced") or written.outcome == "gone":
                 await self._ack_job(entry)
-            return UpdateResult(written.outcome)  # type: ignore[arg-type]
+            return UpdateResult(written.outcome, embedded=written.embedded)  # type: ignore[arg-type]
         if written.store_turn:
             await self.client.xadd(OUTBOX, {f.ENTRY_JOB: outbox_job, f.ENTRY_SEQ: seq})
         next_run = None
@@ -590,7 +613,20 @@ class Store:
         if finish:
             await self._ack_job(entry)
         artifacts_json = self._open_artifacts(keys, context_id, task_id, written.artifacts)
-        return UpdateResult("ok", artifacts_json, written.chained, next_run)
+        return UpdateResult("ok", artifacts_json, written.chained, next_run, written.embedded)
+
+    def _vector_args(self, keys: UserKeys, context_id: str, v: RunVector | None) -> dict[str, Any]:
+        """The update script's arguments that add a run's own message's vector."""
+        if v is None or self.cluster:
+            return {"embed_entry": "", "new_model": "", "new_dims": 0, "vectors": []}
+        sealed = self.sealer.seal_writes
+        rows = vector_rows(self.sealer, keys.prefix, context_id, [(v.seq, v.vector)], 0, sealed)
+        return {
+            "embed_entry": v.entry,
+            "new_model": v.model,
+            "new_dims": v.dimensions,
+            "vectors": rows,
+        }
 
     @_translated
     async def cancel_task(

@@ -33,6 +33,7 @@ from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.store import fields as f
 from gateway.store.keys import (
     CONTEXT_KEY_COUNT,
+    EMBEDS_GROUP,
     EVENT_CHANNEL,
     EVENT_STREAM,
     EVENTS_GRACE_MS,
@@ -123,6 +124,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     "COMPLETED": a2a.COMPLETED,
     "INPUT_REQUIRED": a2a.INPUT_REQUIRED,
     "GROUP": JOBS_GROUP,
+    "EMBEDS_GROUP": EMBEDS_GROUP,
     "D_TENANT": f.DELIVERY_TENANT,
     "D_USER": f.DELIVERY_USER,
     "D_CONTEXT": f.DELIVERY_CONTEXT,
@@ -439,6 +441,7 @@ _SEND = (
 continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
+local embed_entry = ''  -- the message's embedding job, when queued here
 if mode == 'new' then
   local origin = redis.call('HGET', ORIGINS, mid)
   if origin and origin ~= stale_origin then return {'origin', origin} end
@@ -543,7 +546,7 @@ redis.call('ZADD', CONTEXTS, now, cid)
 touch(ttl, CONTEXTS, TASK_INDEX)
 if flag('e') then
   if not fresh then redis.call('HINCRBY', META, M_EMBED_QUEUED, 1) end
-  if EMBEDS then redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
+  if EMBEDS then embed_entry = redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
 end
 if waits then
   local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
@@ -569,30 +572,87 @@ if not continuing then mark = '2|' .. #tostring(seq) end
 if flag('l') then
   redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. seq)
   fence(tid, attempt_id('local', seq), mark)
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 if not flag('r') then
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
   redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. seq)
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED}
+  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 local entry = redis.call('XADD', JOBS, '*', E_JOB, job, E_SEQ, seq)
 redis.call('HSET', TASKS, tid .. F_JOB, entry)
-if claimant == '' then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
+if claimant == '' then
+  return {'ok', tid, seq, msg, referenced, entry, '', {}, '', '', embed_entry}
+end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
 local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, claimant, 'COUNT', 1,
                         'STREAMS', JOBS, '>')
-if got.err or not got[1] then return {'ok', tid, seq, msg, referenced, entry, '', {}, ''} end
+if got.err or not got[1] then
+  return {'ok', tid, seq, msg, referenced, entry, '', {}, '', '', embed_entry}
+end
 local claimed = got[1][2][1]
 if claimed[1] == entry then fence(tid, attempt_id(claimant, entry), mark) end
-return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
+return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], '', '', embed_entry}
 """
 )
+
+# Lua: `add`, one context's part of adding vectors (the context bound, the locals `ttl`,
+# `new_model` and `new_dims` set); shared by the add-vectors script and the update script,
+# which adds the vector of a run's own message with the run's last write.
+_ADD_CONTEXT_VECTORS = """
+local function add(skipped, frame, rows_at, rows_end)
+  local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
+    M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
+  if not seq then return 0 end  -- gone: every context that has a message has a seq
+  if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
+    return -1
+  end
+  local sealed = frame ~= ''
+  -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
+  -- None stored: no bit is set, and the three keys this creates have no TTL yet.
+  local stored = redis.call('STRLEN', VECTORS) > 0
+  if stored and (form == 's') ~= sealed then return -3 end
+  local fields = {}
+  if sealed then
+    for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
+      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
+    end
+    if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
+  elseif form then
+    redis.call('HDEL', META, M_VECTOR_FORM)
+  end
+  if not dims then
+    for _, v in ipairs({M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims}) do
+      table.insert(fields, v)
+    end
+  end
+  if #fields > 0 then redis.call('HSET', META, unpack(fields)) end
+  local added = 0
+  for i = rows_at, rows_end, 3 do
+    if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
+      redis.call('APPEND', VECTOR_SEQS, ARGV[i])
+      if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
+      added = added + 1
+    end
+  end
+  if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
+  local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
+  if reembedding and done >= tonumber(queued or '0') then
+    redis.call('HDEL', META, M_REEMBEDDING)
+  end
+  if stored then
+    touch(tonumber(ttl))
+  else
+    touch_keys(tonumber(ttl), true, VECTORS, VECTOR_SEQS, VECTOR_BITS)
+  end
+  return added
+end
+"""
 
 # ARGV: UpdateArgs. A finishing write that leaves the task completed or input-required,
 # given an outbox job, queues the turn in the outbox (on a cluster it returns 'store' instead).
@@ -601,7 +661,8 @@ return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], ''}
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
 # Reply: ``replies.update_reply`` (artifacts only with a write that ends the run or leaves
-# the task terminal or interrupted). Terminal tasks take
+# the task terminal or interrupted; every reply says after its kind whether the embedding
+# job of ``embed_entry`` is done). Terminal tasks take
 # no writes: a late result after a cancel is dropped. A finishing write records the run as
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 
@@ -629,27 +690,44 @@ class UpdateArgs(NamedTuple):
     artifact_events: bytes  # '<length>:<json>'... or ''
     open_artifact: bytes  # json, '' unchanged, '-' none (closed)
     artifact_ids: bytes  # one per line, when webhooks get artifact updates, else ''
+    embed_entry: str  # the run's message's embedding job, when its vector comes along, or ''
+    new_model: str  # that vector's model, or ''
+    new_dims: int  # its dimensions, or 0
+    vectors: Sequence[bytes | int | str]  # its VectorRows, spread (none without embed_entry)
 
 
 _UPDATE = (
     _PRELUDE
     + _lua_args(UpdateArgs)
+    + _ADD_CONTEXT_VECTORS
     + """
 finish, ttl = finish == '1', tonumber(ttl)
-if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone'} end
+-- The vector of the run's own message, whatever becomes of the task: once added (or moot,
+-- the context being gone), its embedding job is done. Refused (another model, form or a
+-- seq already embedded), the job stays for the indexer, which knows what to do.
+local embedded = ''  -- '1': the job is done (every reply says so after its kind)
+if embed_entry ~= '' and EMBEDS then
+  local rows_end = vectors_from + 2 + 3 * tonumber(ARGV[vectors_from + 2])
+  if add(ARGV[vectors_from], ARGV[vectors_from + 1], vectors_from + 3, rows_end) >= 0 then
+    redis.pcall('XACK', EMBEDS, EMBEDS_GROUP, embed_entry)
+    redis.call('XDEL', EMBEDS, embed_entry)
+    embedded = '1'
+  end
+end
+if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
 local state, ran, owner, push_ids = unpack(redis.call('HMGET', TASKS, tid .. F_STATE,
   tid .. F_RAN, tid .. F_ATTEMPT, tid .. F_PUSH_IDS))
-if not state then ack(entry); return {'gone'} end
+if not state then ack(entry); return {'gone', embedded} end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
-  return {'terminal'}
+  return {'terminal', embedded}
 end
 if finish and tonumber(ran or '0') >= tonumber(run_seq) then
   ack(entry)
-  return {'moot'}
+  return {'moot', embedded}
 end
-if attempt ~= '' and owner ~= attempt then return {'fenced'} end
-if required_state ~= '' and state ~= required_state then return {'skipped'} end
+if attempt ~= '' and owner ~= attempt then return {'fenced', embedded} end
+if required_state ~= '' and state ~= required_state then return {'skipped', embedded} end
 if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
   redis.call('HINCRBY', META, M_BYTES, #artifacts + #reply)
 end
@@ -738,7 +816,7 @@ elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
 end
 if not returns_arts then arts = false end
-return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
+return {'ok', embedded, arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
 
@@ -893,54 +971,8 @@ _ADD_VECTORS = (
     + _SLIDING_TTL
     + _BIND_CONTEXT
     + _lua_args(AddVectorsArgs)
+    + _ADD_CONTEXT_VECTORS
     + """
-local function add(skipped, frame, rows_at, rows_end)
-  local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
-    M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
-  if not seq then return 0 end  -- gone: every context that has a message has a seq
-  if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
-    return -1
-  end
-  local sealed = frame ~= ''
-  -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
-  -- None stored: no bit is set, and the three keys this creates have no TTL yet.
-  local stored = redis.call('STRLEN', VECTORS) > 0
-  if stored and (form == 's') ~= sealed then return -3 end
-  local fields = {}
-  if sealed then
-    for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
-      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
-    end
-    if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
-  elseif form then
-    redis.call('HDEL', META, M_VECTOR_FORM)
-  end
-  if not dims then
-    for _, v in ipairs({M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims}) do
-      table.insert(fields, v)
-    end
-  end
-  if #fields > 0 then redis.call('HSET', META, unpack(fields)) end
-  local added = 0
-  for i = rows_at, rows_end, 3 do
-    if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
-      redis.call('APPEND', VECTOR_SEQS, ARGV[i])
-      if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
-      added = added + 1
-    end
-  end
-  if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
-  local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
-  if reembedding and done >= tonumber(queued or '0') then
-    redis.call('HDEL', META, M_REEMBEDDING)
-  end
-  if stored then
-    touch(tonumber(ttl))
-  else
-    touch_keys(tonumber(ttl), true, VECTORS, VECTOR_SEQS, VECTOR_BITS)
-  end
-  return added
-end
 local replies, at = {}, contexts_from
 for base = 0, #KEYS - 1, CONTEXT_KEY_COUNT do
   bind(base)

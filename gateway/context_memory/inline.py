@@ -1,0 +1,98 @@
+"""A run embeds its own message and adds the vector with its last write.
+
+The send script queues every embeddable user message on the embedding stream, as always.
+With a local embedder (``Embedder.local``: microseconds per text, no network) on a
+standalone Redis, the run that answers the message in this process does that job itself:
+it embeds the message's text (up to ``INLINE_MAX_CHARS``; a longer one stays with the
+indexer's thread), and its last write (the update script) adds the vector and deletes the
+job in the same step. The indexer's work for the message (reading the job, reading the
+message back and opening it, a vectors script, the acknowledgement) is not done at all.
+
+The runs and the indexer of a process share one ``InlineEmbedding``. A job whose run has
+claimed it is not the indexer's: read while the run is under way, the indexer lets it go
+unacknowledged and takes it back if the run's write did not add the vector; read before
+the write and handled after it, it is dropped. The job stays in the stream until a vector
+is added, whoever adds it, so a crash at any point loses nothing; where both write, the
+second adds nothing (the seq is already embedded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway import metrics
+from gateway.context_memory.embedders import Embedder, EmbedderError
+from gateway.context_memory.text import embeddable_text
+from gateway.store.jobs import Entry
+from gateway.store.redis_store import RunVector
+
+__all__ = ["INLINE_MAX_CHARS", "InlineEmbedding"]
+
+# Texts longer than this are embedded by the indexer (in its thread, off the event loop).
+INLINE_MAX_CHARS = 2_000
+# How many written jobs are remembered for an indexer that read them before the write.
+_WRITTEN_KEPT = 16_384
+
+
+class InlineEmbedding:
+    def __init__(self, embedder: Embedder, max_chars: int) -> None:
+        self.embedder = embedder
+        self._max_chars = min(max_chars, INLINE_MAX_CHARS)
+        self._claimed: set[str] = set()  # jobs a run here is about to write
+        self._written: dict[str, None] = {}  # jobs written by runs here, oldest first
+        self._let_go: dict[str, Entry] = {}  # claimed jobs the indexer read and let go
+        self._returned: list[Entry] = []  # those whose run did not add the vector
+
+    def claim(self, entry: str, message: Mapping[str, Any]) -> bool:
+        """Whether a run here embeds its message (embedding job ``entry``) itself; if so,
+        the run settles the claim whatever happens (``settle``)."""
+        if not entry or len(embeddable_text(message)) > self._max_chars:
+            return False
+        self._claimed.add(entry)
+        return True
+
+    async def vector(self, entry: str, seq: int, message: Mapping[str, Any]) -> RunVector | None:
+        """The vector of a claimed message (seq ``seq``), or None when the embedder refuses
+        it (the indexer then takes the job, and its retries)."""
+        try:
+            matrix = await self.embedder.embed([embeddable_text(message)])
+        except EmbedderError:
+            return None
+        model, dimensions = self.embedder.model_id, self.embedder.dimensions
+        return RunVector(entry, model, dimensions, seq, matrix[0].astype("<f4").tobytes())
+
+    def settle(self, entry: str, embedded: bool) -> None:
+        """The claimed job's run is over: its write added the vector (the job is gone from
+        the stream), or not (the job is the indexer's again)."""
+        self._claimed.discard(entry)
+        held = self._let_go.pop(entry, None)
+        if embedded:
+            metrics.EMBEDDED.inc()
+            if held is None:  # the indexer may have read it and not handled it yet
+                self._written[entry] = None
+                if len(self._written) > _WRITTEN_KEPT:
+                    del self._written[next(iter(self._written))]
+        elif held is not None:
+            self._returned.append(held)
+
+    def for_indexer(self, entries: list[Entry]) -> list[Entry]:
+        """Of the entries the indexer read, those it handles: not a job a run here has
+        claimed (let go until the run settles it) or written (done)."""
+        if not self._claimed and not self._written:
+            return entries
+        mine = []
+        for entry in entries:
+            name = entry[0]
+            if name in self._claimed:
+                self._let_go[name] = entry
+            elif name in self._written:
+                del self._written[name]
+            else:
+                mine.append(entry)
+        return mine
+
+    def returned(self, count: int) -> list[Entry]:
+        """Up to ``count`` of the jobs handed back to the indexer."""
+        entries, self._returned = self._returned[:count], self._returned[count:]
+        return entries

@@ -1,0 +1,156 @@
+"""A run embeds its own message and adds the vector with its last write (local embedders,
+standalone Redis); the indexer keeps every job the run does not finish."""
+
+from __future__ import annotations
+
+import signal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.context_memory.embedders import HashingEmbedder
+from gateway.context_memory.inline import INLINE_MAX_CHARS, InlineEmbedding
+from gateway.store.keys import EMBEDS, EMBEDS_GROUP
+from tests.conftest import CLUSTER, AppFactory, RawRedis, post_message, send_task
+from tests.processes import PROCESS_SECONDS, serving, slow_process_test
+from tests.waiting import until
+
+send_echo = partial(send_task, agent="echo")
+
+
+async def _memory(c: httpx.AsyncClient, cid: str) -> dict[str, int]:
+    memory: dict[str, int] = (await c.get(f"/v1/contexts/{cid}")).json()["memory"]
+    return memory
+
+
+async def _indexed(c: httpx.AsyncClient, cid: str, count: int) -> dict[str, int]:
+    async def done() -> dict[str, int] | None:
+        memory = await _memory(c, cid)
+        return memory if memory == {"indexed": count, "pending": 0} else None
+
+    return await until(done, what=f"{count} messages of context {cid} to be indexed")
+
+
+async def _hits(c: httpx.AsyncClient, cid: str, query: str) -> list[str]:
+    r = await c.post(f"/v1/contexts/{cid}:search", json={"query": query, "mode": "vector"})
+    assert r.status_code == 200, r.text
+    return [hit["text"] for hit in r.json()["hits"]]
+
+
+@pytest.mark.parametrize("embedder", ["hashing", "wordllama"])
+async def test_a_blocking_send_returns_with_its_message_searchable(
+    make_app: AppFactory, redis: RawRedis, embedder: str
+) -> None:
+    """The run's last write adds the message's vector and ends its embedding job in the same
+    step: when a blocking send returns, the message is indexed and nothing is left queued.
+    On a Redis Cluster (the streams in another slot) the indexer does it, soon after."""
+    async with make_app(embedder=embedder, audit=False) as c:
+        task = await send_echo(c, "Allergic to penicillin since childhood")
+        cid = task["contextId"]
+        await send_echo(c, "Blood glucose was 6.1 mmol/L this morning", contextId=cid)
+        if CLUSTER:
+            memory = await _indexed(c, cid, 2)
+        else:
+            memory = await _memory(c, cid)
+            assert await redis.xlen(EMBEDS) == 0
+            assert (await redis.xpending(EMBEDS, EMBEDS_GROUP))["pending"] == 0
+        assert memory == {"indexed": 2, "pending": 0}
+        assert (await _hits(c, cid, "penicillin allergy"))[0].startswith("Allergic")
+
+
+async def test_a_message_longer_than_a_run_embeds_is_indexed_by_the_indexer(
+    make_app: AppFactory,
+) -> None:
+    """Texts over ``INLINE_MAX_CHARS`` are embedded in the indexer's thread, off the loop."""
+    long_text = "Chest pain radiating to the left arm at rest. " * (INLINE_MAX_CHARS // 40)
+    assert len(long_text) > INLINE_MAX_CHARS
+    async with make_app(embedder="hashing", audit=False) as c:
+        cid = (await send_echo(c, long_text))["contextId"]
+        await send_echo(c, "Allergic to penicillin since childhood", contextId=cid)
+        await _indexed(c, cid, 2)
+        assert (await _hits(c, cid, "chest pain"))[0] == long_text
+
+
+async def test_a_message_sent_without_waiting_is_indexed_by_its_run(
+    make_app: AppFactory,
+) -> None:
+    """A non-blocking send returns first; the run then adds the vector with its last write."""
+    async with make_app(embedder="hashing", audit=False) as c:
+        r = await post_message(
+            c, "Knee swollen after the fall", agent="echo", configuration={"blocking": False}
+        )
+        assert r.status_code == 200, r.text
+        cid = r.json()["task"]["contextId"]
+        await _indexed(c, cid, 1)
+        assert await _hits(c, cid, "swollen knee") == ["Knee swollen after the fall"]
+
+
+def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vector() -> None:
+    """The hand-over between runs and the indexer of one process (pure bookkeeping)."""
+    inline = InlineEmbedding(HashingEmbedder(), 8000)
+    message: dict[str, Any] = {"parts": [{"kind": "text", "text": "an allergy"}]}
+    entry = ("1-0", {b"job": b"{}", b"seq": b"1"})
+    other = ("2-0", {b"job": b"{}", b"seq": b"1"})
+    # Claimed and under way: the indexer lets it go; its run's write added nothing.
+    assert inline.claim("1-0", message)
+    assert inline.for_indexer([entry, other]) == [other]
+    inline.settle("1-0", embedded=False)
+    assert inline.returned(10) == [entry] and inline.returned(10) == []
+    # Written before the indexer handles what it read earlier: dropped, once.
+    assert inline.claim("1-0", message)
+    inline.settle("1-0", embedded=True)
+    assert inline.for_indexer([entry]) == []
+    assert inline.for_indexer([entry]) == [entry]
+    assert inline.returned(10) == []
+    # Too long for a run, or no job: never claimed.
+    assert not inline.claim("3-0", {"parts": [{"kind": "text", "text": "x" * 2001}]})
+    assert not inline.claim("", message)
+
+
+@slow_process_test
+async def test_a_run_killed_before_its_last_write_loses_no_embedding(
+    tmp_path: Path, redis_url: str, redis: RawRedis
+) -> None:
+    """The embedding job stays queued until a vector is added: a process killed while its
+    run holds the job leaves it for the next process's indexer."""
+    env = {
+        "REDIS_URL": redis_url,
+        "GATEWAY_EMBEDDER": "hashing",
+        "GATEWAY_JOB_LEASE_SECONDS": "1",
+        "GATEWAY_REDIS_TIMEOUT_SECONDS": "1",
+    }
+    with serving(tmp_path, **env) as (first, base):
+        async with httpx.AsyncClient(base_url=base, timeout=30) as c:
+            r = await post_message(
+                c,
+                "Allergic to penicillin since childhood",
+                agent="partial",
+                metadata={"sleep": 30, "once": str(tmp_path / "ran-once")},
+                configuration={"blocking": False},
+            )
+            assert r.status_code == 200, r.text
+            tid, cid = r.json()["task"]["id"], r.json()["task"]["contextId"]
+
+            async def halfway() -> bool:
+                task = (await c.get(f"/v1/tasks/{tid}")).json()
+                return bool(task["status"]["state"] == "working")
+
+            await until(halfway, what="the run to be half done", logs=tmp_path)
+            assert (await _memory(c, cid))["pending"] == 1
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=PROCESS_SECONDS)
+    with serving(tmp_path, **env) as (_, base):
+        async with httpx.AsyncClient(base_url=base, timeout=30) as c:
+
+            async def indexed() -> dict[str, int] | None:
+                memory = await _memory(c, cid)
+                return memory if memory["pending"] == 0 else None
+
+            memory = await until(indexed, timeout=45, what="the job to be embedded", logs=tmp_path)
+            assert memory == {"indexed": 1, "pending": 0}
+            hits = await _hits(c, cid, "penicillin")
+            assert hits == ["Allergic to penicillin since childhood"]
+    assert await redis.xlen(EMBEDS) == 0
