@@ -3,13 +3,16 @@
 Validates each request as the Embeddings API defines it (model, a list of non-empty
 strings as input, encoding_format, optional dimensions) and answers deterministic
 vectors. Faults are injected through attributes: ``fail_next`` statuses to return
-first, ``delay`` seconds per call, ``refuse`` a substring that makes an input 400.
+first, ``delay`` seconds per call, ``refuse`` a substring that makes an input 400; and
+``hold()`` keeps every call waiting until ``release()`` (an embedder as slow as a test
+needs, whatever the machine's speed), ``held`` counting the calls waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from typing import Any
 
 from starlette.applications import Starlette
@@ -40,12 +43,27 @@ class EmbeddingsServer(ServedDouble):
         self.fail_next: list[int] = []
         self.delay = 0.0
         self.refuse = "POISON"
+        self.held = 0
+        self._open = threading.Event()  # set from the test's thread, read on the server's
+        self._open.set()
         app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
         self.serve(app)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def hold(self) -> None:
+        """Keep every call waiting, unanswered, until ``release``."""
+        self._open.clear()
+
+    def release(self) -> None:
+        """Answer the calls held, and the next ones at once."""
+        self._open.set()
+
+    def stop(self) -> None:
+        self.release()  # a held call must not keep the server from stopping
+        super().stop()
 
     def _invalid(self, body: Any) -> str | None:
         if not isinstance(body, dict):
@@ -67,6 +85,10 @@ class EmbeddingsServer(ServedDouble):
     async def _embeddings(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.calls.append(body)
+        if not self._open.is_set():
+            self.held += 1
+            await asyncio.to_thread(self._open.wait)  # the server's loop goes on meanwhile
+            self.held -= 1
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail_next:

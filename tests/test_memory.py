@@ -24,7 +24,7 @@ from tests.agents import TestAgent
 from tests.conftest import CLUSTER, TEST_KEYRING, AppFactory, RawRedis, auth, send_task
 from tests.embeddings_server import EmbeddingsServer
 from tests.stored import store_messages
-from tests.waiting import until
+from tests.waiting import WAIT_SECONDS, until
 
 
 class Replier(TestAgent):
@@ -332,12 +332,22 @@ async def test_openai_provider_end_to_end(
 async def test_slow_embedder_is_not_on_the_request_path(
     make_app: AppFactory, embeddings: EmbeddingsServer
 ) -> None:
-    embeddings.delay = 0.3
-    async with make_app(**_openai(embeddings)) as c:
-        task = await send_echo(c, "slow to embed")
+    """The embedder holds every call until the test releases it (and the gateway would wait
+    for it that long): a send that waited for its message's embedding would not return."""
+    embeddings.hold()
+    async with make_app(**_openai(embeddings, embedder_timeout_seconds=600)) as c:
+        try:
+            async with asyncio.timeout(WAIT_SECONDS):
+                task = await send_echo(c, "slow to embed")
+        except TimeoutError:
+            raise AssertionError(
+                f"the send waited for its embedding ({embeddings.held} call(s) held)"
+            ) from None
         memory = (await c.get(f"/v1/contexts/{task['contextId']}")).json()["memory"]
         assert task["status"]["state"] == "completed"
         assert memory == {"indexed": 0, "pending": 1}  # the send did not wait for it
+        await until(lambda: embeddings.held == 1, what="the embedding to be held at the embedder")
+        embeddings.release()
         assert await _indexed(c, task["contextId"]) == {"indexed": 1, "pending": 0}
 
 
