@@ -158,10 +158,12 @@ async def test_job_that_keeps_failing_is_dead_lettered(
             return task if task["status"]["state"] == "failed" else None
 
         task = await until(failed, what="the task to fail")
+        # The job is dead-lettered after its task is failed, by the same sweep: wait for it
+        # (with the gateway still up, so that sweep can finish).
+        dead = await until(lambda: redis.xrange(DEAD_LETTERS), what="the job's dead letter")
     assert task["status"]["message"]["parts"][0]["text"] == (
         "The task could not be run after several attempts."
     )
-    dead = await redis.xrange(DEAD_LETTERS)
     assert len(dead) == 1 and dead[0][1][b"reason"] == b"stalled 2 times"
     assert b"x" not in dead[0][1][b"job"].split(b'"')  # ids only, no content
     assert await redis.xlen(JOBS) == 0
