@@ -289,7 +289,11 @@ async def test_a_replica_hears_only_the_tasks_it_follows(
     async with gw.stream("POST", path, json=body) as r:
         stream = events(r)
         tid = (await anext(stream)).data["id"]
-        assert await receivers(tid) == 1  # followed by its stream
+
+        async def receiving() -> int:  # 0 until the stream, past its first event, subscribes
+            return await receivers(tid)
+
+        assert await until(receiving, what="the stream to follow its task") == 1  # it alone
         assert (await gw.post(f"/v1/tasks/{tid}:cancel")).status_code == 200
         tail = [e async for e in stream if e.comment is None]
     assert state(*normal(tail[-1].data)) == "canceled"
