@@ -219,6 +219,8 @@ class WordLlamaEmbedder:
         """The embeddings, computed in the calling thread: each text's rows summed into its
         row of the result, then divided by their count (what ``mean`` does, in one step)."""
         ids = self.token_ids(texts)
+        if len(ids) == 1 and ids[0]:
+            return self._one(ids[0])
         rows = self._table[np.fromiter(itertools.chain.from_iterable(ids), np.int64)]
         matrix = np.zeros((len(ids), self.dimensions), np.float32)
         start = 0
@@ -230,6 +232,15 @@ class WordLlamaEmbedder:
         counts = np.fromiter(map(len, ids), np.float32, len(ids))
         matrix /= np.maximum(counts, 1.0)[:, None]
         return _normalise(matrix)
+
+    def _one(self, ids: list[int]) -> Matrix:
+        """One text's embedding (a run embeds its own message): the same float32 steps as a
+        batch's, without a batch's arrays and loop (~half the time of one text in a batch)."""
+        row = np.add.reduce(self._table[ids], axis=0)
+        row /= np.float32(len(ids))
+        norm = np.sqrt(np.add.reduce(row * row))
+        matrix: Matrix = (row / (norm if norm else np.float32(1.0)))[None, :]
+        return matrix
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
         if len(texts) < _THREAD_BATCH:
