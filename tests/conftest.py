@@ -195,8 +195,12 @@ async def runs_settled(redis: RawRedis) -> bool:
 
 async def outbox_settled(redis: RawRedis) -> bool:
     """Whether the long-term memory outbox (the ``gw:{jobs}:ltm`` stream) has nothing
-    queued or in delivery. Its jobs are written with the turn or the scrub that needs them,
-    so after a send or a delete this is a settled state."""
+    queued or in delivery. A scrub's job is added before the delete answers. A turn's job
+    is written with the turn on a single Redis, but on a Redis Cluster it is added in a
+    second step, after the script that completes the task: a send can answer, and this can
+    read true, before the job is there. So it is a settled state only once that step is
+    done: on a cluster, wait first for something that follows it (the turn arriving at the
+    long-term store, a store attempt), not just for the send."""
     return await _drained(JobStore(redis, OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD))
 
 
