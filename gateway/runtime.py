@@ -109,6 +109,7 @@ class Runtime:
     maintenance: Maintenance
     embedder: Embedder | None
     indexer: Indexer | None
+    inline: InlineEmbedding | None  # runs here embed their own messages
     allowlist: Allowlist
     search: SearchService
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
@@ -307,6 +308,7 @@ class Runtime:
             maintenance=maintenance,
             embedder=embedder,
             indexer=indexer,
+            inline=inline,
             allowlist=allowlist,
             search=search,
             outbound=outbound,

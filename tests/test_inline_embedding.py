@@ -7,7 +7,6 @@ import random
 import signal
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
@@ -90,26 +89,29 @@ async def test_a_message_sent_without_waiting_is_indexed_by_its_run(
         assert await _hits(c, cid, "swollen knee") == ["Knee swollen after the fall"]
 
 
-def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vector() -> None:
+async def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vector() -> None:
     """The hand-over between runs and the indexer of one process (pure bookkeeping)."""
     inline = InlineEmbedding(HashingEmbedder(), 8000)
-    message: dict[str, Any] = {"parts": [{"kind": "text", "text": "an allergy"}]}
     entry = ("1-0", {b"job": b"{}", b"seq": b"1"})
     other = ("2-0", {b"job": b"{}", b"seq": b"1"})
     # Claimed and under way: the indexer lets it go; its run's write added nothing.
-    assert inline.claim("1-0", message)
+    inline.claim("1-0")
     assert inline.for_indexer([entry, other]) == [other]
     inline.settle("1-0", embedded=False)
     assert inline.returned(10) == [entry] and inline.returned(10) == []
     # Written before the indexer handles what it read earlier: dropped, once.
-    assert inline.claim("1-0", message)
+    inline.claim("1-0")
     inline.settle("1-0", embedded=True)
     assert inline.for_indexer([entry]) == []
     assert inline.for_indexer([entry]) == [entry]
     assert inline.returned(10) == []
-    # Too long for a run, or no job: never claimed.
-    assert not inline.claim("3-0", {"parts": [{"kind": "text", "text": "x" * 2001}]})
-    assert not inline.claim("", message)
+    # Begun: the vector of the message's text; too long for a run, or nothing to embed: not.
+    begun = inline.begin("an allergy")
+    assert begun is not None
+    vector = await inline.vector("3-0", 4, begun)
+    assert vector is not None and (vector.entry, vector.seq) == ("3-0", 4)
+    assert vector.vector == (await HashingEmbedder().embed(["an allergy"]))[0].tobytes()
+    assert inline.begin("x" * 2001) is None and inline.begin("") is None
 
 
 @slow_process_test

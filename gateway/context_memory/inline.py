@@ -3,10 +3,11 @@
 The send script queues every embeddable user message on the embedding stream, as always.
 With a local embedder (``Embedder.local``: microseconds per text, no network) on a
 standalone Redis, the run that answers the message in this process does that job itself:
-it embeds the message's text (up to ``INLINE_MAX_CHARS``; a longer one stays with the
-indexer's thread), and its last write (the update script) adds the vector and deletes the
-job in the same step. The indexer's work for the message (reading the job, reading the
-message back and opening it, a vectors script, the acknowledgement) is not done at all.
+the message's text (up to ``INLINE_MAX_CHARS``; a longer one stays with the indexer's
+thread) is embedded while the send's script is under way, and the run's last write (the
+update script) adds the vector and deletes the job in the same step. The indexer's work
+for the message (reading the job, reading the message back and opening it, a vectors
+script, the acknowledgement) is not done at all.
 
 The runs and the indexer of a process share one ``InlineEmbedding``. A job whose run has
 claimed it is not the indexer's: read while the run is under way, the indexer lets it go
@@ -18,12 +19,10 @@ second adds nothing (the seq is already embedded).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import asyncio
 
 from gateway import metrics
 from gateway.context_memory.embedders import Embedder, EmbedderError
-from gateway.context_memory.text import embeddable_text
 from gateway.store.jobs import Entry
 from gateway.store.redis_store import RunVector
 
@@ -44,23 +43,37 @@ class InlineEmbedding:
         self._let_go: dict[str, Entry] = {}  # claimed jobs the indexer read and let go
         self._returned: list[Entry] = []  # those whose run did not add the vector
 
-    def claim(self, entry: str, message: Mapping[str, Any]) -> bool:
-        """Whether a run here embeds its message (embedding job ``entry``) itself; if so,
-        the run settles the claim whatever happens (``settle``)."""
-        if not entry or len(embeddable_text(message)) > self._max_chars:
-            return False
-        self._claimed.add(entry)
-        return True
+    def begin(self, text: str) -> asyncio.Future[bytes | None] | None:
+        """Start embedding the text of a message about to be sent (``embeddable_text``;
+        None: nothing to embed, or too long and left to the indexer). The send's script is
+        under way meanwhile: for a blocking send at low load the embedding takes no time of
+        its own. The result is the float32 vector's bytes, or None when the embedder refused
+        the text (the indexer then takes the job)."""
+        if not text or len(text) > self._max_chars:
+            return None
+        return asyncio.ensure_future(self._embed(text))
 
-    async def vector(self, entry: str, seq: int, message: Mapping[str, Any]) -> RunVector | None:
-        """The vector of a claimed message (seq ``seq``), or None when the embedder refuses
-        it (the indexer then takes the job, and its retries)."""
+    async def _embed(self, text: str) -> bytes | None:
         try:
-            matrix = await self.embedder.embed([embeddable_text(message)])
+            matrix = await self.embedder.embed([text])
         except EmbedderError:
             return None
-        model, dimensions = self.embedder.model_id, self.embedder.dimensions
-        return RunVector(entry, model, dimensions, seq, matrix[0].astype("<f4").tobytes())
+        vector: bytes = matrix[0].astype("<f4").tobytes()
+        return vector
+
+    def claim(self, entry: str) -> None:
+        """A run here embeds its message (embedding job ``entry``) itself; it settles the
+        claim whatever happens (``settle``)."""
+        self._claimed.add(entry)
+
+    async def vector(
+        self, entry: str, seq: int, embedding: asyncio.Future[bytes | None]
+    ) -> RunVector | None:
+        """The vector of a claimed message (seq ``seq``) begun with ``begin``, or None."""
+        vector = await embedding
+        if vector is None:
+            return None
+        return RunVector(entry, self.embedder.model_id, self.embedder.dimensions, seq, vector)
 
     def settle(self, entry: str, embedded: bool) -> None:
         """The claimed job's run is over: its write added the vector (the job is gone from

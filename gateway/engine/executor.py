@@ -118,8 +118,10 @@ class _Run:
         self.kind = ""  # the agent's type (for metrics), once resolved
 
     def _embeds_here(self, inline: InlineEmbedding) -> bool:
-        inputs = self.job.inputs
-        return inputs is not None and inline.claim(self.job.embed_entry, inputs.message)
+        if not self.job.embed_entry or self.job.embedding is None:
+            return False
+        inline.claim(self.job.embed_entry)
+        return True
 
     def settle_embedding(self) -> None:
         """The run is over: its claim on its message's embedding job ends."""
@@ -138,8 +140,8 @@ class _Run:
         metadata = orjson.dumps(self.metadata) if self.metadata else None
         following = status_json("submitted") if finish else b""
         vector = None
-        if finish and self.inline is not None and job.inputs is not None and not self.embedded:
-            vector = await self.inline.vector(job.embed_entry, job.seq, job.inputs.message)
+        if finish and self.inline is not None and job.embedding is not None and not self.embedded:
+            vector = await self.inline.vector(job.embed_entry, job.seq, job.embedding)
         update = TaskUpdate(
             job.context_id,
             job.task_id,

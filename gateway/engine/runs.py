@@ -13,6 +13,7 @@ is under way (``enqueue``, ``reject`` or ``interrupt``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -74,9 +75,10 @@ class RunJob:
     # The W3C traceparent of the span that queued the run (empty when tracing is off):
     # the run's span continues that trace on whichever replica takes the job.
     trace: str = ""
-    # The message's embedding job, handed over by the send with the inputs: a run here may
-    # add the message's vector with its last write (``context_memory/inline.py``).
+    # The message's embedding job, handed over by the send with the inputs, and its vector
+    # being computed: a run here adds it with its last write (``context_memory/inline.py``).
     embed_entry: str = field(default="", compare=False)
+    embedding: asyncio.Future[bytes | None] | None = field(default=None, compare=False)
 
     def wire(self) -> bytes:
         """The job's fields as stored in the stream (``seq`` is added by the send script)."""

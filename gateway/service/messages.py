@@ -13,6 +13,7 @@ from gateway import metrics, tracing
 from gateway.a2a import accepts_any
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
+from gateway.context_memory.inline import InlineEmbedding
 from gateway.context_memory.text import embeddable_text
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.runs import RunHandOff, RunJob
@@ -56,6 +57,8 @@ class MessageService:
     # messages, bytes per context; contexts, running tasks per user (0: none)
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push: PushService | None = None  # None: sends with a push config are refused
+    # Set when a run here embeds its own message (``context_memory/inline.py``).
+    inline: InlineEmbedding | None = None
 
     async def send(
         self,
@@ -74,8 +77,10 @@ class MessageService:
         policy = self.runs.policy(agent, request.message.metadata)
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
-            write, job = await self._prepare(principal, agent.id, request, registered)
+            write, job, text = await self._prepare(principal, agent.id, request, registered)
             write = self.runs.queued(write, slot, policy)
+            if self.inline is not None and write.embed:  # computed while the send writes
+                job = replace(job, embedding=self.inline.begin(text))
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -139,9 +144,9 @@ class MessageService:
         agent_id: str,
         request: SendMessageRequest,
         registered: bool,
-    ) -> tuple[SendWrite, RunJob]:
-        """The send's write, and its run as a job (ids as the write names them; the store's
-        answer fixes the ids and the message's seq)."""
+    ) -> tuple[SendWrite, RunJob, str]:
+        """The send's write, its run as a job (ids as the write names them; the store's
+        answer fixes the ids and the message's seq), and the message's text to embed."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -156,6 +161,7 @@ class MessageService:
         digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
         references = tuple(message.referenceTaskIds or ())
+        text = embeddable_text(stored) if self.embedding else ""
         template = RunJob(
             principal.tenant,
             principal.user,
@@ -180,7 +186,7 @@ class MessageService:
             status_json=status_json("submitted"),
             reference_ids=references,
             job_json=template.wire(),
-            embed=self.embedding and bool(embeddable_text(stored)),
+            embed=bool(text),
             quotas=self.quotas,
         )
-        return write, template
+        return write, template, text
