@@ -23,7 +23,7 @@ from gateway.agents.base import Agent
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
-from gateway.context_memory.embedders import Embedder
+from gateway.context_memory.embedders import Embedder, LocalEmbedder
 from gateway.context_memory.factory import build_embedder
 from gateway.context_memory.indexer import Indexer
 from gateway.context_memory.inline import InlineEmbedding
@@ -182,7 +182,7 @@ class Runtime:
         # A run here embeds its own message with its last write when the embedder is local
         # and the store standalone (a cluster's streams are in another slot than the context).
         inline = None
-        if embedder is not None and embedder.local and settings.workers and not store.cluster:
+        if isinstance(embedder, LocalEmbedder) and settings.workers and not store.cluster:
             inline = InlineEmbedding(embedder, settings.embedder_max_chars)
         executor = RunExecutor(
             store,

@@ -28,14 +28,21 @@ import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from gateway import tracing
 
-__all__ = ["Embedder", "EmbedderError", "HashingEmbedder", "OpenAIEmbedder", "WordLlamaEmbedder"]
+__all__ = [
+    "Embedder",
+    "EmbedderError",
+    "HashingEmbedder",
+    "LocalEmbedder",
+    "OpenAIEmbedder",
+    "WordLlamaEmbedder",
+]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -53,9 +60,6 @@ class EmbedderError(Exception):
 class Embedder(Protocol):
     dimensions: int
     max_batch: int
-    # Computed in this process, in microseconds per text (no network, no thread for one
-    # text): a run may embed its own message with its last write (``inline.py``).
-    local: bool
 
     @property
     def model_id(self) -> str:
@@ -64,6 +68,16 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
         """One L2-normalised float32 row per text."""
+        ...
+
+
+@runtime_checkable
+class LocalEmbedder(Embedder, Protocol):
+    """An embedder computed in this process in microseconds per text (no network): a run
+    may embed its own message (``inline.py``)."""
+
+    def embed_now(self, texts: Sequence[str]) -> Matrix:
+        """``embed``, in the calling thread."""
         ...
 
 
@@ -84,8 +98,6 @@ def _word_codes(word: str) -> tuple[int, ...]:
 
 
 class HashingEmbedder:
-    local = True
-
     def __init__(self, dimensions: int = 256, max_batch: int = 256) -> None:
         self.dimensions, self.max_batch = dimensions, max_batch
 
@@ -107,13 +119,16 @@ class HashingEmbedder:
         row: Matrix = counts.astype(np.float32)
         return row
 
-    async def embed(self, texts: Sequence[str]) -> Matrix:
+    def embed_now(self, texts: Sequence[str]) -> Matrix:
         matrix = (
             np.vstack([self._row(t) for t in texts])
             if texts
             else np.zeros((0, self.dimensions), np.float32)
         )
         return _normalise(matrix.astype(np.float32))
+
+    async def embed(self, texts: Sequence[str]) -> Matrix:
+        return self.embed_now(texts)
 
 
 # Batches of at least this many texts are embedded off the event loop.
@@ -198,7 +213,6 @@ class WordLlamaEmbedder:
     as wordllama's own inference computes it (no special tokens, no truncation)."""
 
     model_id = "wordllama:l2_supercat:256"
-    local = True
 
     def __init__(self, max_batch: int = 256, *, piece_cache: bool = True) -> None:
         self._tokenizer, self._table = _wordllama_model()
@@ -251,8 +265,6 @@ class WordLlamaEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible embeddings endpoint. The SDK's own retries are off: the indexer
     retries with its policy, and only what can succeed on a retry is retried."""
-
-    local = False
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """A run embeds its own message and adds the vector with its last write.
 
 The send script queues every embeddable user message on the embedding stream, as always.
-With a local embedder (``Embedder.local``: microseconds per text, no network) on a
+With a local embedder (``LocalEmbedder``: microseconds per text, no network) on a
 standalone Redis, the run that answers the message in this process does that job itself:
 the message's text (up to ``INLINE_MAX_CHARS``; a longer one stays with the indexer's
 thread) is embedded while the send's script is under way, and the run's last write (the
@@ -20,13 +20,16 @@ second adds nothing (the seq is already embedded).
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from gateway import metrics
-from gateway.context_memory.embedders import Embedder, EmbedderError
+from gateway.context_memory.embedders import LocalEmbedder
 from gateway.store.jobs import Entry
 from gateway.store.redis_store import RunVector
 
 __all__ = ["INLINE_MAX_CHARS", "InlineEmbedding"]
+
+log = logging.getLogger("gateway.memory")
 
 # Texts longer than this are embedded by the indexer (in its thread, off the event loop).
 INLINE_MAX_CHARS = 2_000
@@ -35,7 +38,7 @@ _WRITTEN_KEPT = 16_384
 
 
 class InlineEmbedding:
-    def __init__(self, embedder: Embedder, max_chars: int) -> None:
+    def __init__(self, embedder: LocalEmbedder, max_chars: int) -> None:
         self.embedder = embedder
         self._max_chars = min(max_chars, INLINE_MAX_CHARS)
         self._claimed: set[str] = set()  # jobs a run here is about to write
@@ -45,21 +48,28 @@ class InlineEmbedding:
 
     def begin(self, text: str) -> asyncio.Future[bytes | None] | None:
         """Start embedding the text of a message about to be sent (``embeddable_text``;
-        None: nothing to embed, or too long and left to the indexer). The send's script is
-        under way meanwhile: for a blocking send at low load the embedding takes no time of
-        its own. The result is the float32 vector's bytes, or None when the embedder refused
-        the text (the indexer then takes the job)."""
+        None: nothing to embed, or too long and left to the indexer). The vector (its
+        float32 bytes; None if the embedder failed, and the indexer takes the job) is
+        computed on the event loop once the send's script is written: the multiplexed
+        connection writes at the end of the loop's turn, so the computation is put two
+        turns ahead, and runs while Redis runs the script.
+        """
         if not text or len(text) > self._max_chars:
             return None
-        return asyncio.ensure_future(self._embed(text))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes | None] = loop.create_future()
+        loop.call_soon(loop.call_soon, self._compute, text, future)
+        return future
 
-    async def _embed(self, text: str) -> bytes | None:
+    def _compute(self, text: str, future: asyncio.Future[bytes | None]) -> None:
+        if future.done():
+            return
         try:
-            matrix = await self.embedder.embed([text])
-        except EmbedderError:
-            return None
-        vector: bytes = matrix[0].astype("<f4").tobytes()
-        return vector
+            vector: bytes | None = self.embedder.embed_now([text])[0].astype("<f4").tobytes()
+        except Exception as exc:  # a defect of the embedder: the indexer takes the job
+            log.error("embedding failed", extra={"error": type(exc).__name__})
+            vector = None
+        future.set_result(vector)
 
     def claim(self, entry: str) -> None:
         """A run here embeds its message (embedding job ``entry``) itself; it settles the

@@ -77,10 +77,8 @@ class MessageService:
         policy = self.runs.policy(agent, request.message.metadata)
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
-            write, job, text = await self._prepare(principal, agent.id, request, registered)
+            write, job = await self._prepare(principal, agent.id, request, registered)
             write = self.runs.queued(write, slot, policy)
-            if self.inline is not None and write.embed:  # computed while the send writes
-                job = replace(job, embedding=self.inline.begin(text))
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -144,9 +142,10 @@ class MessageService:
         agent_id: str,
         request: SendMessageRequest,
         registered: bool,
-    ) -> tuple[SendWrite, RunJob, str]:
-        """The send's write, its run as a job (ids as the write names them; the store's
-        answer fixes the ids and the message's seq), and the message's text to embed."""
+    ) -> tuple[SendWrite, RunJob]:
+        """The send's write, and its run as a job (ids as the write names them; the store's
+        answer fixes the ids and the message's seq; its message's vector being computed
+        when a run here embeds it)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -173,6 +172,7 @@ class MessageService:
             tuple(request.configuration.acceptedOutputModes or ()),
             registered,
             trace=tracing.traceparent(),
+            embedding=self.inline.begin(text) if self.inline is not None else None,
         )
         write = SendWrite(
             context_id=context_id,
@@ -189,4 +189,4 @@ class MessageService:
             embed=bool(text),
             quotas=self.quotas,
         )
-        return write, template, text
+        return write, template
