@@ -222,7 +222,7 @@ async def _work(settings: Settings) -> None:
 
     from gateway.runtime import Runtime
 
-    runtime = Runtime.build(settings)
+    runtime = Runtime.build(settings, serving=False)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -121,7 +121,11 @@ class Runtime:
     push_http: httpx.AsyncClient | None = None
 
     @classmethod
-    def build(cls, settings: Settings, extra_agents: Iterable[Agent] = ()) -> Runtime:
+    def build(
+        cls, settings: Settings, extra_agents: Iterable[Agent] = (), *, serving: bool = True
+    ) -> Runtime:
+        """``serving``: the process takes sends (``gateway serve``), not only jobs
+        (``gateway worker``); only then do its runs embed their own messages."""
         tracing.configure(settings)
         target = RedisTarget.parse(_redis_url(settings), settings.redis_cluster)
         client = target.client(settings.redis_timeout_seconds)
@@ -182,7 +186,12 @@ class Runtime:
         # A run here embeds its own message with its last write when the embedder is local
         # and the store standalone (a cluster's streams are in another slot than the context).
         inline = None
-        if isinstance(embedder, LocalEmbedder) and settings.workers and not store.cluster:
+        if (
+            isinstance(embedder, LocalEmbedder)
+            and serving
+            and settings.workers
+            and not store.cluster
+        ):
             inline = InlineEmbedding(embedder, settings.embedder_max_chars)
         executor = RunExecutor(
             store,
