@@ -24,7 +24,7 @@ import orjson
 from gateway.agents.base import Agent
 from gateway.errors import InvalidParamsError
 from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
-from gateway.store.redis_store import RunInputs, RunPolicy, SendResult, SendWrite
+from gateway.store.redis_store import RunInputs, RunPolicy, SendResult
 
 __all__ = [
     "LOCAL",
@@ -129,8 +129,9 @@ class RunJob:
         """The job as queued in this process: fenced by the attempt the send script wrote."""
         return replace(self, attempt=attempt_id(LOCAL, self.seq))
 
-    def accepted(self, result: SendResult) -> RunJob:
-        """The job of an accepted message, with the ids, seq and inputs the store gave it."""
+    def accepted(self, result: SendResult, attempt: str, entry: str = "") -> RunJob:
+        """The job of an accepted message, with the ids, seq and inputs the store gave it,
+        run here as ``attempt`` (of stream entry ``entry``, '' in this process's queue)."""
         return replace(
             self,
             context_id=result.context_id,
@@ -138,6 +139,8 @@ class RunJob:
             seq=result.seq,
             inputs=result.inputs,
             embed_entry=result.embed_entry,
+            entry=entry,
+            attempt=attempt,
         )
 
     def following(self, seq: int, job_json: bytes) -> RunJob:
@@ -210,18 +213,17 @@ class RunHandOff:
             if slot.consumer:
                 self.queue.release()
 
-    def queued(self, write: SendWrite, slot: Reservation, policy: RunPolicy) -> SendWrite:
-        """The send's write, with how its run is queued: on the jobs stream (taken at once
-        by ``slot``'s worker when it has one) or by this process's queue, and its run
-        ``policy`` (from ``policy``) for when its task's run is under way."""
+    def queueing(self, slot: Reservation, policy: RunPolicy) -> dict[str, Any]:
+        """The send's write's fields that say how its run is queued: on the jobs stream
+        (taken at once by ``slot``'s worker when it has one) or by this process's queue, and
+        its run ``policy`` (from ``policy``) for when its task's run is under way."""
         durable = self.queue.durable
-        return replace(
-            write,
-            queue_run=durable,
-            local_run=not durable,
-            claimant=slot.consumer,
-            policy=policy,
-        )
+        return {
+            "queue_run": durable,
+            "local_run": not durable,
+            "claimant": slot.consumer,
+            "policy": policy,
+        }
 
     async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> bool:
         """Hand over the run of an accepted message (``job``: its ids as the write named
@@ -230,16 +232,15 @@ class RunHandOff:
         outcome then reaches this process's waiters without Redis (``notify_local``)."""
         if result.duplicate or result.waiting:
             return False
-        job = job.accepted(result)
         if not self.queue.durable:
-            await self.queue.enqueue(job.run_here())
+            await self.queue.enqueue(job.accepted(result, attempt_id(LOCAL, result.seq)))
             return True
         if result.claimed is None:
             return False  # queued on the stream, for whichever worker reads it
         consumer, slot.consumer = slot.consumer, ""
         entry, fields = result.claimed
         if entry == result.entry:  # its own job: started with the inputs the send returned
-            await self.queue.enqueue(job.taken_by(consumer, entry))
+            await self.queue.enqueue(job.accepted(result, attempt_id(consumer, entry), entry))
             return True
         self.queue.adopt(entry, fields)
         return False

@@ -77,8 +77,8 @@ class MessageService:
         policy = self.runs.policy(agent, request.message.metadata)
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
-            write, job = await self._prepare(principal, agent.id, request, registered)
-            write = self.runs.queued(write, slot, policy)
+            queueing = self.runs.queueing(slot, policy)
+            write, job = await self._prepare(principal, agent.id, request, registered, queueing)
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -142,10 +142,11 @@ class MessageService:
         agent_id: str,
         request: SendMessageRequest,
         registered: bool,
+        queueing: dict[str, Any],
     ) -> tuple[SendWrite, RunJob]:
-        """The send's write, and its run as a job (ids as the write names them; the store's
-        answer fixes the ids and the message's seq; its message's vector being computed
-        when a run here embeds it)."""
+        """The send's write (its run queued as ``queueing`` says), and its run as a job (ids
+        as the write names them; the store's answer fixes the ids and the message's seq;
+        its message's vector being computed when a run here embeds it)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -188,5 +189,6 @@ class MessageService:
             job_json=template.wire(),
             embed=bool(text),
             quotas=self.quotas,
+            **queueing,
         )
         return write, template
