@@ -404,11 +404,19 @@ async def test_an_outage_loses_no_turn_and_repeats_none(
 # -- ledger and scrub ---------------------------------------------------------------------
 
 
-async def _stored(c: httpx.AsyncClient, cortadel: CortadelServer, text: str) -> dict[str, Any]:
-    task = await send_reveal(c, text)
-    await until(
-        lambda: any(m.text == text for m in cortadel.of_user(ALICE)), what=f"{text!r} stored"
-    )
+async def _stored(
+    c: httpx.AsyncClient, cortadel: CortadelServer, text: str, **fields: Any
+) -> dict[str, Any]:
+    """A turn of ``text`` (``fields`` go into its message), once Cortadel holds it."""
+    task = await send_reveal(c, text, **fields)
+    try:
+        await until(
+            lambda: any(m.text == text for m in cortadel.of_user(ALICE)), what=f"{text!r} stored"
+        )
+    except AssertionError as exc:
+        held = [m.text for m in cortadel.of_user(ALICE)]
+        calls = len(cortadel.calls_to(STORE))
+        raise AssertionError(f"{exc}; Cortadel holds {held!r} after {calls} store calls") from None
     return task
 
 
@@ -463,7 +471,9 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
         await _probed(c)
         first = await _stored(c, cortadel, "forget this visit")
         cid = first["contextId"]
-        await send_reveal(c, "and this one", contextId=cid)
+        # On a Redis Cluster the turn's outbox job is added after the send answers (see
+        # outbox_settled): the outbox can read empty before it, so wait for the turn itself.
+        await _stored(c, cortadel, "and this one", contextId=cid)
         keys = UserKeys.of("t1", "alice").context(cid)
         runtime = c.app.state.runtime
 
@@ -471,7 +481,8 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
             return bool(await runtime.client.strlen(keys.vector_seqs) == 8)
 
         await until(embedded, what="both user messages embedded")
-        await until(lambda: outbox_settled(redis), what="both turns stored in Cortadel")
+        # Cortadel's answer is written to the ledger before the job is acknowledged.
+        await until(lambda: outbox_settled(redis), what="both turns' ledger entries written")
         ledger = await LongTermStore(runtime.store).ledger(UserKeys.of("t1", "alice"), cid)
         scrub_id = (await _scrub(c, cid)).headers["x-request-id"]
         await until(lambda: _deletes(cortadel), what="the scrub's delete")
