@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import httpx
 
+from gateway.http.auth import LOCAL_PRINCIPAL
+from gateway.store.keys import UserKeys
 from tests.conftest import AppFactory, RawRedis, Send, runs_settled
 from tests.waiting import until
 
@@ -170,14 +172,44 @@ async def test_keys_created_by_a_later_write_expire_with_their_context(
         assert 0 < await redis.pttl(key) <= left + 1, key
 
 
-async def test_writes_slide_the_retention(make_app: AppFactory) -> None:
-    async with make_app(context_ttl_seconds=2) as c:
+async def test_writes_slide_the_retention(make_app: AppFactory, redis: RawRedis) -> None:
+    """Each write to a context sets its retention back to the full TTL, so a context kept
+    in use outlives its first retention, while one left alone, opened just after it, expires.
+
+    Writes are timed by the context's remaining TTL in Redis, not by sleeping: each comes
+    once it has fallen to ``slide_at_ms``, leaving that much time for the send to land."""
+    ttl_ms, slide_at_ms = 6000, 3500
+    async with make_app(context_ttl_seconds=ttl_ms // 1000) as c:
         body = {
             "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
         }
         task = (await c.post("/v1/message:send", json=body)).json()["task"]
-        for i in range(3):
-            await asyncio.sleep(0.9)
-            body["message"].update(messageId=f"n{i}", contextId=task["contextId"])
+        cid = task["contextId"]
+        meta = UserKeys.of(LOCAL_PRINCIPAL.tenant, LOCAL_PRINCIPAL.user).meta(cid)
+        # Opened after the first: it expires no sooner than the first's first retention.
+        body["message"].update(messageId="left-alone")
+        alone = (await c.post("/v1/message:send", json=body)).json()["task"]
+        assert alone["contextId"] != cid
+
+        async def low() -> int | None:
+            left = int(await redis.pttl(meta))
+            assert left > 0, f"the context in use expired (PTTL {left})"
+            return left if left <= slide_at_ms else None
+
+        async def alone_status() -> int:
+            r = await c.get(f"/v1/contexts/{alone['contextId']}")  # a read does not slide
+            assert r.status_code in (200, 404), r.text
+            return r.status_code
+
+        slides: list[tuple[int, int]] = []  # (PTTL before the write, PTTL after it)
+        while await alone_status() == 200:
+            assert len(slides) < 10, f"the context left alone never expired; slides: {slides}"
+            left = await until(low, what=f"the context's TTL to fall to {slide_at_ms} ms")
+            body["message"].update(messageId=f"n{len(slides)}", contextId=cid)
             assert (await c.post("/v1/message:send", json=body)).status_code == 200
+            slides.append((left, int(await redis.pttl(meta))))
+            assert left < slides[-1][1] <= ttl_ms, f"the write did not slide the TTL: {slides}"
+        assert slides  # and the context in use, opened first, is still here:
         assert (await c.get(f"/v1/tasks/{task['id']}")).status_code == 200
+        assert (await c.get(f"/v1/contexts/{cid}")).status_code == 200
+        assert (await c.get(f"/v1/tasks/{alone['id']}")).status_code == 404
