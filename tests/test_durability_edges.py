@@ -14,6 +14,7 @@ import httpx
 import orjson
 import pytest
 
+from gateway.context_memory.inline import INLINE_MAX_CHARS
 from gateway.options.longterm import CortadelSettings
 from gateway.store.jobs import RECLAIMER, JobStore
 from gateway.store.keys import (
@@ -295,11 +296,14 @@ async def test_dead_letters_are_kept_up_to_a_count_and_an_age(
 async def test_stopped_processes_leave_no_consumers(
     make_app: AppFactory, redis: RawRedis, cortadel: CortadelServer
 ) -> None:
+    # Longer than a run embeds itself: the indexer reads the message's job, so its process
+    # has a consumer in every group.
+    text = "hello " * (INLINE_MAX_CHARS // 5)
     for _ in range(4):
         async with make_app(cortadel=_memory(cortadel)) as c:
-            assert (await post_message(c, "hello", agent="echo", timeout=30)).json()["task"][
-                "status"
-            ]["state"] == "completed"
+            assert (await post_message(c, text, agent="echo", timeout=30)).json()["task"]["status"][
+                "state"
+            ] == "completed"
 
             async def reading() -> bool:
                 return all([await _consumers(redis, *g) for g in GROUPS])
