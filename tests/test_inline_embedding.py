@@ -15,6 +15,7 @@ import pytest
 from gateway.context_memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from gateway.context_memory.inline import INLINE_MAX_CHARS, InlineEmbedding
 from gateway.store.keys import EMBEDS, EMBEDS_GROUP
+from tests.agents import Partial
 from tests.conftest import CLUSTER, AppFactory, RawRedis, post_message, send_task
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.waiting import until
@@ -92,13 +93,23 @@ async def test_a_message_sent_without_waiting_is_indexed_by_its_run(
 async def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vector() -> None:
     """The hand-over between runs and the indexer of one process (pure bookkeeping)."""
     inline = InlineEmbedding(HashingEmbedder(), 8000)
+    released: list[str] = []
+    inline.release = released.extend
     entry = ("1-0", {b"job": b"{}", b"seq": b"1"})
     other = ("2-0", {b"job": b"{}", b"seq": b"1"})
-    # Claimed and under way: the indexer lets it go; its run's write added nothing.
+    # Claimed and under way: the indexer sets it aside (keeping its lease); the run's write
+    # added nothing, so it is the indexer's again.
     inline.claim("1-0")
     assert inline.for_indexer([entry, other]) == [other]
+    assert inline.held() == ["1-0"]
     inline.settle("1-0", embedded=False)
     assert inline.returned(10) == [entry] and inline.returned(10) == []
+    assert inline.held() == [] and released == []
+    # Set aside, then written by its run: the indexer lets it go.
+    inline.claim("1-0")
+    assert inline.for_indexer([entry]) == []
+    inline.settle("1-0", embedded=True)
+    assert released == ["1-0"] and inline.held() == [] and inline.returned(10) == []
     # Written before the indexer handles what it read earlier: dropped, once.
     inline.claim("1-0")
     inline.settle("1-0", embedded=True)
@@ -112,6 +123,41 @@ async def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vecto
     assert vector is not None and (vector.entry, vector.seq) == ("3-0", 4)
     assert vector.vector == (await HashingEmbedder().embed(["an allergy"]))[0].tobytes()
     assert inline.begin("x" * 2001) is None and inline.begin("") is None
+
+
+async def test_a_run_longer_than_the_lease_keeps_its_embedding_job(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """The indexer reads the job while the run is under way and keeps its lease: no
+    maintenance puts it back in the queue for a second embedding, however long the run."""
+    async with make_app(
+        agents=[Partial()], embedder="hashing", audit=False, job_lease_seconds=0.6
+    ) as c:
+        reclaimed = _reclaimed(await c.get("/metrics"))  # the process's counter so far
+        r = await post_message(
+            c,
+            "Allergic to penicillin since childhood",
+            agent="partial",
+            metadata={"sleep": 3},
+            configuration={"blocking": False},
+        )
+        assert r.status_code == 200, r.text
+        tid, cid = r.json()["task"]["id"], r.json()["task"]["contextId"]
+
+        async def completed() -> bool:
+            task = (await c.get(f"/v1/tasks/{tid}")).json()
+            return bool(task["status"]["state"] == "completed")
+
+        await until(completed, what="the run to complete")
+        assert await _indexed(c, cid, 1) == {"indexed": 1, "pending": 0}
+        assert await redis.xlen(EMBEDS) == 0
+        if not CLUSTER:  # a cluster's indexer did the job at once, before any lease ran out
+            assert _reclaimed(await c.get("/metrics")) == reclaimed
+
+
+def _reclaimed(metrics: httpx.Response) -> float:
+    lines = metrics.text.splitlines()
+    return sum(float(x.split()[-1]) for x in lines if x.startswith("gateway_jobs_reclaimed_total"))
 
 
 @slow_process_test

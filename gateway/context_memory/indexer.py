@@ -87,6 +87,8 @@ class Indexer(BatchConsumer):
         self._write_step = write_step
         self._inline = inline  # the jobs this process's runs do themselves
         self._pause = linger  # before the next look, with ``inline``
+        if inline is not None:
+            inline.release = self.let_go
         # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
         # unless the indexer is stopping.
         self._embed_retry = RetryPolicy(
@@ -120,6 +122,11 @@ class Indexer(BatchConsumer):
         else:
             self._pause = min(max(self._pause * 2, self._linger), _IDLE_PAUSE)
         return batch
+
+    async def handle(self, entries: list[Entry]) -> None:
+        await super().handle(entries)
+        if self._inline is not None:  # runs here may outlast the lease of their jobs
+            self.hold(self._inline.held())
 
     async def process(self, entries: list[Entry]) -> None:
         if self._inline is not None:

@@ -10,9 +10,10 @@ for the message (reading the job, reading the message back and opening it, a vec
 script, the acknowledgement) is not done at all.
 
 The runs and the indexer of a process share one ``InlineEmbedding``. A job whose run has
-claimed it is not the indexer's: read while the run is under way, the indexer lets it go
-unacknowledged and takes it back if the run's write did not add the vector; read before
-the write and handled after it, it is dropped. The job stays in the stream until a vector
+claimed it is not the indexer's: read while the run is under way, the indexer keeps its
+lease (a run may outlast it) without handling it, lets it go once the run's write added the
+vector and takes it back otherwise; read before the write and handled after it, it is
+dropped. The job stays in the stream until a vector
 is added, whoever adds it, so a crash at any point loses nothing; where both write, the
 second adds nothing (the seq is already embedded).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from gateway import metrics
 from gateway.context_memory.embedders import LocalEmbedder
@@ -45,6 +47,8 @@ class InlineEmbedding:
         self._written: dict[str, None] = {}  # jobs written by runs here, oldest first
         self._let_go: dict[str, Entry] = {}  # claimed jobs the indexer read and let go
         self._returned: list[Entry] = []  # those whose run did not add the vector
+        # The indexer's: stop renewing the lease of jobs it read whose run added the vector.
+        self.release: Callable[[list[str]], None] = lambda entries: None
 
     def begin(self, text: str) -> asyncio.Future[bytes | None] | None:
         """Start embedding the text of a message about to be sent (``embeddable_text``;
@@ -96,12 +100,18 @@ class InlineEmbedding:
                 self._written[entry] = None
                 if len(self._written) > _WRITTEN_KEPT:
                     del self._written[next(iter(self._written))]
+            else:
+                self.release([entry])
         elif held is not None:
             self._returned.append(held)
 
+    def held(self) -> list[str]:
+        """The claimed jobs the indexer read: it keeps their lease until their run settles."""
+        return list(self._let_go)
+
     def for_indexer(self, entries: list[Entry]) -> list[Entry]:
         """Of the entries the indexer read, those it handles: not a job a run here has
-        claimed (let go until the run settles it) or written (done)."""
+        claimed (set aside until the run settles it) or written (done)."""
         if not self._claimed and not self._written:
             return entries
         mine = []
