@@ -36,6 +36,11 @@ async def _indexed(c: httpx.AsyncClient, cid: str, count: int) -> dict[str, int]
     return await until(done, what=f"{count} messages of context {cid} to be indexed")
 
 
+async def _in_state(c: httpx.AsyncClient, tid: str, state: str) -> bool:
+    task = (await c.get(f"/v1/tasks/{tid}")).json()
+    return bool(task["status"]["state"] == state)
+
+
 async def _hits(c: httpx.AsyncClient, cid: str, query: str) -> list[str]:
     r = await c.post(f"/v1/contexts/{cid}:search", json={"query": query, "mode": "vector"})
     assert r.status_code == 200, r.text
@@ -144,11 +149,7 @@ async def test_a_run_longer_than_the_lease_keeps_its_embedding_job(
         assert r.status_code == 200, r.text
         tid, cid = r.json()["task"]["id"], r.json()["task"]["contextId"]
 
-        async def completed() -> bool:
-            task = (await c.get(f"/v1/tasks/{tid}")).json()
-            return bool(task["status"]["state"] == "completed")
-
-        await until(completed, what="the run to complete")
+        await until(partial(_in_state, c, tid, "completed"), what="the run to complete")
         assert await _indexed(c, cid, 1) == {"indexed": 1, "pending": 0}
         assert await redis.xlen(EMBEDS) == 0
         if not CLUSTER:  # a cluster's indexer did the job at once, before any lease ran out
@@ -184,10 +185,7 @@ async def test_a_run_killed_before_its_last_write_loses_no_embedding(
             assert r.status_code == 200, r.text
             tid, cid = r.json()["task"]["id"], r.json()["task"]["contextId"]
 
-            async def halfway() -> bool:
-                task = (await c.get(f"/v1/tasks/{tid}")).json()
-                return bool(task["status"]["state"] == "working")
-
+            halfway = partial(_in_state, c, tid, "working")
             await until(halfway, what="the run to be half done", logs=tmp_path)
             if not CLUSTER:  # the run holds the job (a cluster's indexer may be done with it)
                 assert (await _memory(c, cid))["pending"] == 1
