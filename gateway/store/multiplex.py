@@ -14,9 +14,10 @@ behind it, and a transaction (``MULTI``) would take in other requests' commands.
 Standalone Redis over TCP or TLS only (``for_url``); a cluster keeps redis-py's client,
 which routes each command by slot. Failures are redis-py's exceptions (``ConnectionError``,
 ``TimeoutError``, ``ResponseError`` and its kinds), so the store translates them as it does
-the client's. A command that times out
-closes the connection (a hung or half-open peer), failing the commands in flight with it;
-the next command connects again.
+the client's. A command whose reply is late by the timeout closes the connection (a hung or
+half-open peer), failing the commands in flight with it; the next command connects again.
+Replies come in order, so one timer per connection watches the oldest command only, instead
+of a timeout per command.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -60,27 +61,36 @@ def _error(reply: hiredis.ReplyError) -> Exception:
 class _Link(asyncio.Protocol):
     """One connection: commands written in batches, replies matched to them in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
         self._reader = hiredis.Reader(replyError=hiredis.ReplyError)
-        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # Each command's future and the loop time by which its reply is due.
+        self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         self._out: list[bytes] = []
         self._transport: asyncio.Transport | None = None
+        self._timeout = timeout
+        self._watchdog: asyncio.TimerHandle | None = None
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(RedisConnectionError("Connection to Redis lost"))
+
+    def _fail(self, error: Exception) -> None:
         self.lost = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         while self._waiting:
-            future = self._waiting.popleft()
+            future, _ = self._waiting.popleft()
             if not future.done():
-                future.set_exception(RedisConnectionError("Connection to Redis lost"))
+                future.set_exception(error)
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
         while (reply := self._reader.gets()) is not False:
-            future = self._waiting.popleft()
+            future, _ = self._waiting.popleft()
             if future.done():  # its caller gave up (cancelled, timed out)
                 continue
             if isinstance(reply, hiredis.ReplyError):
@@ -92,12 +102,32 @@ class _Link(asyncio.Protocol):
         """Queue a command for this turn's write; its reply comes in the future."""
         if self.lost or self._transport is None:
             raise RedisConnectionError("Connection to Redis lost")
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop.call_soon(self._flush)
         self._out.append(hiredis.pack_command(tuple(args)))  # type: ignore[arg-type]  # its stub types a 1-tuple
-        self._waiting.append(future)
+        due = loop.time() + self._timeout
+        self._waiting.append((future, due))
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(due, self._watch)
         return future
+
+    def _watch(self) -> None:
+        """The oldest command's reply is due: past its time the connection is taken for hung
+        or half open (the commands behind it would time out too) and closed, failing every
+        command in flight; otherwise look again when it is due."""
+        self._watchdog = None
+        if not self._waiting:
+            return
+        due = self._waiting[0][1]
+        loop = asyncio.get_running_loop()
+        if loop.time() >= due:
+            self._fail(RedisTimeoutError("Timeout reading from Redis"))
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        self._watchdog = loop.call_at(due, self._watch)
 
     def _flush(self) -> None:
         out, self._out = self._out, []
@@ -107,6 +137,9 @@ class _Link(asyncio.Protocol):
     def close(self) -> None:
         """Close it; commands in flight fail (``connection_lost``), new ones take another."""
         self.lost = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if self._transport is not None:
             self._transport.close()
 
@@ -179,8 +212,10 @@ class Multiplexed:
         return replies
 
     async def execute(self, *args: Any) -> Any:
-        link = await self._connected()
-        return await self._wait(link, link.send(args))
+        link = self._link
+        if link is None or link.lost:
+            link = await self._connected()
+        return await link.send(args)
 
     async def execute_many(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """Several commands in one write (one future each, no task); the replies in order,
@@ -195,18 +230,8 @@ class Multiplexed:
         """The commands' replies in order, an error reply as its exception."""
         link = await self._connected()
         futures = [link.send(command) for command in commands]
-        replies: list[Any] = await self._wait(
-            link, asyncio.gather(*futures, return_exceptions=True)
-        )
+        replies: list[Any] = await asyncio.gather(*futures, return_exceptions=True)
         return replies
-
-    async def _wait(self, link: _Link, replies: Awaitable[Any]) -> Any:
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await replies
-        except TimeoutError:
-            link.close()  # hung or half open: the commands behind it would time out too
-            raise RedisTimeoutError("Timeout reading from Redis") from None
 
     async def close(self) -> None:
         link, self._link = self._link, None
@@ -228,7 +253,9 @@ class Multiplexed:
         link: _Link | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                _, link = await loop.create_connection(_Link, self._host, self._port, ssl=self._tls)
+                _, link = await loop.create_connection(
+                    lambda: _Link(self._timeout), self._host, self._port, ssl=self._tls
+                )
                 for command in self._hello:
                     await link.send(command)
         except BaseException as exc:
