@@ -9,7 +9,6 @@ rule, body limit) is matched here. Labels per route are built once and their ser
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.entropy import random_bytes
 from gateway.http.router import IndexedRouter
 from gateway.metrics import REQUEST_SECONDS, REQUESTS
 
@@ -78,7 +78,7 @@ class AccessLogMiddleware:
             return
         request_id = next(
             (v for k, v in scope["headers"] if k == b"x-request-id" and _SAFE_ID.fullmatch(v)),
-            os.urandom(16).hex().encode(),
+            random_bytes(16).hex().encode(),
         )
         scope.setdefault("state", {})["request_id"] = request_id.decode()
         started = time.perf_counter()

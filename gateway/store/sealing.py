@@ -22,11 +22,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
+from collections.abc import Mapping
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from gateway.entropy import random_bytes
 from gateway.errors import StoredDataUnreadableError
 from gateway.options.keyring import Keyring, KeyringError, generate_keyring
 
@@ -97,7 +98,7 @@ class Sealer:
     def seal(self, plain: bytes, aad: bytes) -> bytes:
         if not self.seal_writes or not plain:
             return plain
-        nonce = os.urandom(_NONCE)
+        nonce = random_bytes(_NONCE)
         sealed = self._ciphers[self._current.decode()].encrypt(nonce, plain, aad)
         return self._header + nonce + sealed
 
@@ -105,7 +106,7 @@ class Sealer:
         """The text form, for values the scripts join with commas (artifacts)."""
         if not self.seal_writes:
             return plain
-        nonce = os.urandom(_NONCE)
+        nonce = random_bytes(_NONCE)
         sealed = self._ciphers[self._current.decode()].encrypt(nonce, plain, aad)
         return TOKEN + self._current + b":" + base64.b64encode(nonce + sealed)
 
@@ -160,15 +161,19 @@ class Sealer:
     def seal_artifacts(self, artifacts: list[bytes], aad: bytes) -> list[bytes]:
         return [self.seal_token(a, aad) for a in artifacts]
 
-    def open_artifacts(self, stored: bytes | None, aad: bytes) -> bytes | None:
+    def open_artifacts(
+        self, stored: bytes | None, aad: bytes, known: Mapping[bytes, bytes] | None = None
+    ) -> bytes | None:
         """A task's stored artifact list (sealed tokens, clear objects, or both) as the
-        clear JSON array."""
+        clear JSON array; ``known``: tokens the caller has just sealed, with their clear
+        values (not opened again)."""
         if stored is None or stored in (b"[]", b""):
             return stored
         if not stored.startswith(b"[") or TOKEN not in stored:
             return stored  # all clear
         items = split_artifacts(stored)
-        return b"[" + b",".join(self.open(i, aad) for i in items) + b"]"
+        known = known or {}
+        return b"[" + b",".join(known.get(i) or self.open(i, aad) for i in items) + b"]"
 
     def reseal(self, value: bytes, aad: bytes) -> bytes:
         """``value`` sealed with the current key (opened first if sealed)."""
