@@ -8,7 +8,7 @@ out (``sealing.py``): nothing above the store sees ciphertext, nothing below it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -277,9 +277,16 @@ class Store:
             return raw
         return self.sealer.open(raw, context_of(keys.prefix, context_id, field))
 
-    def _open_artifacts(self, keys: UserKeys, context_id: str, task_id: str, raw: Any) -> Any:
+    def _open_artifacts(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        task_id: str,
+        raw: Any,
+        known: Mapping[bytes, bytes] | None = None,
+    ) -> Any:
         aad = context_of(keys.prefix, context_id, task_field(task_id, f.ARTIFACTS))
-        return self.sealer.open_artifacts(raw, aad)
+        return self.sealer.open_artifacts(raw, aad, known)
 
     def _task(
         self,
@@ -316,18 +323,17 @@ class Store:
         context_id: str,
         reference_ids: Sequence[str],
         seq: int,
-        msg: bytes | None,
+        message_json: bytes,
         raw: list[Any],
-    ) -> RunInputs | None:
-        if msg is None:
-            return None
+    ) -> RunInputs:
+        """A run's inputs: its message (clear JSON) and the referenced tasks as stored."""
         referenced = []
         for n, tid in enumerate(reference_ids):
             status, arts = raw[2 * n], raw[2 * n + 1]
             if status is not None:
                 stored = (status, arts, None, None)
                 referenced.append(self._task(keys, context_id, tid, stored, None))
-        return RunInputs(orjson.loads(self.open_message(keys, context_id, msg)), seq, referenced)
+        return RunInputs(orjson.loads(message_json), seq, referenced)
 
     def _keys(self, keys: UserKeys, context_id: str) -> list[str]:
         """A context script's keys; on a cluster without the streams (another slot)."""
@@ -502,7 +508,7 @@ class Store:
         """An accepted message whose run starts now."""
         task_id, seq, entry = reply.task_id, reply.seq, reply.entry
         inputs = self._run_inputs(
-            keys, context_id, w.reference_ids, seq, reply.message, reply.referenced
+            keys, context_id, w.reference_ids, seq, w.message_json, reply.referenced
         )
         if self.cluster:
             await self._ack_job(reply.superseded)
@@ -556,6 +562,7 @@ class Store:
             self._seal(keys, context_id, task_field(task_id, f.EVENTS_SEAL), e)
             for e in u.artifact_events
         ]
+        sealed_artifacts = self.sealer.seal_artifacts(list(artifacts), art_aad)
         if open_artifact not in (b"", b"-"):
             open_artifact = self._seal(
                 keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), open_artifact
@@ -569,7 +576,7 @@ class Store:
                     tid=task_id,
                     new_state=u.state,
                     status=self._seal(keys, context_id, status_field, u.status_json),
-                    artifacts=b",".join(self.sealer.seal_artifacts(list(artifacts), art_aad)),
+                    artifacts=b",".join(sealed_artifacts),
                     reply=self._seal(keys, context_id, "msg", u.message_json)
                     if u.message_json
                     else b"",
@@ -612,7 +619,10 @@ class Store:
         await self._moved_pushes(keys, context_id, written.pushed)
         if finish:
             await self._ack_job(entry)
-        artifacts_json = self._open_artifacts(keys, context_id, task_id, written.artifacts)
+        just_sealed = dict(zip(sealed_artifacts, artifacts, strict=True))
+        artifacts_json = self._open_artifacts(
+            keys, context_id, task_id, written.artifacts, just_sealed
+        )
         return UpdateResult("ok", artifacts_json, written.chained, next_run, written.embedded)
 
     def _vector_args(self, keys: UserKeys, context_id: str, v: RunVector | None) -> dict[str, Any]:
@@ -763,10 +773,11 @@ class Store:
                 await self._queue_job(keys, context_id, task_id, lost_job, lost_seq)
             await self._ack_job(entry)
             return None
-        referenced = begun.referenced or []
-        inputs = self._run_inputs(keys, context_id, reference_ids, seq, begun.message, referenced)
-        if inputs is None:
+        if begun.message is None:
             return None
+        message = self.open_message(keys, context_id, begun.message)
+        referenced = begun.referenced or []
+        inputs = self._run_inputs(keys, context_id, reference_ids, seq, message, referenced)
         return replace(inputs, last=begun.last, waiting=begun.waiting)
 
     @_translated

@@ -46,7 +46,6 @@ class SendAccepted:
 
     task_id: str
     seq: int
-    message: bytes | None  # sealed
     referenced: list[Any]  # per reference id: its status and artifacts (sealed)
     entry: str  # the run's job on the stream, or ''
     claimed: tuple[str, dict[bytes, bytes]] | None  # the job the claimant took
@@ -100,20 +99,19 @@ def _pushed(reply: list[Any], at: int) -> bool:
 def send_reply(reply: list[Any]) -> SendReply:
     kind = _text(reply[0])
     if kind == "ok":
-        raw = reply[7]
+        raw = reply[6]
         claimed = None
-        if _text(reply[6]):
-            claimed = (_text(reply[6]), {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
+        if _text(reply[5]):
+            claimed = (_text(reply[5]), {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)})
         return SendAccepted(
             _text(reply[1]),
             int(reply[2]),
             reply[3],
-            reply[4],
-            _text(reply[5]),
+            _text(reply[4]),
             claimed,
-            _text(reply[8]),
-            _pushed(reply, 9),
-            _text(reply[10]) if len(reply) > 10 else "",
+            _text(reply[7]),
+            _pushed(reply, 8),
+            _text(reply[9]),
         )
     if kind == "wait":
         return SendWaiting(_text(reply[1]), int(reply[2]))

@@ -229,6 +229,14 @@ _SLIDING_TTL = """
 local META_LEFT = nil
 -- Where the context's keys start in KEYS: 0 but in a script of several contexts (`bind`).
 local KEY_BASE = 0
+-- A number as the text a command takes. Redis turns a Lua number argument into text with
+-- printf ('%.17g'), about half a microsecond each; a script passes the same TTL to many
+-- commands, so the last one converted is kept.
+local TEXT_OF, TEXT = nil, nil
+local function text(n)
+  if n ~= TEXT_OF then TEXT_OF, TEXT = n, tostring(n) end
+  return TEXT
+end
 local function meta_left()
   if META_LEFT == nil then META_LEFT = redis.call('PTTL', META) end
   return META_LEFT
@@ -237,12 +245,12 @@ end
 local function touch_keys(ttl, fresh, ...)
   local left = meta_left()
   if left < 0 or ttl - left > math.min(ttl / 100, 3600000) then
-    for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[KEY_BASE + i], ttl) end
+    for i = 1, CONTEXT_TTL_KEYS do redis.call('PEXPIRE', KEYS[KEY_BASE + i], text(ttl)) end
     META_LEFT = ttl
     return
   end
   for _, key in ipairs({...}) do
-    if fresh or redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, left) end
+    if fresh or redis.call('PTTL', key) == -1 then redis.call('PEXPIRE', key, text(left)) end
   end
 end
 local function touch(ttl, ...) touch_keys(ttl, false, ...) end
@@ -295,17 +303,19 @@ local function drop_waiting(tid)
   redis.call('HDEL', TASKS, tid .. F_WAITING)
 end
 -- What a run of the agent is given: its message, and the (header-less) status and
--- artifacts of the referenced tasks. Earlier messages are loaded only if the agent asks.
-local function run_inputs(seq, first_ref)
-  local msg = redis.call('HGET', MSGS, seq)
+-- artifacts of the referenced tasks (ARGV from `first_ref` on). Earlier messages are loaded
+-- only if the agent asks. The send script's caller has the message: it takes only the rest.
+local function referenced_tasks(first_ref)
   local refs = {}
   for i = first_ref, #ARGV do
     refs[#refs + 1] = ARGV[i] .. F_STATUS
     refs[#refs + 1] = ARGV[i] .. F_ARTIFACTS
   end
-  local referenced = {}
-  if #refs > 0 then referenced = redis.call('HMGET', TASKS, unpack(refs)) end
-  return msg, referenced
+  if #refs == 0 then return {} end
+  return redis.call('HMGET', TASKS, unpack(refs))
+end
+local function run_inputs(seq, first_ref)
+  return redis.call('HGET', MSGS, seq), referenced_tasks(first_ref)
 end
 -- Task event streams (live events for SSE readers on any replica): one stream per task,
 -- '<meta key>:ev:<tid>', in the context's slot. Entries: EV_KIND (EV_STATUS or EV_ARTIFACT)
@@ -323,7 +333,7 @@ local function emit(tid, kind, data, ttl, settled)
   redis.call('XADD', key, '*', EV_KIND, kind, EV_DATA, data)
   ttl = derived_ttl(ttl)
   if settled and ttl > EVENTS_GRACE_MS then ttl = EVENTS_GRACE_MS end
-  redis.call('PEXPIRE', key, ttl)
+  redis.call('PEXPIRE', key, text(ttl))
 end
 -- Artifact events written by a run: '<length>:<json>' one after another.
 local function emit_artifacts(tid, list, ttl)
@@ -555,7 +565,7 @@ if waits then
   return {'wait', tid, seq}
 end
 redis.call('ZADD', RUNNING, now, tid)
-redis.call('PEXPIRE', RUNNING, ttl)
+redis.call('PEXPIRE', RUNNING, text(ttl))
 local superseded = ''
 if busy then
   superseded = redis.call('HGET', TASKS, tid .. F_JOB)
@@ -565,39 +575,39 @@ if busy then
   if JOBS then ack(superseded); superseded = '' end
   redis.call('PUBLISH', STOPS .. tid, SIGNAL_INTERRUPTED .. '|' .. (seq - 1))
 end
-local msg, referenced = run_inputs(seq, refs_from)
+local referenced = referenced_tasks(refs_from)
 -- What a new task held when its run began: '[]' and this message's seq.
 local mark = nil
 if not continuing then mark = '2|' .. #tostring(seq) end
 if flag('l') then
   redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. seq)
   fence(tid, attempt_id('local', seq), mark)
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
+  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 if not flag('r') then
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
+  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
   redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. seq)
-  return {'ok', tid, seq, msg, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
+  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 local entry = redis.call('XADD', JOBS, '*', E_JOB, job, E_SEQ, seq)
 redis.call('HSET', TASKS, tid .. F_JOB, entry)
 if claimant == '' then
-  return {'ok', tid, seq, msg, referenced, entry, '', {}, '', '', embed_entry}
+  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry}
 end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
 local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, claimant, 'COUNT', 1,
                         'STREAMS', JOBS, '>')
 if got.err or not got[1] then
-  return {'ok', tid, seq, msg, referenced, entry, '', {}, '', '', embed_entry}
+  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry}
 end
 local claimed = got[1][2][1]
 if claimed[1] == entry then fence(tid, attempt_id(claimant, entry), mark) end
-return {'ok', tid, seq, msg, referenced, entry, claimed[1], claimed[2], '', '', embed_entry}
+return {'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embed_entry}
 """
 )
 
