@@ -553,7 +553,16 @@ end
 redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
 if not fresh then redis.call('HSET', META, M_UPDATED, now) end
 redis.call('ZADD', CONTEXTS, now, cid)
-touch(ttl, CONTEXTS, TASK_INDEX)
+if fresh then
+  -- A context opened here has only the keys this script wrote (and the user's): the others
+  -- take their TTL from the script that creates them (`touch`'s list).
+  for _, key in ipairs({CONTEXTS, TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS}) do
+    redis.call('PEXPIRE', key, text(ttl))
+  end
+  META_LEFT = ttl
+else
+  touch(ttl, CONTEXTS, TASK_INDEX)
+end
 if flag('e') then
   if not fresh then redis.call('HINCRBY', META, M_EMBED_QUEUED, 1) end
   if EMBEDS then embed_entry = redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
@@ -725,8 +734,21 @@ if embed_entry ~= '' and EMBEDS then
   end
 end
 if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
-local state, ran, owner, push_ids = unpack(redis.call('HMGET', TASKS, tid .. F_STATE,
-  tid .. F_RAN, tid .. F_ATTEMPT, tid .. F_PUSH_IDS))
+-- The artifacts are read only to append to them, or to return them with a write that
+-- settles the task or ends its run (a progress or 'working' write returns none). The task's
+-- fields this write reads come in one HMGET: its state, run and webhooks, then what it
+-- changes (at the indexes `at`).
+local returns_arts = finish or TERMINAL[new_state] or INTERRUPTED[new_state]
+local fields, at = {tid .. F_STATE, tid .. F_RAN, tid .. F_ATTEMPT, tid .. F_PUSH_IDS}, {}
+local function also(name, wanted)
+  if wanted then fields[#fields + 1] = tid .. name; at[name] = #fields end
+end
+also(F_MESSAGES, reply ~= '')
+also(F_ARTIFACTS, artifacts ~= '' or returns_arts)
+also(F_WAITING, finish)
+local read = redis.call('HMGET', TASKS, unpack(fields))
+local state, ran, owner, push_ids = read[1], read[2], read[3], read[4]
+local function field(name) return at[name] and read[at[name]] end
 if not state then ack(entry); return {'gone', embedded} end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
@@ -741,17 +763,15 @@ if required_state ~= '' and state ~= required_state then return {'skipped', embe
 if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
   redis.call('HINCRBY', META, M_BYTES, #artifacts + #reply)
 end
+-- The task's fields this write sets, set in one HSET once the run's outputs are in.
+local sets = {}
+local function set(name, value) sets[#sets + 1], sets[#sets + 2] = tid .. name, value end
 if reply ~= '' then
   local seq = redis.call('HINCRBY', META, M_SEQ, 1)
   redis.call('HSET', MSGS, seq, reply)
-  local seqs = redis.call('HGET', TASKS, tid .. F_MESSAGES)
-  redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
+  set(F_MESSAGES, field(F_MESSAGES) .. ',' .. seq)
 end
--- The artifacts are read only to append to them, or to return them with a write that
--- settles the task or ends its run (a progress or 'working' write returns none).
-local returns_arts = finish or TERMINAL[new_state] or INTERRUPTED[new_state]
-local arts = false
-if artifacts ~= '' or returns_arts then arts = redis.call('HGET', TASKS, tid .. F_ARTIFACTS) end
+local arts = field(F_ARTIFACTS)
 if artifact_ids ~= '' and push_ids then
   for aid in string.gmatch(artifact_ids, '[^\\n]+') do
     notify(cid, tid, D_ARTIFACT, '', now, tonumber(ttl), aid, push_ids)
@@ -760,18 +780,17 @@ end
 if artifacts ~= '' then
   if arts == '[]' then arts = '[' .. artifacts .. ']'
   else arts = string.sub(arts, 1, -2) .. ',' .. artifacts .. ']' end
-  redis.call('HSET', TASKS, tid .. F_ARTIFACTS, arts)
+  set(F_ARTIFACTS, arts)
 end
-if new_state ~= '' then
-  redis.call('HSET', TASKS, tid .. F_STATE, new_state, tid .. F_STATUS, status)
-end
-if agent_metadata ~= '' then redis.call('HSET', TASKS, tid .. F_AGENT_METADATA, agent_metadata) end
+if new_state ~= '' then set(F_STATE, new_state); set(F_STATUS, status) end
+if agent_metadata ~= '' then set(F_AGENT_METADATA, agent_metadata) end
 if open_artifact == '-' then redis.call('HDEL', TASKS, tid .. F_OPEN_ARTIFACT)
-elseif open_artifact ~= '' then redis.call('HSET', TASKS, tid .. F_OPEN_ARTIFACT, open_artifact) end
+elseif open_artifact ~= '' then set(F_OPEN_ARTIFACT, open_artifact) end
 if artifact_events ~= '' then emit_artifacts(tid, artifact_events, tonumber(ttl)) end
+if finish then set(F_RAN, run_seq) end
+if #sets > 0 then redis.call('HSET', TASKS, unpack(sets)) end
 local store, chained, nextjob, nextseq = '', '', '', ''
 if finish then
-  redis.call('HSET', TASKS, tid .. F_RAN, run_seq)
   redis.call('HDEL', TASKS, tid .. F_ATTEMPT, tid .. F_MARK, tid .. F_JOB)
   ack(entry)
   local ended = new_state
@@ -780,7 +799,7 @@ if finish then
     if OUTBOX then redis.call('XADD', OUTBOX, '*', E_JOB, outbox_job, E_SEQ, run_seq)
     else store = 'store' end
   end
-  local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
+  local queued = field(F_WAITING)
   if queued then
     chained = '1'
     local sep = string.find(queued, ',', 1, true)
