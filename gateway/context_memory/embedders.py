@@ -200,12 +200,23 @@ def _piece_ids(piece: str) -> tuple[int, ...]:
     return tuple(token.id for token in _wordllama_model()[0].model.tokenize(piece))
 
 
+@functools.lru_cache(maxsize=65_536)
+def _word_ids(word: str) -> tuple[int, ...]:
+    """The ids of the piece of a word after one space (or at the start)."""
+    return _piece_ids(_SPACE + word)
+
+
 def _token_ids(text: str) -> list[int]:
-    """The ids the tokenizer gives ``text`` without special tokens, piece by piece."""
+    """The ids the tokenizer gives ``text`` without special tokens, piece by piece. A text
+    of words between single spaces (no space at either end, no "▁" of its own) normalizes
+    to a "▁" before each word, so its pieces are its words: ``str.split`` finds them in a
+    third of the regular expression's time."""
     if not text:
         return []
-    pieces = _PIECE.findall(_SPACE + text.replace(" ", _SPACE))
-    return list(itertools.chain.from_iterable(map(_piece_ids, pieces)))
+    if "  " in text or _SPACE in text or text[0] == " " or text[-1] == " ":
+        pieces = _PIECE.findall(_SPACE + text.replace(" ", _SPACE))
+        return list(itertools.chain.from_iterable(map(_piece_ids, pieces)))
+    return list(itertools.chain.from_iterable(map(_word_ids, text.split(" "))))
 
 
 class WordLlamaEmbedder:
@@ -235,7 +246,7 @@ class WordLlamaEmbedder:
         ids = self.token_ids(texts)
         if len(ids) == 1 and ids[0]:
             return self._one(ids[0])
-        rows = self._table[np.fromiter(itertools.chain.from_iterable(ids), np.int64)]
+        rows = self._table.take(np.fromiter(itertools.chain.from_iterable(ids), np.intp), axis=0)
         matrix = np.zeros((len(ids), self.dimensions), np.float32)
         start = 0
         for i, text_ids in enumerate(ids):
@@ -249,8 +260,9 @@ class WordLlamaEmbedder:
 
     def _one(self, ids: list[int]) -> Matrix:
         """One text's embedding (a run embeds its own message): the same float32 steps as a
-        batch's, without a batch's arrays and loop (~half the time of one text in a batch)."""
-        row = np.add.reduce(self._table[ids], axis=0)
+        batch's, without a batch's arrays and loop (~half the time of one text in a batch).
+        The rows are gathered with ``take``: indexing with the list is twice as slow."""
+        row = np.add.reduce(self._table.take(ids, axis=0), axis=0)
         row /= np.float32(len(ids))
         norm = np.sqrt(np.add.reduce(row * row))
         matrix: Matrix = (row / (norm if norm else np.float32(1.0)))[None, :]
