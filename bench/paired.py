@@ -1,0 +1,93 @@
+"""Two builds of the gateway side by side: ``python -m bench.paired CHECKOUT [KEY=VALUE ...]``.
+
+On a shared machine a server's CPU per request moves by 10-20% between runs a few minutes
+apart, so two builds measured one after the other cannot be told apart when they differ by
+a few percent. Here both run at once, each on its own embedded Redis: ``CHECKOUT`` (another
+checkout's root, imported through PYTHONPATH) as A and this tree as B. They take short bursts
+of blocking echo sends in turn, A then B, then B then A, and each pair gives B/A of CPU per
+request, throughput and median latency; what the machine does meanwhile weighs on both
+sides of a pair alike. Prints each pair and the mean of the ratios with its standard error.
+
+Knobs (environment): ``PAIRED_PAIRS`` (12), ``PAIRED_SECONDS`` per burst (1.5),
+``PAIRED_CONCURRENCY`` (32). ``KEY=VALUE`` arguments go to both gateways' environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from redis import Redis
+
+from bench import loadgen
+from bench.__main__ import Served, cpu_seconds, one_gateway, posts, send_body, wait_for_indexer
+
+PAIRS = int(os.environ.get("PAIRED_PAIRS", "12"))
+SECONDS = float(os.environ.get("PAIRED_SECONDS", "1.5"))
+CONCURRENCY = int(os.environ.get("PAIRED_CONCURRENCY", "32"))
+
+
+class Burst(NamedTuple):
+    cpu_us: float  # the gateway's CPU per request
+    throughput: float  # requests per second, until its embedding stream is empty
+    p50_ms: float
+
+
+def burst(g: Served, redis: Redis, counter: itertools.count[int]) -> Burst:
+    cpu, started = cpu_seconds(g.pid), time.perf_counter()
+    sends = posts("/v1/message:send", send_body)
+    result = asyncio.run(loadgen.run(g.port, sends, CONCURRENCY, SECONDS, counter))
+    wait_for_indexer(redis)
+    n = len(result.latencies)
+    seconds = time.perf_counter() - started
+    return Burst(1e6 * (cpu_seconds(g.pid) - cpu) / n, n / seconds, result.pct(0.5))
+
+
+def mean_and_error(values: list[float]) -> str:
+    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
+    return f"{statistics.mean(values):.3f} ± {error:.3f}"
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    checkout = str(Path(sys.argv[1]).resolve())
+    env = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
+    counter = itertools.count()
+    pairs: list[dict[str, Burst]] = []
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        one_gateway(Path(tmp), "a", {**env, "PYTHONPATH": checkout}) as a,
+        one_gateway(Path(tmp), "b", env) as b,
+    ):
+        sides = {"A": (a, Redis.from_url(a.redis_url)), "B": (b, Redis.from_url(b.redis_url))}
+        for g, redis in sides.values():  # warm-up
+            burst(g, redis, counter)
+        for n in range(PAIRS):
+            order = ("A", "B") if n % 2 == 0 else ("B", "A")
+            pair = {name: burst(*sides[name], counter) for name in order}
+            pairs.append(pair)
+            ra, rb = pair["A"], pair["B"]
+            print(
+                f"A {ra.cpu_us:6.0f} µs/req {ra.throughput:6.0f} req/s p50 {ra.p50_ms:6.2f} ms"
+                f" | B {rb.cpu_us:6.0f} µs/req {rb.throughput:6.0f} req/s p50 {rb.p50_ms:6.2f} ms",
+                flush=True,
+            )
+    cpu = [p["B"].cpu_us / p["A"].cpu_us for p in pairs]
+    rps = [p["B"].throughput / p["A"].throughput for p in pairs]
+    p50 = [p["B"].p50_ms / p["A"].p50_ms for p in pairs]
+    print(
+        f"B/A over {len(pairs)} pairs (mean ± standard error): CPU per request "
+        f"{mean_and_error(cpu)}, throughput {mean_and_error(rps)}, p50 {mean_and_error(p50)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
