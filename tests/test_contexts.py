@@ -129,6 +129,34 @@ async def test_every_key_has_ttl_within_retention(make_app: AppFactory, redis: R
         assert 0 < ttl <= 1000 * 1000, key
 
 
+async def test_a_retention_of_thousands_of_years_is_set_exactly(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """The scripts hand Redis the TTL as an integer's text however large it is (from 10^14 ms
+    on, Lua's own number formatting writes 1e+14, which Redis refuses)."""
+    ttl_s = 10**11
+    async with make_app(context_ttl_seconds=ttl_s) as c:
+        body = {
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
+        }
+        first = await c.post("/v1/message:send", json=body)
+        assert first.status_code == 200, first.text
+        task = first.json()["task"]
+        assert task["status"]["state"] == "completed"
+        body["message"].update(messageId="2", contextId=task["contextId"])
+        second = await c.post("/v1/message:send", json=body)
+        assert second.status_code == 200, second.text
+        assert second.json()["task"]["status"]["state"] == "completed"
+    keys = await _user_keys(redis)
+    assert len(keys) >= 6
+    for key in keys:
+        ttl = await redis.pttl(key)
+        if b":ev:" in key:  # a settled task's event log stays a few minutes
+            assert 0 < ttl <= 600_000, key
+        else:
+            assert ttl_s * 1000 - 600_000 < ttl <= ttl_s * 1000, key
+
+
 async def test_context_expires_after_retention(make_app: AppFactory, redis: RawRedis) -> None:
     async with make_app(context_ttl_seconds=2) as c:
         body = {

@@ -75,9 +75,10 @@ class _Link(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail(RedisConnectionError("Connection to Redis lost"))
+        self._fail(RedisConnectionError, "Connection to Redis lost")
 
-    def _fail(self, error: Exception) -> None:
+    def _fail(self, error: type[Exception], message: str) -> None:
+        """Fail every command in flight (each with an exception of its own)."""
         self.lost = True
         if self._watchdog is not None:
             self._watchdog.cancel()
@@ -85,7 +86,7 @@ class _Link(asyncio.Protocol):
         while self._waiting:
             future, _ = self._waiting.popleft()
             if not future.done():
-                future.set_exception(error)
+                future.set_exception(error(message))
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
@@ -123,7 +124,7 @@ class _Link(asyncio.Protocol):
         due = self._waiting[0][1]
         loop = asyncio.get_running_loop()
         if loop.time() >= due:
-            self._fail(RedisTimeoutError("Timeout reading from Redis"))
+            self._fail(RedisTimeoutError, "Timeout reading from Redis")
             if self._transport is not None:
                 self._transport.abort()
             return
@@ -135,11 +136,9 @@ class _Link(asyncio.Protocol):
             self._transport.write(b"".join(out))
 
     def close(self) -> None:
-        """Close it; commands in flight fail (``connection_lost``), new ones take another."""
-        self.lost = True
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        """Close it; commands in flight fail now (a hung peer may never let the transport
+        finish closing), new ones take another connection."""
+        self._fail(RedisConnectionError, "Connection to Redis closed")
         if self._transport is not None:
             self._transport.close()
 

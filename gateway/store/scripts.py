@@ -229,12 +229,13 @@ _SLIDING_TTL = """
 local META_LEFT = nil
 -- Where the context's keys start in KEYS: 0 but in a script of several contexts (`bind`).
 local KEY_BASE = 0
--- A number as the text a command takes. Redis turns a Lua number argument into text with
+-- An integer as the text a command takes. Redis turns a Lua number argument into text with
 -- printf ('%.17g'), about half a microsecond each; a script passes the same TTL to many
--- commands, so the last one converted is kept.
+-- commands, so the last one converted is kept. '%d', not tostring: tostring writes 1e14
+-- and above in exponent form, which no command takes as an integer.
 local TEXT_OF, TEXT = nil, nil
 local function text(n)
-  if n ~= TEXT_OF then TEXT_OF, TEXT = n, tostring(n) end
+  if n ~= TEXT_OF then TEXT_OF, TEXT = n, string.format('%d', n) end
   return TEXT
 end
 local function meta_left()
