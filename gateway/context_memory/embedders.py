@@ -166,8 +166,8 @@ def _wordllama_model() -> tuple[Any, Matrix]:
 # so no merge joins across the start of a piece that a "▁" after another character begins: a
 # text's ids are its pieces' ids, and pieces (words, with the spaces before them) repeat, so
 # each is tokenized once and kept (as the hashing embedder keeps its words' features). What
-# the cache holds is word pieces in this process's memory (~28 MB when full), never written
-# anywhere.
+# the caches hold (by piece, and by word for words after a single space) is word pieces in
+# this process's memory (~28 MB each when full), never written anywhere.
 _SPACE = "\u2581"
 _PIECE = re.compile(f"{_SPACE}*[^{_SPACE}]+|{_SPACE}+")
 _NORMALIZER = {
@@ -202,8 +202,9 @@ def _piece_ids(piece: str) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=65_536)
 def _word_ids(word: str) -> tuple[int, ...]:
-    """The ids of the piece of a word after one space (or at the start)."""
-    return _piece_ids(_SPACE + word)
+    """The ids of the piece of a word after one space (or at the start); cached by the word,
+    so not in ``_piece_ids``'s cache as well."""
+    return _piece_ids.__wrapped__(_SPACE + word)
 
 
 def _token_ids(text: str) -> list[int]:

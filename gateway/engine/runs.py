@@ -225,6 +225,12 @@ class RunHandOff:
             "policy": policy,
         }
 
+    def may_run_here(self, slot: Reservation) -> bool:
+        """Whether the send's run may start in this process (``accepted``): in its own queue,
+        or taken at once by ``slot``'s worker; otherwise it waits on the stream for whichever
+        worker reads it."""
+        return not self.queue.durable or bool(slot.consumer)
+
     async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> bool:
         """Hand over the run of an accepted message (``job``: its ids as the write named
         them; the store's answer fixes them). A replayed message or one waiting for the

@@ -78,7 +78,10 @@ class MessageService:
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
             queueing = self.runs.queueing(slot, policy)
-            write, job = await self._prepare(principal, agent.id, request, registered, queueing)
+            inline = self.inline if self.runs.may_run_here(slot) else None
+            write, job = await self._prepare(
+                principal, agent.id, request, registered, queueing, inline
+            )
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -143,10 +146,12 @@ class MessageService:
         request: SendMessageRequest,
         registered: bool,
         queueing: dict[str, Any],
+        inline: InlineEmbedding | None,
     ) -> tuple[SendWrite, RunJob]:
         """The send's write (its run queued as ``queueing`` says), and its run as a job (ids
         as the write names them; the store's answer fixes the ids and the message's seq;
-        its message's vector being computed when a run here embeds it)."""
+        its message's vector being computed by ``inline`` when its run may start here, the
+        only run that can use it)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -173,7 +178,7 @@ class MessageService:
             tuple(request.configuration.acceptedOutputModes or ()),
             registered,
             trace=tracing.traceparent(),
-            embedding=self.inline.begin(text) if self.inline is not None else None,
+            embedding=inline.begin(text) if inline is not None else None,
         )
         write = SendWrite(
             context_id=context_id,
