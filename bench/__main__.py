@@ -75,8 +75,12 @@ def send_body(n: int, context_id: str | None = None) -> bytes:
 
 
 @contextmanager
-def process(args: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+def process(
+    args: list[str], env: dict[str, str], port: int, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` started in ``cwd`` (this one by default; ``python -m`` imports from there
+    first), with ``env`` on top of this process's environment; entered once it answers."""
+    proc = subprocess.Popen(args, env={**os.environ, **env}, stdout=subprocess.DEVNULL, cwd=cwd)
     try:
         # A gateway loading its embedding model on a busy machine may take a while to answer.
         deadline = time.monotonic() + 60
@@ -99,12 +103,14 @@ QUIET = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
 
 
 def gateway(
-    port: int, env: dict[str, str], *args: str
+    port: int, env: dict[str, str], *args: str, cwd: Path | None = None
 ) -> AbstractContextManager[subprocess.Popen[bytes]]:
     """``gateway serve --port PORT [args]``, quiet (no request log, warnings only) unless
-    ``env`` says otherwise, with ``env`` on top; entered once it answers."""
+    ``env`` says otherwise, with ``env`` on top; entered once it answers. ``cwd``: the
+    checkout whose ``gateway`` package it serves (``python -m`` imports from its working
+    directory before anything on ``PYTHONPATH``)."""
     serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args]
-    return process(serve, {**QUIET, **env}, port)
+    return process(serve, {**QUIET, **env}, port, cwd)
 
 
 class Served(NamedTuple):
@@ -116,14 +122,17 @@ class Served(NamedTuple):
 
 
 @contextmanager
-def one_gateway(tmp: Path, redis_name: str, env: dict[str, str]) -> Iterator[Served]:
-    """A gateway (``env`` on top of the ``gateway`` defaults) on an embedded Redis of its own,
-    kept under ``tmp/redis_name``; both are stopped on leaving."""
+def one_gateway(
+    tmp: Path, redis_name: str, env: dict[str, str], cwd: Path | None = None
+) -> Iterator[Served]:
+    """A gateway (``env`` on top of the ``gateway`` defaults; served from ``cwd`` as in
+    ``gateway``) on an embedded Redis of its own, kept under ``tmp/redis_name``; both are
+    stopped on leaving."""
     server = EmbeddedRedis(tmp / redis_name)
     url = server.start()
     port = free_port()
     try:
-        with gateway(port, {"REDIS_URL": url, **env}) as proc:
+        with gateway(port, {"REDIS_URL": url, **env}, cwd=cwd) as proc:
             yield Served(port, proc.pid, url)
     finally:
         server.stop()

@@ -3,7 +3,9 @@
 On a shared machine a server's CPU per request moves by 10-20% between runs a few minutes
 apart, so two builds measured one after the other cannot be told apart when they differ by
 a few percent. Here both run at once, each on its own embedded Redis: ``CHECKOUT`` (another
-checkout's root, imported through PYTHONPATH) as A and this tree as B. They take short bursts
+checkout's root) as A and this tree as B, each process started in its own tree, so each
+imports its own ``gateway`` (``python -m`` puts the working directory first on the path: a
+``PYTHONPATH`` would not do; each side's package is checked before the runs). They take short bursts
 of blocking echo sends in turn, A then B, then B then A, and each pair gives B/A of CPU per
 request, throughput and median latency; what the machine does meanwhile weighs on both
 sides of a pair alike. Prints each pair and the mean of the ratios with its standard error.
@@ -18,6 +20,7 @@ import asyncio
 import itertools
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +53,18 @@ def burst(g: Served, redis: Redis, counter: itertools.count[int]) -> Burst:
     return Burst(1e6 * (cpu_seconds(g.pid) - cpu) / n, n / seconds, result.pct(0.5))
 
 
+def imported_from(tree: Path) -> Path:
+    """Where ``gateway`` comes from for a process started in ``tree`` as the gateways are."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import gateway; print(gateway.__file__)"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip()).resolve().parents[1]
+
+
 def mean_and_error(values: list[float]) -> str:
     error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
     return f"{statistics.mean(values):.3f} ± {error:.3f}"
@@ -58,14 +73,19 @@ def mean_and_error(values: list[float]) -> str:
 def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
-    checkout = str(Path(sys.argv[1]).resolve())
+    trees = {"A": Path(sys.argv[1]).resolve(), "B": Path(__file__).resolve().parents[1]}
+    for name, tree in trees.items():
+        if imported_from(tree) != tree:
+            raise SystemExit(f"{name} would not serve {tree}: it imports {imported_from(tree)}")
+    if trees["A"] == trees["B"]:
+        print("A and B are the same tree: an A/A run")
     env = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
     counter = itertools.count()
     pairs: list[dict[str, Burst]] = []
     with (
         tempfile.TemporaryDirectory() as tmp,
-        one_gateway(Path(tmp), "a", {**env, "PYTHONPATH": checkout}) as a,
-        one_gateway(Path(tmp), "b", env) as b,
+        one_gateway(Path(tmp), "a", env, trees["A"]) as a,
+        one_gateway(Path(tmp), "b", env, trees["B"]) as b,
     ):
         sides = {"A": (a, Redis.from_url(a.redis_url)), "B": (b, Redis.from_url(b.redis_url))}
         for g, redis in sides.values():  # warm-up
