@@ -623,6 +623,27 @@ def test_a_slow_body_is_cut_off(served: str) -> None:
 
 
 @pytest.mark.timeout(240)
+def test_bytes_past_the_declared_length_are_not_the_body(served: str) -> None:
+    # The body limit trusts a Content-Length within it: the server hands the app no more
+    # than the length declared, and what follows is read as the next request.
+    body = orjson.dumps(
+        {"message": {"role": "user", "parts": [{"text": "x"}], "messageId": "past-length"}}
+    )
+    key = "Authorization: Bearer key-carol"  # no other test here is hers
+    send = request(
+        "/v1/message:send", key, "Content-Type: application/json", method="POST", length=len(body)
+    )
+    with connection(served) as sock:
+        sock.sendall(send + body + request("/v1/contexts", key))
+        head, answer = response(sock)
+        assert head.startswith(b"http/1.1 200"), head
+        assert orjson.loads(answer)["task"]["status"]["state"] == "completed"
+        head, answer = response(sock)
+        assert head.startswith(b"http/1.1 200"), head
+        assert len(orjson.loads(answer)["items"]) == 1
+
+
+@pytest.mark.timeout(240)
 def test_the_server_keeps_serving_and_names_no_software(served: str) -> None:
     with connection(served) as sock:
         for _ in range(2):  # keep-alive still works within the bounds

@@ -111,6 +111,23 @@ def test_wordllama_piece_cache_gives_the_tokenizers_ids_and_vectors() -> None:
     assert np.array_equal(cached.embed_now(texts), plain.embed_now(texts))
 
 
+def test_wordllama_word_cache_is_bounded_and_still_gives_the_tokenizers_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.context_memory import embedders
+
+    monkeypatch.setattr(embedders, "_WORD_IDS", {})
+    monkeypatch.setattr(embedders, "_WORD_IDS_MAX", 50)
+    cached = WordLlamaEmbedder()
+    rng = random.Random(11)
+    words = [f"dose{n}mg" for n in range(120)] + ["aspirin", "chest", "pain"]
+    for _ in range(60):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 30)))
+        expected = cached._tokenizer.encode(text, add_special_tokens=False).ids
+        assert cached.token_ids([text]) == [expected], text
+        assert len(embedders._WORD_IDS) <= 50
+
+
 async def test_wordllama_finds_meaning_without_shared_words(make_app: AppFactory) -> None:
     texts = [
         "Complains of shortness of breath when climbing stairs",

@@ -36,6 +36,19 @@ async def test_echo_artifact_holds_text_and_data_and_report(send: Send) -> None:
     assert parts[2]["data"]["echo"] == {"historyMessages": 0, "referenceTaskIds": [], "recalled": 0}
 
 
+async def test_a_runs_artifact_ids_are_name_based_uuids_of_its_task_message_and_rank(
+    send: Send,
+) -> None:
+    # The same in every attempt of a run, so a run started over replaces what stream readers
+    # saw of an earlier attempt's artifacts: version-5 UUIDs of the task, the message's seq
+    # in its context (the first turn's reply is seq 2) and the artifact's rank in the run.
+    first = (await send("one")).json()["task"]
+    second = (await send("two", contextId=first["contextId"])).json()["task"]
+    for task, seq in ((first, 1), (second, 3)):
+        expected = uuid.uuid5(uuid.NAMESPACE_URL, f"a2a-task:{task['id']}/{seq}/1")
+        assert task["artifacts"][0]["artifactId"] == str(expected)
+
+
 async def test_context_continuation_gives_agent_prior_messages(send: Send) -> None:
     first = (await send("one")).json()["task"]
     second = (await send("two", contextId=first["contextId"])).json()["task"]

@@ -69,7 +69,9 @@ class InlineEmbedding:
         if future.done():
             return
         try:
-            vector: bytes | None = self.embedder.embed_now([text])[0].astype("<f4").tobytes()
+            vector: bytes | None = (
+                self.embedder.embed_now([text])[0].astype("<f4", copy=False).tobytes()
+            )
         except Exception as exc:  # a defect of the embedder: the indexer takes the job
             log.error("embedding failed", extra={"error": type(exc).__name__})
             vector = None

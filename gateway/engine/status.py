@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -72,7 +73,20 @@ def run_artifact_id(task_id: str, seq: int, n: int) -> str:
     """The id of the ``n``-th artifact of the run of message ``seq``: the same in every
     attempt, so a run that starts over after a crash replaces what stream readers saw of
     the first attempt's artifacts instead of adding to them."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"a2a-task:{task_id}/{seq}/{n}"))
+    return _uuid5_url(f"a2a-task:{task_id}/{seq}/{n}")
+
+
+_URL_NAMESPACE = uuid.NAMESPACE_URL.bytes
+
+
+def _uuid5_url(name: str) -> str:
+    """``str(uuid.uuid5(uuid.NAMESPACE_URL, name))`` without the ``UUID`` object (a third of
+    its time): the SHA-1's first 16 bytes with the version (5) and variant (RFC 4122) set."""
+    raw = bytearray(hashlib.sha1(_URL_NAMESPACE + name.encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def joined_parts(

@@ -17,6 +17,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.entropy import random_bytes
+from gateway.http.response_start import started, status_of
 from gateway.http.router import IndexedRouter
 from gateway.metrics import REQUEST_SECONDS, REQUESTS
 
@@ -81,21 +82,20 @@ class AccessLogMiddleware:
             random_bytes(16).hex().encode(),
         )
         scope.setdefault("state", {})["request_id"] = request_id.decode()
-        started = time.perf_counter()
-        status = 500
+        began = time.perf_counter()
 
+        # The one wrapper of `send` of the middlewares (see response_start.py).
         async def send_with_id(message: Message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", request_id)]
+                started(scope, message)
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            seconds = time.perf_counter() - started
+            seconds = time.perf_counter() - began
+            status = status_of(scope)
             self._observe(scope, status, seconds)
             if self.enabled:
                 log.info(

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.audit.entry import AuditEntry
 from gateway.audit.log import AuditLog
 from gateway.http.access_log import matched_route
+from gateway.http.response_start import status_of
 from gateway.store.assembly import now_ms
 
 __all__ = ["AuditMiddleware", "note_ids", "note_operation", "note_receipt"]
@@ -78,17 +79,9 @@ class AuditMiddleware:
         if self.audit is None or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive, send)
         finally:
-            entry = _entry(scope, status)
+            entry = _entry(scope, status_of(scope))
             if entry is not None:
                 self.audit.record(entry)

@@ -19,6 +19,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import HostNotAllowedError
+from gateway.http.response_start import on_start
 from gateway.http.responses import error_response
 
 __all__ = ["LOOPBACK_NAMES", "BrowserGuardMiddleware", "HostRule"]
@@ -108,18 +109,19 @@ class BrowserGuardMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_hardened(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                given = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in _HEADERS if k not in given]
-                message["headers"] = [*message.get("headers", []), *extra]
-            await send(message)
-
+        on_start(scope, _harden)
         headers = Headers(scope=scope)
         if not (
             self.rule.host_allowed(headers.get("host"))
             and self.rule.origin_allowed(headers.get("origin"))
         ):
-            await error_response(HostNotAllowedError())(scope, receive, send_hardened)
+            await error_response(HostNotAllowedError())(scope, receive, send)
             return
-        await self.app(scope, receive, send_hardened)
+        await self.app(scope, receive, send)
+
+
+def _harden(message: Message) -> None:
+    """The headers above, on a response start that does not set them itself."""
+    given = {name.lower() for name, _ in message.get("headers", ())}
+    extra = [(k, v) for k, v in _HEADERS if k not in given]
+    message["headers"] = [*message.get("headers", ()), *extra]

@@ -1,4 +1,5 @@
-"""Request body size limit (pure ASGI): 413 before reading an oversized body."""
+"""Request body size limit (pure ASGI): 413 before reading an oversized body, or as soon
+as a chunked one passes the limit."""
 
 from __future__ import annotations
 
@@ -19,10 +20,15 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await error_response(PayloadTooLargeError())(scope, receive, send)
+            if name == b"content-length" and value.isdigit():
+                if int(value) > self.max_bytes:
+                    await error_response(PayloadTooLargeError())(scope, receive, send)
+                    return
+                # The server reads no more than the length declared (what follows it is
+                # the next request), so the body is within the limit: no count needed.
+                await self.app(scope, receive, send)
                 return
-        seen = 0
+        seen = 0  # a chunked body: counted as it arrives
 
         async def limited() -> Message:
             nonlocal seen

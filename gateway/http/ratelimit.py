@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import metrics
 from gateway.errors import RateLimitedError
+from gateway.http.response_start import on_start
 from gateway.http.responses import error_response
 from gateway.principal import Principal
 from gateway.ratelimit import Verdict
@@ -99,9 +100,8 @@ class RateLimitMiddleware:
             return
         fields = verdict.headers()
 
-        async def send_with_fields(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *fields]
-            await send(message)
+        def add_fields(message: Message) -> None:
+            message["headers"] = [*message.get("headers", ()), *fields]
 
-        await self.app(scope, receive, send_with_fields)
+        on_start(scope, add_fields)
+        await self.app(scope, receive, send)
