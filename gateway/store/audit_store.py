@@ -4,6 +4,7 @@ of entries and an age as it is written."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from gateway.store.translate import translated
 __all__ = ["AuditStore", "audit_stream"]
 
 
+@functools.lru_cache(maxsize=4096)
 def audit_stream(tenant: str | None) -> str:
     if tenant is None:
         return "gw:{au:-}:audit"
