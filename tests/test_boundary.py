@@ -23,6 +23,7 @@ from starlette.types import Send as ASGISend
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.browser import HostRule
 from gateway.http.params import MAX_JSON_DEPTH
+from gateway.http.server import _HeadWithBody
 from tests.conftest import API_KEYS, AppFactory, Send, auth, message
 from tests.processes import serving
 
@@ -620,6 +621,47 @@ def test_a_slow_body_is_cut_off(served: str) -> None:
         sock.sendall(anonymous + b"{")
         answer = answer_and_close(sock, trickle=b" " * 400)
     assert answer.startswith(b"HTTP/1.1 401"), answer
+
+
+class _Recorder:
+    """A transport that keeps what is written to it."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_response_head_goes_out_with_its_body_or_by_the_end_of_the_loops_turn() -> None:
+    loop = asyncio.get_running_loop()
+    whole = _Recorder()
+    transport = _HeadWithBody(whole, loop)  # type: ignore[arg-type]
+    for data in (b"head", b"body", b"more"):
+        transport.write(data)
+    assert whole.writes == [b"headbody", b"more"]  # one write for the head and the body
+
+    streamed = _Recorder()
+    transport = _HeadWithBody(streamed, loop)  # type: ignore[arg-type]
+    transport.write(b"head")
+    assert streamed.writes == []
+    await asyncio.sleep(0)  # the end of this turn of the loop
+    assert streamed.writes == [b"head"]  # a stream's head does not wait for its first event
+    transport.write(b"event")
+    assert streamed.writes == [b"head", b"event"]
+
+    closed = _Recorder()
+    transport = _HeadWithBody(closed, loop)  # type: ignore[arg-type]
+    transport.write(b"head")
+    transport.close()
+    assert closed.writes == [b"head"] and closed.closed
 
 
 @pytest.mark.timeout(240)

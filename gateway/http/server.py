@@ -42,6 +42,42 @@ def _raw_response(error: GatewayError) -> bytes:
     return head.encode() + body
 
 
+class _HeadWithBody:
+    """The transport a response is written through: its first write (the status line and
+    headers) is held until the next (the body: one write, one segment, one wake-up of the
+    client instead of two) or, at the latest, the end of the loop's turn (a streamed
+    response's first event may come later)."""
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._held: bytes | None = b""  # b"": nothing written yet; None: the head is out
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is None:
+            self._transport.write(data)
+        elif held:
+            self._held = None
+            self._transport.write(held + data)
+        else:
+            self._held = data
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the bounds above (class attributes, set per server
     by ``server_config``)."""
@@ -119,6 +155,8 @@ class BoundedProtocol(HttpToolsProtocol):
         self._reading_headers = False
         self._arm(self.body_timeout)
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycle.transport = _HeadWithBody(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         self._disarm()
