@@ -74,3 +74,20 @@ def test_unmeasured_figures_are_null_in_json(tmp_path: Path) -> None:
     assert data["runs"][0]["p50_ms"] is None
     assert math.isnan(read_json(json_path).targets[0].measured)
     assert png_path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_paired_side_serves_the_tree_it_is_started_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``python -m`` puts the working directory before PYTHONPATH: a side given its checkout
+    # through PYTHONPATH imported the tree the tool ran from, and compared a build with
+    # itself. Each side is started in its own tree, and the tool checks what it imports.
+    from bench.paired import imported_from
+
+    other = tmp_path / "other"
+    (other / "gateway").mkdir(parents=True)
+    (other / "gateway" / "__init__.py").write_text("")
+    this = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(this))
+    assert imported_from(other) == other
+    assert imported_from(this) == this
