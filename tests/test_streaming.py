@@ -102,6 +102,7 @@ async def test_a_streaming_send_on_every_binding(gw: httpx.AsyncClient, binding:
     path, body = _request(binding, TEXT, echo(5, 250))
     async with gw.stream("POST", path, json=body) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        assert r.headers["cache-control"] == "no-store"  # events carry PHI: no cache keeps them
         got = await collect(r)
     received = [normal(e.data) for e in got]
     assert all(e.id for e in got)

@@ -39,7 +39,9 @@ log = logging.getLogger("gateway.http")
 
 Shape = Callable[[StreamEvent], Any]  # a value for orjson.dumps
 _KEEPALIVE = b": keep-alive\n\n"
-_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# Events carry a patient's data: no cache keeps them (no-store, as every other answer), and
+# no proxy holds them back to buffer.
+_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 def event_v03(event: StreamEvent) -> Any:
