@@ -20,8 +20,10 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope
 from starlette.types import Send as ASGISend
 
+from gateway.errors import PayloadTooLargeError
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.browser import HostRule
+from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.params import MAX_JSON_DEPTH
 from gateway.http.server import _HeadWithBody
 from tests.conftest import API_KEYS, AppFactory, Send, auth, message
@@ -458,6 +460,41 @@ async def test_request_ids_are_bounded_and_plain(
     assert len(got) <= 64 and got.replace("-", "").replace("_", "").replace(".", "").isalnum()
     (record,) = [rec for rec in caplog.records if rec.name == "gateway.access"]
     assert record.request_id == got  # type: ignore[attr-defined]
+
+
+async def test_a_chunked_body_is_counted_whatever_length_it_claims() -> None:
+    # A server that let both through would decode the chunks and ignore the length: the
+    # limit trusts a Content-Length only without a Transfer-Encoding beside it.
+    sent: list[Message] = []
+    read = 0
+
+    async def app(scope: Scope, receive: Receive, send: ASGISend) -> None:
+        nonlocal read
+        while True:
+            message = await receive()
+            read += len(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    chunks = iter([b"x" * 1000] * 5)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": next(chunks), "more_body": True}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/message:send",
+        "headers": [(b"content-length", b"10"), (b"transfer-encoding", b"chunked")],
+    }
+    with pytest.raises(PayloadTooLargeError):
+        await BodyLimitMiddleware(app, max_bytes=2048)(scope, receive, send)
+    assert read <= 2048 and sent == []
 
 
 async def test_a_request_id_ending_in_a_line_break_is_replaced(

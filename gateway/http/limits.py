@@ -19,16 +19,21 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        declared, chunked = None, False
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit():
-                if int(value) > self.max_bytes:
-                    await error_response(PayloadTooLargeError())(scope, receive, send)
-                    return
-                # The server reads no more than the length declared (what follows it is
-                # the next request), so the body is within the limit: no count needed.
-                await self.app(scope, receive, send)
-                return
-        seen = 0  # a chunked body: counted as it arrives
+                declared = int(value)
+            elif name == b"transfer-encoding":
+                chunked = True
+        if declared is not None and declared > self.max_bytes:
+            await error_response(PayloadTooLargeError())(scope, receive, send)
+            return
+        if declared is not None and not chunked:
+            # The server reads no more than the length declared (what follows it is the
+            # next request), so the body is within the limit: no count needed.
+            await self.app(scope, receive, send)
+            return
+        seen = 0  # a chunked body (whatever length it claims): counted as it arrives
 
         async def limited() -> Message:
             nonlocal seen
