@@ -17,7 +17,6 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from starlette._utils import is_async_callable
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
@@ -65,7 +64,7 @@ def _function_endpoint(route: BaseRoute) -> Callable[[Request], Awaitable[Respon
         handler = handler.func
     if not (inspect.isfunction(handler) or inspect.ismethod(handler)):
         return None
-    return route.endpoint if is_async_callable(route.endpoint) else None
+    return route.endpoint if inspect.iscoroutinefunction(handler) else None
 
 
 class IndexedRouter(Router):
