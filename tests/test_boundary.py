@@ -483,18 +483,22 @@ async def test_a_chunked_body_is_counted_whatever_length_it_claims() -> None:
     async def receive() -> Message:
         return {"type": "http.request", "body": next(chunks), "more_body": True}
 
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/message:send",
-        "headers": [(b"content-length", b"10"), (b"transfer-encoding", b"chunked")],
-    }
+    headers = [(b"content-length", b"10"), (b"transfer-encoding", b"chunked")]
+    scope, send = _asgi_call("POST", "/v1/message:send", headers, sent)
     with pytest.raises(PayloadTooLargeError):
         await BodyLimitMiddleware(app, max_bytes=2048)(scope, receive, send)
     assert read <= 2048 and sent == []
+
+
+def _asgi_call(
+    method: str, path: str, headers: list[tuple[bytes, bytes]], sent: list[Message]
+) -> tuple[Scope, ASGISend]:
+    """An HTTP scope, and a ``send`` that keeps what it is sent in ``sent``."""
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    return {"type": "http", "method": method, "path": path, "headers": headers}, send
 
 
 async def test_a_request_id_ending_in_a_line_break_is_replaced(
@@ -511,15 +515,7 @@ async def test_a_request_id_ending_in_a_line_break_is_replaced(
     async def receive() -> Message:
         return {"type": "http.request", "body": b""}
 
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "path": "/",
-        "headers": [(b"x-request-id", b"forged\n")],
-    }
+    scope, send = _asgi_call("GET", "/", [(b"x-request-id", b"forged\n")], sent)
     await AccessLogMiddleware(app)(scope, receive, send)
     got = dict(sent[0]["headers"])[b"x-request-id"]
     assert b"\n" not in got and b"forged" not in got
