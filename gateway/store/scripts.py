@@ -555,12 +555,11 @@ redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
 if not fresh then redis.call('HSET', META, M_UPDATED, now) end
 redis.call('ZADD', CONTEXTS, now, cid)
 if fresh then
-  -- A context opened here has only the keys this script wrote (and the user's): the others
-  -- take their TTL from the script that creates them (`touch`'s list).
-  for _, key in ipairs({CONTEXTS, TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS}) do
-    redis.call('PEXPIRE', key, text(ttl))
-  end
+  -- A context opened here has only the keys this script wrote (and the user's): they take
+  -- the full TTL as new keys do (`touch_keys`), the others take theirs from the script that
+  -- creates them.
   META_LEFT = ttl
+  touch_keys(ttl, true, CONTEXTS, TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS)
 else
   touch(ttl, CONTEXTS, TASK_INDEX)
 end
