@@ -8,7 +8,9 @@ imports its own ``gateway`` (``python -m`` puts the working directory first on t
 ``PYTHONPATH`` would not do; each side's package is checked before the runs). They take short bursts
 of blocking echo sends in turn, A then B, then B then A, and each pair gives B/A of CPU per
 request, throughput and median latency; what the machine does meanwhile weighs on both
-sides of a pair alike. Prints each pair and the mean of the ratios with its standard error.
+sides of a pair alike. Prints each pair and the mean of the ratios with its standard error;
+the Redis CPU per request of each side is its own Redis's (what a change to the Lua scripts
+shows in).
 
 Knobs (environment): ``PAIRED_PAIRS`` (12), ``PAIRED_SECONDS`` per burst (1.5),
 ``PAIRED_CONCURRENCY`` (32). ``KEY=VALUE`` arguments go to both gateways' environment.
@@ -39,18 +41,26 @@ CONCURRENCY = int(os.environ.get("PAIRED_CONCURRENCY", "32"))
 
 class Burst(NamedTuple):
     cpu_us: float  # the gateway's CPU per request
+    redis_us: float  # its Redis's CPU per request
     throughput: float  # requests per second, until its embedding stream is empty
     p50_ms: float
 
 
 def burst(g: Served, redis: Redis, counter: itertools.count[int]) -> Burst:
-    cpu, started = cpu_seconds(g.pid), time.perf_counter()
+    redis_pid = int(redis.info("server")["process_id"])
+    cpu, redis_cpu = cpu_seconds(g.pid), cpu_seconds(redis_pid)
+    started = time.perf_counter()
     sends = posts("/v1/message:send", send_body)
     result = asyncio.run(loadgen.run(g.port, sends, CONCURRENCY, SECONDS, counter))
     wait_for_indexer(redis)
     n = len(result.latencies)
     seconds = time.perf_counter() - started
-    return Burst(1e6 * (cpu_seconds(g.pid) - cpu) / n, n / seconds, result.pct(0.5))
+    return Burst(
+        1e6 * (cpu_seconds(g.pid) - cpu) / n,
+        1e6 * (cpu_seconds(redis_pid) - redis_cpu) / n,
+        n / seconds,
+        result.pct(0.5),
+    )
 
 
 def imported_from(tree: Path) -> Path:
@@ -96,16 +106,19 @@ def main() -> None:
             pairs.append(pair)
             ra, rb = pair["A"], pair["B"]
             print(
-                f"A {ra.cpu_us:6.0f} µs/req {ra.throughput:6.0f} req/s p50 {ra.p50_ms:6.2f} ms"
-                f" | B {rb.cpu_us:6.0f} µs/req {rb.throughput:6.0f} req/s p50 {rb.p50_ms:6.2f} ms",
+                f"A {ra.cpu_us:6.0f} µs/req (Redis {ra.redis_us:4.0f}) {ra.throughput:6.0f} req/s"
+                f" p50 {ra.p50_ms:6.2f} ms | B {rb.cpu_us:6.0f} µs/req (Redis {rb.redis_us:4.0f})"
+                f" {rb.throughput:6.0f} req/s p50 {rb.p50_ms:6.2f} ms",
                 flush=True,
             )
     cpu = [p["B"].cpu_us / p["A"].cpu_us for p in pairs]
+    redis_cpu = [p["B"].redis_us / p["A"].redis_us for p in pairs]
     rps = [p["B"].throughput / p["A"].throughput for p in pairs]
     p50 = [p["B"].p50_ms / p["A"].p50_ms for p in pairs]
     print(
         f"B/A over {len(pairs)} pairs (mean ± standard error): CPU per request "
-        f"{mean_and_error(cpu)}, throughput {mean_and_error(rps)}, p50 {mean_and_error(p50)}"
+        f"{mean_and_error(cpu)}, Redis CPU per request {mean_and_error(redis_cpu)}, "
+        f"throughput {mean_and_error(rps)}, p50 {mean_and_error(p50)}"
     )
 
 
