@@ -168,6 +168,31 @@ async def test_resubscribe_with_last_event_id_resumes_without_gap_or_duplicate(
     assert [e.id for e in replay] == ids[1:]
 
 
+async def test_a_task_is_logged_from_its_first_reader_on(
+    gw: httpx.AsyncClient, redis: RawRedis
+) -> None:
+    """A task no one follows writes no event log: a blocking send's answer is the task. A
+    reader that joins a run under way gets the task as it stands, then every change after
+    it, and can resume from any of them."""
+    done = (await gw.post("/v1/message:send", json={"message": message(TEXT)})).json()["task"]
+    assert done["status"]["state"] == "completed" and done["artifacts"]
+    assert not [k async for k in redis.scan_iter(match="gw:*:ev:*")]
+    body = {"message": message(TEXT, metadata=echo(4, 1500)), "configuration": {"blocking": False}}
+    tid = (await gw.post("/v1/message:send", json=body)).json()["task"]["id"]
+    async with gw.stream("GET", f"/v1/tasks/{tid}:subscribe") as r:
+        seen = await collect(r)
+    received = [normal(e.data) for e in seen]
+    assert received[0][0] == "task" and "artifact" in [kind for kind, _ in received]
+    assert state(*received[-1]) == "completed"
+    assert streamed_text(received) == TEXT
+    assert [k async for k in redis.scan_iter(match=f"gw:*:ev:{tid}")]
+    # The log holds what came after the snapshot: from its first event on, the rest.
+    resume = {"Last-Event-ID": seen[1].id or ""}
+    async with gw.stream("GET", f"/v1/tasks/{tid}:subscribe", headers=resume) as r:
+        replay = await collect(r)
+    assert [e.id for e in replay] == [e.id for e in seen[2:]]
+
+
 async def test_subscribing_to_an_ended_task_and_to_another_users_task(
     gw: httpx.AsyncClient,
 ) -> None:

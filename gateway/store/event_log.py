@@ -1,7 +1,9 @@
 """Reads of a task's event stream (``<context meta>:ev:<task id>``), the log SSE readers
-follow on any replica. The stream is written by the context scripts in the same step as the
-change it tells of (``scripts.py``: ``emit``), so an event is in the log exactly when its
-change is in the task; its entry ids order a task's events and are the SSE ``id``s."""
+follow on any replica. A task is logged from its first reader on (``snapshot`` marks it):
+from then the context scripts write each change to the stream in the same step as the
+change itself (``scripts.py``: ``emit``), so an event is in the log exactly when its change
+is in the task; its entry ids order a task's events and are the SSE ``id``s. A task no one
+follows (most blocking sends) writes no log at all."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from gateway.store.fields import (
     EVENT_KIND,
     EVENT_STATUS,
     EVENTS_SEAL,
+    LOGGED,
     STATUS,
     task_field,
 )
@@ -30,6 +33,7 @@ from gateway.store.translate import translated as _translated
 __all__ = ["EventLog", "LoggedEvent", "event_id"]
 
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
+NO_EVENT = "0-0"  # a snapshot's id when the log held no event
 _KINDS: dict[bytes, Literal["status", "artifact"]] = {
     EVENT_STATUS.encode(): "status",
     EVENT_ARTIFACT.encode(): "artifact",
@@ -70,13 +74,14 @@ class EventLog:
         self, keys: UserKeys, context_id: str, task_id: str
     ) -> tuple[Task | None, str]:
         """The task as it stands (whole history, the artifact being streamed included) and
-        the id of the last event it includes ("0-0" when none), read at one instant."""
+        the id of the last event it includes (``NO_EVENT`` when none), read at one instant;
+        from then on the task's changes are logged."""
         ck = keys.context(context_id)
         fields = [task_field(task_id, suffix) for suffix in SNAPSHOT_FIELDS]
         reply = snapshot_reply(
             await self._store.scripts.snapshot(
                 keys=[ck.tasks, _key(keys, context_id, task_id)],
-                args=argv(SnapshotArgs(fields)),
+                args=argv(SnapshotArgs(task_field(task_id, LOGGED), fields)),
             )
         )
         if reply.status is None:
@@ -111,8 +116,13 @@ class EventLog:
     async def kept_since(self, keys: UserKeys, context_id: str, task_id: str, after: str) -> bool:
         """Whether the log still holds every event after ``after``: the stream has lived
         since then (a stream is never trimmed, only expired or deleted whole, so a first
-        entry later than ``after`` means what came between is gone)."""
+        entry later than ``after`` means what came between is gone). "0-0" is a snapshot's
+        of a task whose log was empty: the log holds what came after it when the task is
+        logged (the snapshot marked it, and a log, once begun, lasts while events can come)."""
         first = await self._store.client.xrange(_key(keys, context_id, task_id), count=1)
         if not first:
             return False
+        if after == NO_EVENT:
+            flag = task_field(task_id, LOGGED)
+            return bool(await self._store.client.hexists(keys.context(context_id).tasks, flag))
         return _sortable(_text(first[0][0])) <= _sortable(after)

@@ -39,6 +39,7 @@ __all__ = [
     "EVENT_STATUS",
     "JOB",
     "LOCAL_MARK",
+    "LOGGED",
     "MARK",
     "MESSAGES",
     "METADATA",
@@ -86,6 +87,7 @@ WAITING_JOB = ":wj:"  # '<tid>:wj:<seq>': the job fields of a waiting message's 
 PUSH_IDS = ":pn"  # the ids of its webhooks, "a,b"
 PUSH_CONFIG = ":pn:"  # '<tid>:pn:<id>': one webhook's config json
 PUSH_EVENTS = ":pe"  # how many events its webhooks were told of
+LOGGED = ":lg"  # '1' once a reader has followed the task: its changes go to its event log
 # Not a field: what a task's events are sealed as (bound to the task, like its fields).
 EVENTS_SEAL = ":ev"
 

@@ -97,6 +97,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     "F_PUSH_IDS": f.PUSH_IDS,
     "F_PUSH_CONFIG": f.PUSH_CONFIG,
     "F_PUSH_EVENTS": f.PUSH_EVENTS,
+    "F_LOGGED": f.LOGGED,
     "PENDING_MARK": f.PENDING_MARK,
     "LOCAL_MARK": f.LOCAL_MARK,
     "M_CREATED": f.META_CREATED,
@@ -452,6 +453,7 @@ _SEND = (
 continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
+local logged = false  -- the task's changes go to its event log (a reader followed it)
 local embed_entry = ''  -- the message's embedding job, when queued here
 if mode == 'new' then
   local origin = redis.call('HGET', ORIGINS, mid)
@@ -468,10 +470,12 @@ else
             string.sub(prior, b + 1)}
   end
   if continuing then
-    local state = redis.call('HGET', TASKS, tid .. F_STATE)
+    local state, job
+    state, job, logged = unpack(redis.call('HMGET', TASKS, tid .. F_STATE, tid .. F_JOB,
+                                           tid .. F_LOGGED))
     if not state then return {'notask'} end
     if TERMINAL[state] then return {'terminal', state} end
-    busy = redis.call('HEXISTS', TASKS, tid .. F_JOB) == 1
+    busy = job ~= false
     if busy and flag('x') then return {'busy'} end
   end
 end
@@ -533,14 +537,13 @@ if continuing then
   redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
   if not waits then
     redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status)
-    emit(tid, EV_STATUS, status, ttl, false)
+    if logged then emit(tid, EV_STATUS, status, ttl, false) end
   end
 else
   redis.call('RPUSH', ITEMS, tid)
   redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status,
              tid .. F_ARTIFACTS, '[]', tid .. F_MESSAGES, seq)
   if metadata ~= '' then redis.call('HSET', TASKS, tid .. F_METADATA, metadata) end
-  emit(tid, EV_STATUS, status, ttl, false)
   redis.call('HSET', TASK_INDEX, tid, cid)
   if not fresh then redis.call('HINCRBY', META, M_TASKS, 1) end
 end
@@ -739,7 +742,8 @@ if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} en
 -- fields this write reads come in one HMGET: its state, run and webhooks, then what it
 -- changes (at the indexes `at`).
 local returns_arts = finish or TERMINAL[new_state] or INTERRUPTED[new_state]
-local fields, at = {tid .. F_STATE, tid .. F_RAN, tid .. F_ATTEMPT, tid .. F_PUSH_IDS}, {}
+local fields, at = {tid .. F_STATE, tid .. F_RAN, tid .. F_ATTEMPT, tid .. F_PUSH_IDS,
+                   tid .. F_LOGGED}, {}
 local function also(name, wanted)
   if wanted then fields[#fields + 1] = tid .. name; at[name] = #fields end
 end
@@ -747,7 +751,7 @@ also(F_MESSAGES, reply ~= '')
 also(F_ARTIFACTS, artifacts ~= '' or returns_arts)
 also(F_WAITING, finish)
 local read = redis.call('HMGET', TASKS, unpack(fields))
-local state, ran, owner, push_ids = read[1], read[2], read[3], read[4]
+local state, ran, owner, push_ids, logged = read[1], read[2], read[3], read[4], read[5]
 local function field(name) return at[name] and read[at[name]] end
 if not state then ack(entry); return {'gone', embedded} end
 if TERMINAL[state] then
@@ -786,7 +790,7 @@ if new_state ~= '' then set(F_STATE, new_state); set(F_STATUS, status) end
 if agent_metadata ~= '' then set(F_AGENT_METADATA, agent_metadata) end
 if open_artifact == '-' then redis.call('HDEL', TASKS, tid .. F_OPEN_ARTIFACT)
 elseif open_artifact ~= '' then set(F_OPEN_ARTIFACT, open_artifact) end
-if artifact_events ~= '' then emit_artifacts(tid, artifact_events, tonumber(ttl)) end
+if logged and artifact_events ~= '' then emit_artifacts(tid, artifact_events, tonumber(ttl)) end
 if finish then set(F_RAN, run_seq) end
 if #sets > 0 then redis.call('HSET', TASKS, unpack(sets)) end
 local store, chained, nextjob, nextseq = '', '', '', ''
@@ -836,10 +840,10 @@ elseif new_state ~= '' then
   notify(cid, tid, D_STATUS, new_state, now, tonumber(ttl), nil, push_ids)
 end
 if chained ~= '' then
-  emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
+  if logged then emit(tid, EV_STATUS, next_status, tonumber(ttl), false) end
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_NEXT .. '|' .. run_seq)
 elseif new_state ~= '' then
-  emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state])
+  if logged then emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state]) end
   redis.call('PUBLISH', EVENTS .. tid, new_state .. '|' .. run_seq)
 elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
@@ -868,11 +872,11 @@ _CANCEL = (
     + _lua_args(CancelArgs)
     + """
 if redis.call('EXISTS', META) == 0 then return {'notask'} end
-local state = redis.call('HGET', TASKS, tid .. F_STATE)
+local state, logged = unpack(redis.call('HMGET', TASKS, tid .. F_STATE, tid .. F_LOGGED))
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
 redis.call('HSET', TASKS, tid .. F_STATE, CANCELED, tid .. F_STATUS, status)
-emit(tid, EV_STATUS, status, tonumber(ttl), true)
+if logged then emit(tid, EV_STATUS, status, tonumber(ttl), true) end
 drop_waiting(tid)
 settled(tid)
 notify(cid, tid, D_STATUS, CANCELED, now, tonumber(ttl))
@@ -1341,12 +1345,15 @@ return redis.call('HGETALL', RECORD)
 class SnapshotArgs(NamedTuple):
     """The snapshot script's ARGV, in order."""
 
-    fields: Sequence[str]  # the task's fields to read (``replies.SNAPSHOT_FIELDS``)
+    logged: str  # the task's LOGGED field
+    fields: Sequence[str]  # the task's fields to read (``replies.SNAPSHOT_FIELDS``, status first)
 
 
 # KEYS: 1 the context's tasks hash 2 the task's event stream. ARGV: SnapshotArgs.
 # A task as it stands and the id of the last event it includes, read at one instant: events
-# after that id are news to a reader that starts from this snapshot. Reply:
+# after that id are news to a reader that starts from this snapshot. A task is logged from
+# its first reader on: the snapshot marks it (a task that exists: the status is the first
+# field read), and every change written after it goes to the log. Reply:
 # ``replies.snapshot_reply``.
 _SNAPSHOT = (
     _lua_args(SnapshotArgs)
@@ -1355,7 +1362,9 @@ local TASKS, EVENTS_KEY = KEYS[1], KEYS[2]
 local last = redis.call('XREVRANGE', EVENTS_KEY, '+', '-', 'COUNT', 1)
 local id = '0-0'
 if last[1] then id = last[1][1] end
-return {id, unpack(redis.call('HMGET', TASKS, unpack(ARGV, fields_from)))}
+local task = redis.call('HMGET', TASKS, unpack(ARGV, fields_from))
+if task[1] then redis.call('HSET', TASKS, logged, 1) end
+return {id, unpack(task)}
 """
 )
 
