@@ -628,21 +628,22 @@ return {'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embed
 # which adds the vector of a run's own message with the run's last write.
 _ADD_CONTEXT_VECTORS = """
 local function add(skipped, frame, rows_at, rows_end)
-  local seq, model, dims, form, queued, reembedding = unpack(redis.call('HMGET', META, M_SEQ,
-    M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING))
+  local seq, model, dims, form, queued, reembedding, embedded = unpack(redis.call('HMGET', META,
+    M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING,
+    M_EMBEDDED))
   if not seq then return 0 end  -- gone: every context that has a message has a seq
   if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
-    return -1
+    return -1, true
   end
   local sealed = frame ~= ''
   -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
   -- None stored: no bit is set, and the three keys this creates have no TTL yet.
   local stored = redis.call('STRLEN', VECTORS) > 0
-  if stored and (form == 's') ~= sealed then return -3 end
+  if stored and (form == 's') ~= sealed then return -3, true end
   local fields = {}
   if sealed then
     for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
-      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
+      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2, true end
     end
     if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
   elseif form then
@@ -653,26 +654,38 @@ local function add(skipped, frame, rows_at, rows_end)
       table.insert(fields, v)
     end
   end
-  if #fields > 0 then redis.call('HSET', META, unpack(fields)) end
-  local added = 0
+  local seqs, rows = {}, {}
   for i = rows_at, rows_end, 3 do
     if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
-      redis.call('APPEND', VECTOR_SEQS, ARGV[i])
-      if not sealed then redis.call('APPEND', VECTORS, ARGV[i + 2]) end
-      added = added + 1
+      seqs[#seqs + 1] = ARGV[i]
+      if not sealed then rows[#rows + 1] = ARGV[i + 2] end
     end
   end
-  if sealed and added > 0 and frame ~= '-' then redis.call('APPEND', VECTORS, frame) end
-  local done = redis.call('HINCRBY', META, M_EMBEDDED, added + tonumber(skipped))
+  local added = #seqs
+  if sealed and added > 0 and frame ~= '-' then rows = {frame} end
+  -- Appended to what is stored; the first rows create the keys with the meta key's TTL
+  -- (what `touch_keys` would give them), a command each fewer.
+  local left = meta_left()
+  local px = not stored and text(left > 0 and left or tonumber(ttl))
+  local function write(key, parts)
+    if #parts == 0 then return end
+    if stored then redis.call('APPEND', key, table.concat(parts))
+    else redis.call('SET', key, table.concat(parts), 'PX', px) end
+  end
+  write(VECTOR_SEQS, seqs)
+  write(VECTORS, rows)
+  local done = tonumber(embedded or '0') + added + tonumber(skipped)
+  fields[#fields + 1], fields[#fields + 2] = M_EMBEDDED, done
+  redis.call('HSET', META, unpack(fields))
   if reembedding and done >= tonumber(queued or '0') then
     redis.call('HDEL', META, M_REEMBEDDING)
   end
   if stored then
     touch(tonumber(ttl))
   else
-    touch_keys(tonumber(ttl), true, VECTORS, VECTOR_SEQS, VECTOR_BITS)
+    touch_keys(tonumber(ttl), true, VECTOR_BITS)
   end
-  return added
+  return added, true
 end
 """
 
@@ -728,15 +741,18 @@ finish, ttl = finish == '1', tonumber(ttl)
 -- the context being gone), its embedding job is done. Refused (another model, form or a
 -- seq already embedded), the job stays for the indexer, which knows what to do.
 local embedded = ''  -- '1': the job is done (every reply says so after its kind)
+local alive = false  -- the context is known to exist (its vector's write read its meta)
 if embed_entry ~= '' and EMBEDS then
   local rows_end = vectors_from + 2 + 3 * tonumber(ARGV[vectors_from + 2])
-  if add(ARGV[vectors_from], ARGV[vectors_from + 1], vectors_from + 3, rows_end) >= 0 then
+  local added
+  added, alive = add(ARGV[vectors_from], ARGV[vectors_from + 1], vectors_from + 3, rows_end)
+  if added >= 0 then
     redis.pcall('XACK', EMBEDS, EMBEDS_GROUP, embed_entry)
     redis.call('XDEL', EMBEDS, embed_entry)
     embedded = '1'
   end
 end
-if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
+if not alive and redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
 -- The artifacts are read only to append to them, or to return them with a write that
 -- settles the task or ends its run (a progress or 'working' write returns none). The task's
 -- fields this write reads come in one HMGET: its state, run and webhooks, then what it
