@@ -111,14 +111,14 @@ def main() -> None:
                 f" {rb.throughput:6.0f} req/s p50 {rb.p50_ms:6.2f} ms",
                 flush=True,
             )
-    cpu = [p["B"].cpu_us / p["A"].cpu_us for p in pairs]
-    redis_cpu = [p["B"].redis_us / p["A"].redis_us for p in pairs]
-    rps = [p["B"].throughput / p["A"].throughput for p in pairs]
-    p50 = [p["B"].p50_ms / p["A"].p50_ms for p in pairs]
+
+    def b_over_a(field: str) -> str:
+        return mean_and_error([getattr(p["B"], field) / getattr(p["A"], field) for p in pairs])
+
     print(
         f"B/A over {len(pairs)} pairs (mean ± standard error): CPU per request "
-        f"{mean_and_error(cpu)}, Redis CPU per request {mean_and_error(redis_cpu)}, "
-        f"throughput {mean_and_error(rps)}, p50 {mean_and_error(p50)}"
+        f"{b_over_a('cpu_us')}, Redis CPU per request {b_over_a('redis_us')}, "
+        f"throughput {b_over_a('throughput')}, p50 {b_over_a('p50_ms')}"
     )
 
 

@@ -21,6 +21,7 @@ from gateway.store.fields import (
     EVENT_STATUS,
     EVENTS_SEAL,
     LOGGED,
+    NO_EVENT,
     STATUS,
     task_field,
 )
@@ -33,7 +34,6 @@ from gateway.store.translate import translated as _translated
 __all__ = ["EventLog", "LoggedEvent", "event_id"]
 
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
-NO_EVENT = "0-0"  # a snapshot's id when the log held no event
 _KINDS: dict[bytes, Literal["status", "artifact"]] = {
     EVENT_STATUS.encode(): "status",
     EVENT_ARTIFACT.encode(): "artifact",
@@ -116,8 +116,8 @@ class EventLog:
     async def kept_since(self, keys: UserKeys, context_id: str, task_id: str, after: str) -> bool:
         """Whether the log still holds every event after ``after``: the stream has lived
         since then (a stream is never trimmed, only expired or deleted whole, so a first
-        entry later than ``after`` means what came between is gone). "0-0" is a snapshot's
-        of a task whose log was empty: the log holds what came after it when the task is
+        entry later than ``after`` means what came between is gone). ``NO_EVENT`` is a
+        snapshot's of a task whose log was empty: the log holds what came after it when the task is
         logged (the snapshot marked it, and a log, once begun, lasts while events can come)."""
         first = await self._store.client.xrange(_key(keys, context_id, task_id), count=1)
         if not first:

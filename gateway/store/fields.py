@@ -56,6 +56,7 @@ __all__ = [
     "META_VECTOR_FORM",
     "META_VECTOR_GENERATION",
     "META_VECTOR_MODEL",
+    "NO_EVENT",
     "OPEN_ARTIFACT",
     "PENDING_MARK",
     "PUSH_CONFIG",
@@ -125,6 +126,8 @@ EVENT_KIND = "k"  # EVENT_STATUS or EVENT_ARTIFACT
 EVENT_DATA = "d"  # its json (sealed like the task)
 EVENT_STATUS = "s"  # a status (sealed as the task's STATUS field)
 EVENT_ARTIFACT = "a"  # an artifact update (sealed as EVENTS_SEAL)
+# The id of a snapshot taken when the log held no event (what came after it is all news).
+NO_EVENT = "0-0"
 
 
 def task_field(task_id: str, suffix: str) -> str:

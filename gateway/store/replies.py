@@ -238,7 +238,7 @@ SNAPSHOT_FIELDS = (
 @dataclass(frozen=True, slots=True)
 class SnapshotReply:
     """A task as it stands (its stored fields, sealed; ``status`` None: no such task) and
-    the id of the last event it includes ('0-0' when none), read at one instant."""
+    the id of the last event it includes (``fields.NO_EVENT`` when none), read at one instant."""
 
     last_event: str
     status: bytes | None

@@ -322,7 +322,10 @@ end
 -- Task event streams (live events for SSE readers on any replica): one stream per task,
 -- '<meta key>:ev:<tid>', in the context's slot. Entries: EV_KIND (EV_STATUS or EV_ARTIFACT)
 -- and EV_DATA (its json). A stream lives as long as the context unless its task settles, then for
--- EVENTS_GRACE_MS more; a scrub deletes it.
+-- EVENTS_GRACE_MS more; a scrub deletes it. A task's events are logged from its first reader
+-- on (the snapshot script marks it, F_LOGGED): a script that writes events reads the mark
+-- with the task's other fields into LOGGED, and `emit` writes nothing without it.
+local LOGGED = false
 -- The TTL of a key derived from the context: never past its meta key's (which a write may
 -- leave up to the refresh slack short of the full TTL, see touch).
 local function derived_ttl(ttl)
@@ -331,6 +334,7 @@ local function derived_ttl(ttl)
   return ttl
 end
 local function emit(tid, kind, data, ttl, settled)
+  if not LOGGED then return end
   local key = META .. EVENT_STREAM .. tid
   redis.call('XADD', key, '*', EV_KIND, kind, EV_DATA, data)
   ttl = derived_ttl(ttl)
@@ -339,6 +343,7 @@ local function emit(tid, kind, data, ttl, settled)
 end
 -- Artifact events written by a run: '<length>:<json>' one after another.
 local function emit_artifacts(tid, list, ttl)
+  if not LOGGED then return end
   local at = 1
   while at <= #list do
     local colon = string.find(list, ':', at, true)
@@ -453,7 +458,6 @@ _SEND = (
 continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
-local logged = false  -- the task's changes go to its event log (a reader followed it)
 local embed_entry = ''  -- the message's embedding job, when queued here
 if mode == 'new' then
   local origin = redis.call('HGET', ORIGINS, mid)
@@ -471,7 +475,7 @@ else
   end
   if continuing then
     local state, job
-    state, job, logged = unpack(redis.call('HMGET', TASKS, tid .. F_STATE, tid .. F_JOB,
+    state, job, LOGGED = unpack(redis.call('HMGET', TASKS, tid .. F_STATE, tid .. F_JOB,
                                            tid .. F_LOGGED))
     if not state then return {'notask'} end
     if TERMINAL[state] then return {'terminal', state} end
@@ -537,7 +541,7 @@ if continuing then
   redis.call('HSET', TASKS, tid .. F_MESSAGES, seqs .. ',' .. seq)
   if not waits then
     redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status)
-    if logged then emit(tid, EV_STATUS, status, ttl, false) end
+    emit(tid, EV_STATUS, status, ttl, false)
   end
 else
   redis.call('RPUSH', ITEMS, tid)
@@ -767,7 +771,8 @@ also(F_MESSAGES, reply ~= '')
 also(F_ARTIFACTS, artifacts ~= '' or returns_arts)
 also(F_WAITING, finish)
 local read = redis.call('HMGET', TASKS, unpack(fields))
-local state, ran, owner, push_ids, logged = read[1], read[2], read[3], read[4], read[5]
+local state, ran, owner, push_ids = read[1], read[2], read[3], read[4]
+LOGGED = read[5]
 local function field(name) return at[name] and read[at[name]] end
 if not state then ack(entry); return {'gone', embedded} end
 if TERMINAL[state] then
@@ -806,7 +811,7 @@ if new_state ~= '' then set(F_STATE, new_state); set(F_STATUS, status) end
 if agent_metadata ~= '' then set(F_AGENT_METADATA, agent_metadata) end
 if open_artifact == '-' then redis.call('HDEL', TASKS, tid .. F_OPEN_ARTIFACT)
 elseif open_artifact ~= '' then set(F_OPEN_ARTIFACT, open_artifact) end
-if logged and artifact_events ~= '' then emit_artifacts(tid, artifact_events, tonumber(ttl)) end
+if artifact_events ~= '' then emit_artifacts(tid, artifact_events, tonumber(ttl)) end
 if finish then set(F_RAN, run_seq) end
 if #sets > 0 then redis.call('HSET', TASKS, unpack(sets)) end
 local store, chained, nextjob, nextseq = '', '', '', ''
@@ -856,10 +861,10 @@ elseif new_state ~= '' then
   notify(cid, tid, D_STATUS, new_state, now, tonumber(ttl), nil, push_ids)
 end
 if chained ~= '' then
-  if logged then emit(tid, EV_STATUS, next_status, tonumber(ttl), false) end
+  emit(tid, EV_STATUS, next_status, tonumber(ttl), false)
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_NEXT .. '|' .. run_seq)
 elseif new_state ~= '' then
-  if logged then emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state]) end
+  emit(tid, EV_STATUS, status, tonumber(ttl), TERMINAL[new_state])
   redis.call('PUBLISH', EVENTS .. tid, new_state .. '|' .. run_seq)
 elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
@@ -888,11 +893,12 @@ _CANCEL = (
     + _lua_args(CancelArgs)
     + """
 if redis.call('EXISTS', META) == 0 then return {'notask'} end
-local state, logged = unpack(redis.call('HMGET', TASKS, tid .. F_STATE, tid .. F_LOGGED))
+local state
+state, LOGGED = unpack(redis.call('HMGET', TASKS, tid .. F_STATE, tid .. F_LOGGED))
 if not state then return {'notask'} end
 if TERMINAL[state] then return {'terminal', state} end
 redis.call('HSET', TASKS, tid .. F_STATE, CANCELED, tid .. F_STATUS, status)
-if logged then emit(tid, EV_STATUS, status, tonumber(ttl), true) end
+emit(tid, EV_STATUS, status, tonumber(ttl), true)
 drop_waiting(tid)
 settled(tid)
 notify(cid, tid, D_STATUS, CANCELED, now, tonumber(ttl))
@@ -1372,11 +1378,12 @@ class SnapshotArgs(NamedTuple):
 # field read), and every change written after it goes to the log. Reply:
 # ``replies.snapshot_reply``.
 _SNAPSHOT = (
-    _lua_args(SnapshotArgs)
+    f"local NO_EVENT = {_lua_value(f.NO_EVENT)}\n"
+    + _lua_args(SnapshotArgs)
     + """
 local TASKS, EVENTS_KEY = KEYS[1], KEYS[2]
 local last = redis.call('XREVRANGE', EVENTS_KEY, '+', '-', 'COUNT', 1)
-local id = '0-0'
+local id = NO_EVENT
 if last[1] then id = last[1][1] end
 local task = redis.call('HMGET', TASKS, unpack(ARGV, fields_from))
 if task[1] then redis.call('HSET', TASKS, logged, 1) end
