@@ -15,7 +15,13 @@ from urllib.parse import urlsplit, urlunsplit
 import hiredis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import Connection, SSLConnection
+from redis.asyncio.connection import (
+    AbstractConnection,
+    Connection,
+    ConnectionPool,
+    SSLConnection,
+    UnixDomainSocketConnection,
+)
 
 from gateway.store.multiplex import Multiplexed
 
@@ -52,19 +58,22 @@ class _SSLConnection(_HiredisPacking, SSLConnection):
     pass
 
 
-def _connection_class(url: str) -> dict[str, Any]:
-    """The connection class for a standalone client of ``url`` (unix sockets keep theirs)."""
-    scheme = urlsplit(url).scheme
-    if scheme == "redis":
-        return {"connection_class": _Connection}
-    if scheme == "rediss":
-        return {"connection_class": _SSLConnection}
-    return {}
+class _UnixConnection(_HiredisPacking, UnixDomainSocketConnection):
+    pass
+
+
+# redis-py's connection class for each scheme (its URL parser picks it, over any passed in),
+# and ours that packs with hiredis.
+_PACKING: dict[type[AbstractConnection], type[AbstractConnection]] = {
+    Connection: _Connection,
+    SSLConnection: _SSLConnection,
+    UnixDomainSocketConnection: _UnixConnection,
+}
 
 
 @dataclass(frozen=True)
 class RedisTarget:
-    url: str  # a plain redis:// or rediss:// URL
+    url: str  # a plain redis://, rediss:// or unix:// URL
     cluster: bool
 
     @classmethod
@@ -80,9 +89,9 @@ class RedisTarget:
         options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
         if self.cluster:
             return RedisCluster.from_url(self.url, **options)
-        return Redis.from_url(
-            self.url, max_connections=512, **options, **_connection_class(self.url)
-        )
+        pool = ConnectionPool.from_url(self.url, max_connections=512, **options)
+        pool.connection_class = _PACKING.get(pool.connection_class, pool.connection_class)
+        return Redis.from_pool(pool)
 
     def multiplexed(self, timeout: float, traced: bool = False) -> Multiplexed | None:
         """The connection for the hot scripts (``multiplex.py``): standalone Redis only,

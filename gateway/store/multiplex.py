@@ -11,13 +11,13 @@ each, as before.
 Only short, single commands belong here (the send and update scripts, the audit batches,
 the indexer's reads and vectors scripts): a blocking command would hold up every command
 behind it, and a transaction (``MULTI``) would take in other requests' commands.
-Standalone Redis over TCP or TLS only (``for_url``); a cluster keeps redis-py's client,
-which routes each command by slot. Failures are redis-py's exceptions (``ConnectionError``,
-``TimeoutError``, ``ResponseError`` and its kinds), so the store translates them as it does
-the client's. A command whose reply is late by the timeout closes the connection (a hung or
-half-open peer), failing the commands in flight with it; the next command connects again.
-Replies come in order, so one timer per connection watches the oldest command only, instead
-of a timeout per command.
+Standalone Redis over TCP, TLS or a unix socket only (``for_url``); a cluster keeps
+redis-py's client, which routes each command by slot. Failures are redis-py's exceptions
+(``ConnectionError``, ``TimeoutError``, ``ResponseError`` and its kinds), so the store
+translates them as it does the client's. A command whose reply is late by the timeout
+closes the connection (a hung or half-open peer), failing the commands in flight with it;
+the next command connects again. Replies come in order, so one timer per connection
+watches the oldest command only, instead of a timeout per command.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import collections
 import ssl
 from collections.abc import Sequence
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import hiredis
 from redis.commands.core import AsyncScript
@@ -144,8 +144,9 @@ class _Link(asyncio.Protocol):
 
 
 class Multiplexed:
-    """Commands of concurrent requests over one connection to ``host:port`` (see above).
-    ``timeout``: seconds a command (or connecting) may take."""
+    """Commands of concurrent requests over one connection to ``host:port``, or to the unix
+    socket ``path`` when one is given (see above). ``timeout``: seconds a command (or
+    connecting) may take."""
 
     def __init__(
         self,
@@ -157,8 +158,9 @@ class Multiplexed:
         password: str | None = None,
         db: int = 0,
         tls: bool = False,
+        path: str | None = None,
     ) -> None:
-        self._host, self._port, self._timeout = host, port, timeout
+        self._host, self._port, self._timeout, self._path = host, port, timeout, path
         self._hello: list[tuple[str | bytes | int, ...]] = []
         if password is not None:
             self._hello.append(("AUTH", username, password) if username else ("AUTH", password))
@@ -170,10 +172,20 @@ class Multiplexed:
 
     @classmethod
     def for_url(cls, url: str, timeout: float) -> Multiplexed | None:
-        """For a standalone ``redis://`` or ``rediss://`` URL without options; None for
-        anything else (a unix socket, TLS options in the query), which keeps redis-py's
-        client."""
+        """For a standalone ``redis://`` or ``rediss://`` URL without options, or a
+        ``unix://`` one with at most ``?db=N``; None for anything else (TLS or socket
+        options in the query), which keeps redis-py's client."""
         parts = urlsplit(url)
+        username = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password is not None else None
+        if parts.scheme == "unix":
+            query = parse_qs(parts.query)
+            db = query.pop("db", ["0"])[-1]
+            if query or not parts.path or not db.isdigit():
+                return None
+            return cls(
+                "", 0, timeout, username=username, password=password, db=int(db), path=parts.path
+            )
         if parts.scheme not in ("redis", "rediss") or parts.query or not parts.hostname:
             return None
         path = parts.path.strip("/")
@@ -181,8 +193,8 @@ class Multiplexed:
             parts.hostname,
             parts.port or 6379,
             timeout,
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password is not None else None,
+            username=username,
+            password=password,
             db=int(path) if path.isdigit() else 0,
             tls=parts.scheme == "rediss",
         )
@@ -252,9 +264,14 @@ class Multiplexed:
         link: _Link | None = None
         try:
             async with asyncio.timeout(self._timeout):
-                _, link = await loop.create_connection(
-                    lambda: _Link(self._timeout), self._host, self._port, ssl=self._tls
-                )
+                if self._path is not None:
+                    _, link = await loop.create_unix_connection(
+                        lambda: _Link(self._timeout), self._path
+                    )
+                else:
+                    _, link = await loop.create_connection(
+                        lambda: _Link(self._timeout), self._host, self._port, ssl=self._tls
+                    )
                 for command in self._hello:
                     await link.send(command)
         except BaseException as exc:
