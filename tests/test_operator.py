@@ -309,6 +309,46 @@ def test_one_embedded_redis_per_data_directory(
     assert again == url  # the same port when it is free: attached workers reconnect
 
 
+def test_a_data_directory_too_deep_for_a_socket_is_reached_over_tcp(
+    tmp_path: Path, owned: list[embedded_redis.EmbeddedRedis]
+) -> None:
+    """A unix socket's address holds at most 107 bytes: deeper, the embedded Redis listens
+    on TCP only and its processes get its TCP URL."""
+    import redis as sync_redis
+
+    data = tmp_path / ("d" * 60) / ("e" * 60) / "redis"
+    url, server = embedded_redis.shared(data)
+    assert server is not None
+    owned.append(server)
+    assert url == server.url and url.startswith("redis://")
+    assert not (data / embedded_redis.SOCKET_FILE).exists()
+    assert embedded_redis.running(data) == url
+    with sync_redis.Redis.from_url(url) as client:
+        assert client.ping()
+
+
+def test_a_socket_left_by_a_killed_redis_is_replaced(
+    tmp_path: Path, owned: list[embedded_redis.EmbeddedRedis]
+) -> None:
+    """A redis-server killed outright leaves its socket file: the next one of the data
+    directory takes the same path."""
+    import redis as sync_redis
+
+    data = tmp_path / "redis"
+    url, first = embedded_redis.shared(data)
+    assert first is not None and first.process is not None and url.startswith("unix://")
+    first.process.kill()
+    first.process.wait(timeout=30)
+    assert (data / embedded_redis.SOCKET_FILE).exists()  # left behind
+    assert embedded_redis.running(data) is None
+    again, second = embedded_redis.shared(data)
+    assert second is not None
+    owned.append(second)
+    assert again == url
+    with sync_redis.Redis.from_url(again) as client:
+        assert client.ping()
+
+
 def _modes(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode) for p in root.rglob("*")}
 
