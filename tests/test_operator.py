@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -223,7 +224,7 @@ async def test_an_idle_gateway_logs_its_configuration_once_and_no_scheduler_runs
             assert value not in logged, log_tail(log)
 
         socket_path = (tmp_path / ".data" / "redis" / embedded_redis.SOCKET_FILE).resolve()
-        assert config["redis_url"] == f"unix://:***@{socket_path}?db=0", config
+        assert config["redis_url"] == f"unix://:***@{quote(str(socket_path))}?db=0", config
         url = embedded_redis.running(tmp_path / ".data" / "redis")
         assert url is not None
         redis = Redis.from_url(url)
@@ -349,6 +350,50 @@ def test_a_socket_left_by_a_killed_redis_is_replaced(
         assert client.ping()
 
 
+def test_a_data_directory_that_cannot_hold_a_socket_is_reached_over_tcp(
+    tmp_path: Path, owned: list[embedded_redis.EmbeddedRedis]
+) -> None:
+    """A redis-server that cannot open its socket (here a directory stands in its place; a
+    file system without sockets does the same) exits at once: it is started again without
+    one, and the data directory's processes get its TCP URL."""
+    import redis as sync_redis
+
+    data = tmp_path / "redis"
+    (data / embedded_redis.SOCKET_FILE).mkdir(parents=True)
+    url, server = embedded_redis.shared(data)
+    assert server is not None
+    owned.append(server)
+    assert url == server.url and url.startswith("redis://")
+    assert embedded_redis.running(data) == url
+    with sync_redis.Redis.from_url(url) as client:
+        assert client.ping()
+
+
+async def test_a_data_directory_of_any_name_is_reached_over_its_socket(
+    tmp_path: Path, owned: list[embedded_redis.EmbeddedRedis]
+) -> None:
+    """The socket's URL carries its path percent-encoded: a "#", "?", "%" or space in a
+    directory's name reaches the same socket through redis-py's client and the multiplexed
+    connection alike."""
+    import redis as sync_redis
+
+    from gateway.store.multiplex import Multiplexed
+
+    data = tmp_path / "a#b?c%41 d" / "redis"
+    url, server = embedded_redis.shared(data)
+    assert server is not None
+    owned.append(server)
+    assert url.startswith("unix://") and embedded_redis.running(data) == url
+    with sync_redis.Redis.from_url(url) as client:
+        assert client.set("k", "v")
+    hot = Multiplexed.for_url(url, 10.0)
+    assert hot is not None
+    try:
+        assert await hot.execute("GET", "k") == b"v"
+    finally:
+        await hot.close()
+
+
 def _modes(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): stat.S_IMODE(p.stat().st_mode) for p in root.rglob("*")}
 
@@ -368,7 +413,7 @@ def test_the_embedded_redis_is_private_to_its_user(
     password = (data / embedded_redis.PASSWORD_FILE).read_text().strip()
     # the gateway's processes reach it over its unix socket, in the private directory
     socket_path = (data / embedded_redis.SOCKET_FILE).resolve()
-    assert len(password) == 64 and url == f"unix://:{password}@{socket_path}?db=0"
+    assert len(password) == 64 and url == f"unix://:{password}@{quote(str(socket_path))}?db=0"
     assert stat.S_ISSOCK(socket_path.stat().st_mode)
     # without the password: refused, over TCP and over the socket; with it: answered,
     # bound to loopback only

@@ -176,16 +176,17 @@ class Multiplexed:
         ``unix://`` one with at most ``?db=N``; None for anything else (TLS or socket
         options in the query), which keeps redis-py's client."""
         parts = urlsplit(url)
+        # as redis-py reads them: an empty password is none, a path and values unquoted,
+        # the first of a repeated option
         username = unquote(parts.username) if parts.username else None
-        password = unquote(parts.password) if parts.password is not None else None
+        password = unquote(parts.password) if parts.password else None
         if parts.scheme == "unix":
             query = parse_qs(parts.query)
-            db = query.pop("db", ["0"])[-1]
+            db = query.pop("db", ["0"])[0]
             if query or not parts.path or not db.isdigit():
                 return None
-            return cls(
-                "", 0, timeout, username=username, password=password, db=int(db), path=parts.path
-            )
+            path = unquote(parts.path)
+            return cls("", 0, timeout, username=username, password=password, db=int(db), path=path)
         if parts.scheme not in ("redis", "rediss") or parts.query or not parts.hostname:
             return None
         path = parts.path.strip("/")
