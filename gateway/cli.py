@@ -413,6 +413,11 @@ def serve(settings: Settings) -> int:
         return 2
     try:
         _log_configuration("serve", settings)
+        if not settings.serve_embeds and settings.embedder != "none":
+            log.warning(
+                "GATEWAY_SERVE_EMBEDS is false: user messages are embedded (searchable) once "
+                "a `gateway worker` on this Redis takes them; until then they wait queued"
+            )
         if settings.processes > 1:
             return _serve_processes(settings)
         return _serve_one(settings)

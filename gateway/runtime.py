@@ -185,10 +185,13 @@ class Runtime:
         search = SearchService(MemoryStore(store), embedder)
         # A run here embeds its own message with its last write when the embedder is local
         # and the store standalone (a cluster's streams are in another slot than the context).
+        # A serving process told not to embed leaves every message to the workers' indexers.
+        embeds_here = settings.serve_embeds or not serving
         inline = None
         if (
             isinstance(embedder, LocalEmbedder)
             and serving
+            and embeds_here
             and settings.workers
             and not store.cluster
         ):
@@ -219,7 +222,7 @@ class Runtime:
             )
         embeds = job_store(EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD)
         indexer = None
-        if embedder is not None and settings.workers:
+        if embedder is not None and settings.workers and embeds_here:
             indexer = Indexer(
                 MemoryStore(store),
                 embeds,

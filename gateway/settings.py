@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     embedder_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     embedder_backoff_max_seconds: float = Field(default=30.0, gt=0, le=3600)
     embedder_max_chars: int = Field(default=8000, ge=100, le=1_000_000)
+    # gateway serve embeds user messages (its runs their own, its indexer the rest); false
+    # leaves every message to `gateway worker` processes (their indexers), off its CPU.
+    serve_embeds: bool = True
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Tracing (see tracing.py): an OTLP/HTTP collector's base URL (spans go to
     # <url>/v1/traces); unset, the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is used,

@@ -3,6 +3,7 @@ standalone Redis); the indexer keeps every job the run does not finish."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 from functools import partial
@@ -17,7 +18,7 @@ from gateway.context_memory.inline import INLINE_MAX_CHARS, InlineEmbedding
 from gateway.store.keys import EMBEDS, EMBEDS_GROUP
 from tests.agents import Partial
 from tests.conftest import CLUSTER, AppFactory, RawRedis, post_message, send_task
-from tests.processes import PROCESS_SECONDS, serving, slow_process_test
+from tests.processes import PROCESS_SECONDS, serving, slow_process_test, working
 from tests.waiting import until
 
 send_echo = partial(send_task, agent="echo")
@@ -93,6 +94,28 @@ async def test_a_message_sent_without_waiting_is_indexed_by_its_run(
         cid = r.json()["task"]["contextId"]
         await _indexed(c, cid, 1)
         assert await _hits(c, cid, "swollen knee") == ["Knee swollen after the fall"]
+
+
+@slow_process_test
+async def test_a_server_that_does_not_embed_leaves_every_message_to_the_workers(
+    make_app: AppFactory, redis: RawRedis, redis_url: str, tmp_path: Path
+) -> None:
+    """``GATEWAY_SERVE_EMBEDS=false``: the serving process neither embeds a run's message nor
+    runs an indexer; the messages wait queued, and a ``gateway worker`` embeds them."""
+    async with make_app(embedder="hashing", audit=False, serve_embeds=False) as c:
+        cid = (await send_echo(c, "Allergic to penicillin since childhood"))["contextId"]
+        await send_echo(c, "Knee swollen after the fall", contextId=cid)
+        assert await _memory(c, cid) == {"indexed": 0, "pending": 2}
+        assert await redis.xlen(EMBEDS) == 2
+        with working(tmp_path, "embeds", REDIS_URL=redis_url, GATEWAY_EMBEDDER="hashing") as w:
+            await _indexed(c, cid, 2)
+            assert (await _hits(c, cid, "swollen knee"))[0] == "Knee swollen after the fall"
+            # the embedding jobs were read by the worker alone (a consumer is named by its pid)
+            consumers = [
+                x["name"].decode() for x in await redis.xinfo_consumers(EMBEDS, EMBEDS_GROUP)
+            ]
+            assert consumers and all(f":{w.pid}:" in name for name in consumers), consumers
+            assert not any(f":{os.getpid()}:" in name for name in consumers)
 
 
 async def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vector() -> None:
