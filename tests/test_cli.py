@@ -40,6 +40,22 @@ def test_serve_with_embedded_redis_and_clean_stop(tmp_path: Path) -> None:
 
 
 @slow_process_test
+def test_a_server_told_not_to_embed_says_where_messages_wait(tmp_path: Path) -> None:
+    """``GATEWAY_SERVE_EMBEDS=false`` is announced at start-up: without a ``gateway worker``
+    the messages stay queued, unsearchable."""
+    env = {"GATEWAY_SERVE_EMBEDS": "false", "GATEWAY_EMBEDDER": "hashing"}
+    with serving(tmp_path, **env) as (proc, base):
+        r = httpx.post(f"{base}/v1/message:send", json={"message": message("hello")}, timeout=10)
+        cid = r.json()["task"]["contextId"]
+        memory = httpx.get(f"{base}/v1/contexts/{cid}", timeout=10).json()["memory"]
+        assert memory == {"indexed": 0, "pending": 1}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=PROCESS_SECONDS) == 0
+    logs = next(tmp_path.glob("serve-*.log")).read_text()
+    assert "GATEWAY_SERVE_EMBEDS is false" in logs and '"serve_embeds":false' in logs
+
+
+@slow_process_test
 def test_several_processes_share_one_port_and_one_redis(tmp_path: Path) -> None:
     """`--processes 2`: two server processes on one port (SO_REUSEPORT) and one Redis; sends
     on new connections are spread over both (each runs the sends it takes, as its own job
