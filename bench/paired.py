@@ -5,7 +5,9 @@ apart, so two builds measured one after the other cannot be told apart when they
 a few percent. Here both run at once, each on its own embedded Redis: ``CHECKOUT`` (another
 checkout's root) as A and this tree as B, each process started in its own tree, so each
 imports its own ``gateway`` (``python -m`` puts the working directory first on the path: a
-``PYTHONPATH`` would not do; each side's package is checked before the runs). They take short bursts
+``PYTHONPATH`` would not do; each side's package is checked before the runs) by its own
+interpreter: the tree's ``.venv/bin/python`` when it has one, so two venvs (other
+dependencies, another interpreter) compare as well as two commits. They take short bursts
 of blocking echo sends in turn, A then B, then B then A, and each pair gives B/A of CPU per
 request, throughput and median latency; what the machine does meanwhile weighs on both
 sides of a pair alike. Prints each pair and the mean of the ratios with its standard error;
@@ -63,10 +65,16 @@ def burst(g: Served, redis: Redis, counter: itertools.count[int]) -> Burst:
     )
 
 
+def interpreter(tree: Path) -> str:
+    """The Python that serves ``tree``: its own venv's when it has one, else this one."""
+    own = tree / ".venv" / "bin" / "python"
+    return str(own) if own.exists() else sys.executable
+
+
 def imported_from(tree: Path) -> Path:
     """Where ``gateway`` comes from for a process started in ``tree`` as the gateways are."""
     out = subprocess.run(
-        [sys.executable, "-c", "import gateway; print(gateway.__file__)"],
+        [interpreter(tree), "-c", "import gateway; print(gateway.__file__)"],
         cwd=tree,
         capture_output=True,
         text=True,
@@ -87,6 +95,7 @@ def main() -> None:
     for name, tree in trees.items():
         if imported_from(tree) != tree:
             raise SystemExit(f"{name} would not serve {tree}: it imports {imported_from(tree)}")
+        print(f"{name}: {tree}, served by {interpreter(tree)}")
     if trees["A"] == trees["B"]:
         print("A and B are the same tree: an A/A run")
     env = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
@@ -94,8 +103,8 @@ def main() -> None:
     pairs: list[dict[str, Burst]] = []
     with (
         tempfile.TemporaryDirectory() as tmp,
-        one_gateway(Path(tmp), "a", env, trees["A"]) as a,
-        one_gateway(Path(tmp), "b", env, trees["B"]) as b,
+        one_gateway(Path(tmp), "a", env, trees["A"], interpreter(trees["A"])) as a,
+        one_gateway(Path(tmp), "b", env, trees["B"], interpreter(trees["B"])) as b,
     ):
         sides = {"A": (a, Redis.from_url(a.redis_url)), "B": (b, Redis.from_url(b.redis_url))}
         for g, redis in sides.values():  # warm-up
