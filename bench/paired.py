@@ -5,9 +5,10 @@ apart, so two builds measured one after the other cannot be told apart when they
 a few percent. Here both run at once, each on its own embedded Redis: ``CHECKOUT`` (another
 checkout's root) as A and this tree as B, each process started in its own tree, so each
 imports its own ``gateway`` (``python -m`` puts the working directory first on the path: a
-``PYTHONPATH`` would not do; each side's package is checked before the runs) by its own
-interpreter: the tree's ``.venv/bin/python`` when it has one, so two venvs (other
-dependencies, another interpreter) compare as well as two commits. They take short bursts
+``PYTHONPATH`` would not do; each side's package is checked before the runs), and runs on
+its own interpreter: the tree's ``.venv/bin/python`` when it has one, so two venvs (other
+dependencies, another interpreter; the Redis servers are both this environment's) compare
+as well as two commits. They take short bursts
 of blocking echo sends in turn, A then B, then B then A, and each pair gives B/A of CPU per
 request, throughput and median latency; what the machine does meanwhile weighs on both
 sides of a pair alike. Prints each pair and the mean of the ratios with its standard error;
