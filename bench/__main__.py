@@ -114,6 +114,14 @@ def gateway(
     return process(serve, {**QUIET, **env}, port, cwd)
 
 
+def worker(redis_url: str, metrics_port: int) -> AbstractContextManager[subprocess.Popen[bytes]]:
+    """``gateway worker`` on ``redis_url``, quiet as ``gateway``; entered once its metrics
+    port (its only HTTP) answers."""
+    args = [sys.executable, "-m", "gateway.cli", "worker"]
+    env = {**QUIET, "REDIS_URL": redis_url, "GATEWAY_METRICS_PORT": str(metrics_port)}
+    return process(args, env, metrics_port)
+
+
 class Served(NamedTuple):
     """A gateway the benchmark started: its port, its process id and its Redis's URL."""
 
@@ -567,7 +575,6 @@ def queues_bench(tmp: Path) -> None:
         )
     }
     metrics_ports = [free_port(), free_port()]
-    worker = [sys.executable, "-m", "gateway.cli", "worker"]
     names = list(ports)
     try:
         with contextlib.ExitStack() as stack:
@@ -576,13 +583,7 @@ def queues_bench(tmp: Path) -> None:
             stack.enter_context(gateway(ports[names[1]], {"REDIS_URL": urls[1]}))
             stack.enter_context(gateway(ports[names[2]], {"REDIS_URL": urls[2]}, "--no-workers"))
             for mport in metrics_ports:
-                stack.enter_context(
-                    process(
-                        worker,
-                        {**QUIET, "REDIS_URL": urls[2], "GATEWAY_METRICS_PORT": str(mport)},
-                        mport,
-                    )
-                )
+                stack.enter_context(worker(urls[2], mport))
             asyncio.run(durable_vs_memory(ports, metrics_ports))
     finally:
         for server in servers:
@@ -608,10 +609,7 @@ def embedding_on_off(tmp: Path) -> None:
             )
             for port, url, env in zip(ports.values(), urls, sides, strict=True):
                 stack.enter_context(gateway(port, {"REDIS_URL": url, **env}))
-            metrics_port = free_port()
-            worker = [sys.executable, "-m", "gateway.cli", "worker"]
-            worker_env = {**QUIET, "REDIS_URL": urls[2], "GATEWAY_METRICS_PORT": str(metrics_port)}
-            stack.enter_context(process(worker, worker_env, metrics_port))
+            stack.enter_context(worker(urls[2], free_port()))
             indexed = {ON: Redis.from_url(urls[0]), IN_WORKER: Redis.from_url(urls[2])}
             asyncio.run(_on_off(ports, indexed))
     finally:
