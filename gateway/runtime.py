@@ -109,7 +109,7 @@ class Runtime:
     maintenance: Maintenance
     embedder: Embedder | None
     indexer: Indexer | None
-    inline: InlineEmbedding | None  # sends here embed their own messages
+    inline: InlineEmbedding | None  # runs here embed their own messages
     allowlist: Allowlist
     search: SearchService
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
@@ -183,12 +183,18 @@ class Runtime:
             longterm = LongTermMemory(cortadel, LongTermStore(store), defaults)
         embedder = build_embedder(settings)
         search = SearchService(MemoryStore(store), embedder)
-        # A send here embeds its own message and stores the vector with it when the embedder
-        # is local. A serving process told not to embed leaves every message to the workers'
-        # indexers.
+        # A run here embeds its own message with its last write when the embedder is local
+        # and the store standalone (a cluster's streams are in another slot than the context).
+        # A serving process told not to embed leaves every message to the workers' indexers.
         embeds_here = settings.serve_embeds or not serving
         inline = None
-        if isinstance(embedder, LocalEmbedder) and serving and embeds_here:
+        if (
+            isinstance(embedder, LocalEmbedder)
+            and serving
+            and embeds_here
+            and settings.workers
+            and not store.cluster
+        ):
             inline = InlineEmbedding(embedder, settings.embedder_max_chars)
         executor = RunExecutor(
             store,
@@ -199,6 +205,7 @@ class Runtime:
             longterm=longterm,
             search_for=search.for_run,
             retry_seconds=settings.job_lease_seconds,
+            inline=inline,
         )
         queue: JobQueue
         if settings.queue == "memory":
@@ -226,6 +233,7 @@ class Runtime:
                 backoff_cap=settings.embedder_backoff_max_seconds,
                 block_ms=block_ms,
                 lease_seconds=settings.job_lease_seconds,
+                inline=inline,
             )
         outbox_jobs = job_store(OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
         outbox = None

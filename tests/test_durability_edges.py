@@ -193,14 +193,8 @@ async def test_scrub_removes_the_context_from_every_dead_letter_stream(
 
         await until(refused, what="the refused turn's dead letter")
         await until(embedded, what="the context to be indexed")
-    # a run and an embedding whose worker died, twice: maintenance gives them up (the front
-    # leaves embedding to workers, so each message's embedding is a job)
-    settings = {
-        "job_lease_seconds": 0.5,
-        "job_max_attempts": 1,
-        "workers": False,
-        "serve_embeds": False,
-    }
+    # a run and an embedding whose worker died, twice: maintenance gives them up
+    settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
     async with make_app(cortadel=_memory(cortadel), **settings) as front:
         ours = await post_message(
             front,
@@ -240,12 +234,7 @@ async def test_scrub_removes_the_context_from_every_dead_letter_stream(
 async def test_a_job_given_up_after_its_context_was_scrubbed_leaves_no_dead_letter(
     make_app: AppFactory, redis: RawRedis
 ) -> None:
-    settings = {
-        "job_lease_seconds": 0.5,
-        "job_max_attempts": 1,
-        "workers": False,
-        "serve_embeds": False,  # the message's embedding is a job
-    }
+    settings = {"job_lease_seconds": 0.5, "job_max_attempts": 1, "workers": False}
     async with make_app(**settings) as front:
         r = await post_message(
             front, "x", configuration={"blocking": False}, agent="echo", timeout=30

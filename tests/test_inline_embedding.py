@@ -1,13 +1,11 @@
-"""A send embeds its own message and stores the vector with it (local embedders); the
-indexer embeds every message the send did not."""
+"""A run embeds its own message and adds the vector with its last write (local embedders,
+standalone Redis); the indexer keeps every job the run does not finish."""
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 import signal
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -15,11 +13,11 @@ import httpx
 import numpy as np
 import pytest
 
-from gateway.context_memory.embedders import HashingEmbedder, Matrix, WordLlamaEmbedder
+from gateway.context_memory.embedders import HashingEmbedder, WordLlamaEmbedder
 from gateway.context_memory.inline import INLINE_MAX_CHARS, InlineEmbedding
 from gateway.store.keys import EMBEDS, EMBEDS_GROUP
 from tests.agents import Partial
-from tests.conftest import AppFactory, RawRedis, post_message, send_task
+from tests.conftest import CLUSTER, AppFactory, RawRedis, post_message, send_task
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test, working
 from tests.waiting import until
 
@@ -39,6 +37,11 @@ async def _indexed(c: httpx.AsyncClient, cid: str, count: int) -> dict[str, int]
     return await until(done, what=f"{count} messages of context {cid} to be indexed")
 
 
+async def _in_state(c: httpx.AsyncClient, tid: str, state: str) -> bool:
+    task = (await c.get(f"/v1/tasks/{tid}")).json()
+    return bool(task["status"]["state"] == state)
+
+
 async def _hits(c: httpx.AsyncClient, cid: str, query: str) -> list[str]:
     r = await c.post(f"/v1/contexts/{cid}:search", json={"query": query, "mode": "vector"})
     assert r.status_code == 200, r.text
@@ -49,15 +52,20 @@ async def _hits(c: httpx.AsyncClient, cid: str, query: str) -> list[str]:
 async def test_a_blocking_send_returns_with_its_message_searchable(
     make_app: AppFactory, redis: RawRedis, embedder: str
 ) -> None:
-    """The send script stores the message's vector with the message: when a blocking send
-    returns, the message is indexed and no embedding job was queued (on a Redis Cluster
-    too: the vectors are the context's keys, in its slot)."""
+    """The run's last write adds the message's vector and ends its embedding job in the same
+    step: when a blocking send returns, the message is indexed and nothing is left queued.
+    On a Redis Cluster (the streams in another slot) the indexer does it, soon after."""
     async with make_app(embedder=embedder, audit=False) as c:
         task = await send_echo(c, "Allergic to penicillin since childhood")
         cid = task["contextId"]
         await send_echo(c, "Blood glucose was 6.1 mmol/L this morning", contextId=cid)
-        assert await _memory(c, cid) == {"indexed": 2, "pending": 0}
-        assert await redis.xlen(EMBEDS) == 0
+        if CLUSTER:
+            memory = await _indexed(c, cid, 2)
+        else:
+            memory = await _memory(c, cid)
+            assert await redis.xlen(EMBEDS) == 0
+            assert (await redis.xpending(EMBEDS, EMBEDS_GROUP))["pending"] == 0
+        assert memory == {"indexed": 2, "pending": 0}
         assert (await _hits(c, cid, "penicillin allergy"))[0].startswith("Allergic")
 
 
@@ -72,6 +80,20 @@ async def test_a_message_longer_than_a_run_embeds_is_indexed_by_the_indexer(
         await send_echo(c, "Allergic to penicillin since childhood", contextId=cid)
         await _indexed(c, cid, 2)
         assert (await _hits(c, cid, "chest pain"))[0] == long_text
+
+
+async def test_a_message_sent_without_waiting_is_indexed_by_its_run(
+    make_app: AppFactory,
+) -> None:
+    """A non-blocking send returns first; the run then adds the vector with its last write."""
+    async with make_app(embedder="hashing", audit=False) as c:
+        r = await post_message(
+            c, "Knee swollen after the fall", agent="echo", configuration={"blocking": False}
+        )
+        assert r.status_code == 200, r.text
+        cid = r.json()["task"]["contextId"]
+        await _indexed(c, cid, 1)
+        assert await _hits(c, cid, "swollen knee") == ["Knee swollen after the fall"]
 
 
 @slow_process_test
@@ -96,80 +118,78 @@ async def test_a_server_that_does_not_embed_leaves_every_message_to_the_workers(
             assert not any(f":{os.getpid()}:" in name for name in consumers)
 
 
-def test_a_send_embeds_what_it_can_and_leaves_the_rest_to_the_indexer(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """The vector a send stores with its message is the embedder's; too long a text, no
-    text, or an embedder that fails gives none (the message's job is then queued)."""
-    embedder = HashingEmbedder()
-    inline = InlineEmbedding(embedder, 8000)
-    vector = inline.vector("an allergy")
-    assert vector is not None
-    assert (vector.model, vector.dimensions) == ("hashing:256", 256)
-    assert vector.vector == embedder.embed_now(["an allergy"])[0].astype("<f4").tobytes()
-    assert inline.vector("x" * (INLINE_MAX_CHARS + 1)) is None and inline.vector("") is None
-    assert InlineEmbedding(embedder, 10).vector("longer than ten") is None
+async def test_jobs_a_run_claims_are_the_indexers_again_unless_it_adds_the_vector() -> None:
+    """The hand-over between runs and the indexer of one process (pure bookkeeping)."""
+    inline = InlineEmbedding(HashingEmbedder(), 8000)
+    released: list[str] = []
+    inline.release = released.extend
+    entry = ("1-0", {b"job": b"{}", b"seq": b"1"})
+    other = ("2-0", {b"job": b"{}", b"seq": b"1"})
+    # Claimed and under way: the indexer sets it aside (keeping its lease); the run's write
+    # added nothing, so it is the indexer's again.
+    inline.claim("1-0")
+    assert inline.for_indexer([entry, other]) == [other]
+    assert inline.held() == ["1-0"]
+    inline.settle("1-0", embedded=False)
+    assert inline.returned(10) == [entry] and inline.returned(10) == []
+    assert inline.held() == [] and released == []
+    # Set aside, then written by its run: the indexer lets it go.
+    inline.claim("1-0")
+    assert inline.for_indexer([entry]) == []
+    inline.settle("1-0", embedded=True)
+    assert released == ["1-0"] and inline.held() == [] and inline.returned(10) == []
+    # Written before the indexer handles what it read earlier: dropped, once.
+    inline.claim("1-0")
+    inline.settle("1-0", embedded=True)
+    assert inline.for_indexer([entry]) == []
+    assert inline.for_indexer([entry]) == [entry]
+    assert inline.returned(10) == []
+    # Begun: the vector of the message's text; too long for a run, or nothing to embed: not.
+    begun = inline.begin("an allergy")
+    assert begun is not None
+    vector = await inline.vector("3-0", 4, begun)
+    assert vector is not None and (vector.entry, vector.seq) == ("3-0", 4)
+    assert vector.vector == (await HashingEmbedder().embed(["an allergy"]))[0].tobytes()
+    assert inline.begin("x" * 2001) is None and inline.begin("") is None
 
-    class Broken(HashingEmbedder):
-        def embed_now(self, texts: Sequence[str]) -> Matrix:
-            raise ValueError("a defect")
 
-    with caplog.at_level(logging.ERROR, logger="gateway.memory"):
-        assert InlineEmbedding(Broken(), 8000).vector("an allergy") is None
-    assert [r.getMessage() for r in caplog.records] == ["embedding failed"]
-    assert "allergy" not in caplog.text  # the text is PHI: never logged
-
-
-async def test_a_message_is_searchable_once_its_send_is_acknowledged(
+async def test_a_run_longer_than_the_lease_keeps_its_embedding_job(
     make_app: AppFactory, redis: RawRedis
 ) -> None:
-    """The vector is stored with the message: a non-blocking send answers before its run
-    has begun its work, and the message is already indexed, with no job queued for it."""
-    async with make_app(agents=[Partial()], embedder="hashing", audit=False) as c:
+    """The indexer reads the job while the run is under way and keeps its lease: no
+    maintenance puts it back in the queue for a second embedding, however long the run."""
+    async with make_app(
+        agents=[Partial()], embedder="hashing", audit=False, job_lease_seconds=0.6
+    ) as c:
+        reclaimed = _reclaimed(await c.get("/metrics"))  # the process's counter so far
         r = await post_message(
             c,
             "Allergic to penicillin since childhood",
             agent="partial",
-            metadata={"sleep": 2},
+            metadata={"sleep": 3},
             configuration={"blocking": False},
         )
         assert r.status_code == 200, r.text
         tid, cid = r.json()["task"]["id"], r.json()["task"]["contextId"]
-        assert await _memory(c, cid) == {"indexed": 1, "pending": 0}
-        assert (await c.get(f"/v1/tasks/{tid}")).json()["status"]["state"] != "completed"
-        assert await _hits(c, cid, "penicillin allergy") == [
-            "Allergic to penicillin since childhood"
-        ]
-        assert await redis.xlen(EMBEDS) == 0
+
         await until(partial(_in_state, c, tid, "completed"), what="the run to complete")
-        assert await _memory(c, cid) == {"indexed": 1, "pending": 0}
-
-
-async def test_a_message_the_send_could_not_embed_is_embedded_by_the_indexer(
-    make_app: AppFactory, redis: RawRedis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An embedder that fails in the send (a defect) leaves the message's job queued with
-    the message, and the indexer embeds it."""
-    async with make_app(embedder="hashing", audit=False) as c:
-        inline = c.app.state.runtime.inline  # type: ignore[attr-defined]
-        monkeypatch.setattr(inline, "vector", lambda text: None)
-        cid = (await send_echo(c, "Knee swollen after the fall"))["contextId"]
-        await _indexed(c, cid, 1)
-        assert await _hits(c, cid, "swollen knee") == ["Knee swollen after the fall"]
+        assert await _indexed(c, cid, 1) == {"indexed": 1, "pending": 0}
         assert await redis.xlen(EMBEDS) == 0
+        if not CLUSTER:  # a cluster's indexer did the job at once, before any lease ran out
+            assert _reclaimed(await c.get("/metrics")) == reclaimed
 
 
-async def _in_state(c: httpx.AsyncClient, tid: str, state: str) -> bool:
-    task = (await c.get(f"/v1/tasks/{tid}")).json()
-    return bool(task["status"]["state"] == state)
+def _reclaimed(metrics: httpx.Response) -> float:
+    lines = metrics.text.splitlines()
+    return sum(float(x.split()[-1]) for x in lines if x.startswith("gateway_jobs_reclaimed_total"))
 
 
 @slow_process_test
-async def test_a_process_killed_during_the_run_loses_no_embedding(
+async def test_a_run_killed_before_its_last_write_loses_no_embedding(
     tmp_path: Path, redis_url: str, redis: RawRedis
 ) -> None:
-    """A process killed while the run of a message it accepted is under way: the message's
-    vector was stored with it; the next process runs the message again and adds nothing."""
+    """The embedding job stays queued until a vector is added: a process killed while its
+    run holds the job leaves it for the next process's indexer."""
     env = {
         "REDIS_URL": redis_url,
         "GATEWAY_EMBEDDER": "hashing",
@@ -190,14 +210,19 @@ async def test_a_process_killed_during_the_run_loses_no_embedding(
 
             halfway = partial(_in_state, c, tid, "working")
             await until(halfway, what="the run to be half done", logs=tmp_path)
-            assert await _memory(c, cid) == {"indexed": 1, "pending": 0}
+            if not CLUSTER:  # the run holds the job (a cluster's indexer may be done with it)
+                assert (await _memory(c, cid))["pending"] == 1
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=PROCESS_SECONDS)
     with serving(tmp_path, **env) as (_, base):
         async with httpx.AsyncClient(base_url=base, timeout=30) as c:
-            done = partial(_in_state, c, tid, "completed")
-            await until(done, timeout=45, what="the run to be done again", logs=tmp_path)
-            assert await _memory(c, cid) == {"indexed": 1, "pending": 0}
+
+            async def indexed() -> dict[str, int] | None:
+                memory = await _memory(c, cid)
+                return memory if memory["pending"] == 0 else None
+
+            memory = await until(indexed, timeout=45, what="the job to be embedded", logs=tmp_path)
+            assert memory == {"indexed": 1, "pending": 0}
             hits = await _hits(c, cid, "penicillin")
             assert hits == ["Allergic to penicillin since childhood"]
     assert await redis.xlen(EMBEDS) == 0

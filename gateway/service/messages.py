@@ -57,7 +57,7 @@ class MessageService:
     # messages, bytes per context; contexts, running tasks per user (0: none)
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push: PushService | None = None  # None: sends with a push config are refused
-    # Set when a send embeds its own message (``context_memory/inline.py``).
+    # Set when a run here embeds its own message (``context_memory/inline.py``).
     inline: InlineEmbedding | None = None
 
     async def send(
@@ -78,7 +78,10 @@ class MessageService:
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
             queueing = self.runs.queueing(slot, policy)
-            write, job = await self._prepare(principal, agent.id, request, registered, queueing)
+            inline = self.inline if self.runs.may_run_here(slot) else None
+            write, job = await self._prepare(
+                principal, agent.id, request, registered, queueing, inline
+            )
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -88,8 +91,6 @@ class MessageService:
             with self.events.watch(write.task_id) as events:
                 result = await self.store.send(keys_of(principal), write)
                 tracing.sent(agent.id, result)
-                if result.embedded:
-                    metrics.EMBEDDED.inc()
                 if not result.duplicate and not result.waiting:  # a task opened or reopened
                     _SUBMITTED.inc()
                 here = await self.runs.accepted(slot, job, result)
@@ -145,10 +146,12 @@ class MessageService:
         request: SendMessageRequest,
         registered: bool,
         queueing: dict[str, Any],
+        inline: InlineEmbedding | None,
     ) -> tuple[SendWrite, RunJob]:
-        """The send's write (its run queued as ``queueing`` says; its message's vector
-        computed here with ``inline``), and its run as a job (ids as the write names them;
-        the store's answer fixes the ids and the message's seq)."""
+        """The send's write (its run queued as ``queueing`` says), and its run as a job (ids
+        as the write names them; the store's answer fixes the ids and the message's seq;
+        its message's vector being computed by ``inline`` when its run may start here, the
+        only run that can use it)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -175,6 +178,7 @@ class MessageService:
             tuple(request.configuration.acceptedOutputModes or ()),
             registered,
             trace=tracing.traceparent(),
+            embedding=inline.begin(text) if inline is not None else None,
         )
         write = SendWrite(
             context_id=context_id,
@@ -189,7 +193,6 @@ class MessageService:
             reference_ids=references,
             job_json=template.wire(),
             embed=bool(text),
-            vector=self.inline.vector(text) if self.inline is not None else None,
             quotas=self.quotas,
             **queueing,
         )

@@ -79,10 +79,9 @@ from gateway.store.scripts import (
 )
 from gateway.store.sealing import Sealer, context_of
 from gateway.store.translate import translated as _translated
-from gateway.store.vector_rows import VECTORS_FIELD, frame
+from gateway.store.vector_rows import vector_rows
 
 __all__ = [
-    "MessageVector",
     "RunInputs",
     "RunPolicy",
     "SendResult",
@@ -99,15 +98,6 @@ _POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
 # What a message that continues a task whose run is under way does: wait for that run to
 # settle, be refused, or supersede it.
 RunPolicy = Literal["enqueue", "reject", "interrupt"]
-
-
-@dataclass(frozen=True)
-class MessageVector:
-    """A user message's vector, computed before it is stored (``SendWrite``)."""
-
-    model: str
-    dimensions: int
-    vector: bytes  # float32, little-endian
 
 
 @dataclass(frozen=True)
@@ -128,9 +118,7 @@ class SendWrite:
     queue_run: bool = False  # queue the run on the jobs stream, atomically with the message
     local_run: bool = False  # the run is this process's (in-process queue)
     claimant: str = ""  # a consumer of this process that takes the next job at once
-    embed: bool = False  # the user message is to be embedded
-    # Its vector, added with it (else, or refused, its embedding job is queued).
-    vector: MessageVector | None = None
+    embed: bool = False  # queue the user message for embedding
     policy: RunPolicy = "enqueue"  # for a continued task whose run is under way
     # Quotas checked by the send script: messages and bytes per context, contexts per user
     # (0: none).
@@ -162,7 +150,19 @@ class SendResult:
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
-    embedded: bool = False  # the message's vector was added with it
+    embed_entry: str = ""  # the message's embedding job on the stream (standalone Redis)
+
+
+@dataclass(frozen=True)
+class RunVector:
+    """The vector of a run's own message, added with the run's last write (``TaskUpdate``);
+    its embedding job (``entry``) is then done."""
+
+    entry: str
+    model: str
+    dimensions: int
+    seq: int
+    vector: bytes  # float32, little-endian
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,11 @@ class TaskUpdate:
     and leaves the task ``submitted`` with ``next_status_json``.
 
     ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
-    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed)."""
+    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed).
+
+    ``vector`` (standalone Redis) is added to the context's vectors whatever the write's
+    outcome, and its embedding job is then done, unless the context's vectors refuse it
+    (another model or form, the seq already embedded): the indexer then takes the job."""
 
     context_id: str
     task_id: str
@@ -200,6 +204,7 @@ class TaskUpdate:
     next_status_json: bytes = b""
     artifact_events: Sequence[bytes] = ()
     open_artifact: bytes = b""
+    vector: RunVector | None = None  # the run's own message's vector, added with the write
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,7 @@ class UpdateResult:
     # The next waiting message's run (its seq and job fields) when the caller queues it
     # itself (the in-process queue).
     next_run: tuple[int, bytes] | None = None
+    embedded: bool = False  # the write added ``TaskUpdate.vector``: its embedding job is done
 
 
 def _artifact_ids(artifacts: Sequence[bytes]) -> bytes:
@@ -473,7 +479,6 @@ class Store:
                     push_config=seal_config(
                         self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
                     ),
-                    **self._vector_args(keys, context_id, w.vector),
                     refs=list(w.reference_ids),
                 )
             ),
@@ -481,10 +486,10 @@ class Store:
         match send_reply(reply):
             case SendAccepted() as accepted:
                 return await self._accepted(keys, w, context_id, accepted)
-            case SendWaiting(task_id, seq, embedded):
-                if self.cluster and w.embed and not embedded:
+            case SendWaiting(task_id, seq):
+                if self.cluster and w.embed:
                     await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
-                return SendResult(context_id, task_id, seq, False, waiting=True, embedded=embedded)
+                return SendResult(context_id, task_id, seq, False, waiting=True)
             case SendDuplicate(task_id, digest, seq):
                 if digest != w.digest:
                     raise IdempotencyConflictError()
@@ -509,11 +514,11 @@ class Store:
             await self._ack_job(reply.superseded)
             if w.queue_run:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
-            if w.embed and not reply.embedded:
+            if w.embed:
                 await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
             await self._moved_pushes(keys, context_id, reply.pushed)
         return SendResult(
-            context_id, task_id, seq, False, inputs, entry, reply.claimed, False, reply.embedded
+            context_id, task_id, seq, False, inputs, entry, reply.claimed, False, reply.embed_entry
         )
 
     async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
@@ -593,6 +598,7 @@ class Store:
                     artifact_ids=_artifact_ids(artifacts)
                     if self.push_artifacts and artifacts
                     else b"",
+                    **self._vector_args(keys, context_id, u.vector),
                 )
             ),
         )
@@ -600,7 +606,7 @@ class Store:
         if written.outcome != "ok":
             if (finish and written.outcome != "fenced") or written.outcome == "gone":
                 await self._ack_job(entry)
-            return UpdateResult(written.outcome)  # type: ignore[arg-type]
+            return UpdateResult(written.outcome, embedded=written.embedded)  # type: ignore[arg-type]
         if written.store_turn:
             await self.client.xadd(OUTBOX, {f.ENTRY_JOB: outbox_job, f.ENTRY_SEQ: seq})
         next_run = None
@@ -617,24 +623,19 @@ class Store:
         artifacts_json = self._open_artifacts(
             keys, context_id, task_id, written.artifacts, just_sealed
         )
-        return UpdateResult("ok", artifacts_json, written.chained, next_run)
+        return UpdateResult("ok", artifacts_json, written.chained, next_run, written.embedded)
 
-    def _vector_args(
-        self, keys: UserKeys, context_id: str, v: MessageVector | None
-    ) -> dict[str, Any]:
-        """The send script's arguments that add its message's vector: sealed as one frame
-        (as the indexer seals a context's rows, ``vector_rows``), or in clear."""
-        if v is None:
-            return {"new_model": "", "new_dims": 0, "vector_frame": b"", "vector": b""}
-        framed, clear = b"", v.vector
-        if self.sealer.seal_writes:
-            aad = context_of(keys.prefix, context_id, VECTORS_FIELD)
-            framed, clear = frame(self.sealer.seal(v.vector, aad)), b""
+    def _vector_args(self, keys: UserKeys, context_id: str, v: RunVector | None) -> dict[str, Any]:
+        """The update script's arguments that add a run's own message's vector."""
+        if v is None or self.cluster:
+            return {"embed_entry": "", "new_model": "", "new_dims": 0, "vectors": []}
+        sealed = self.sealer.seal_writes
+        rows = vector_rows(self.sealer, keys.prefix, context_id, [(v.seq, v.vector)], 0, sealed)
         return {
+            "embed_entry": v.entry,
             "new_model": v.model,
             "new_dims": v.dimensions,
-            "vector_frame": framed,
-            "vector": clear,
+            "vectors": rows,
         }
 
     @_translated

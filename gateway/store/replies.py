@@ -51,7 +51,7 @@ class SendAccepted:
     claimed: tuple[str, dict[bytes, bytes]] | None  # the job the claimant took
     superseded: str  # the job of the run it superseded (a cluster acknowledges it), or ''
     pushed: bool  # a cluster: webhook deliveries wait in the context's slot to be moved
-    embedded: bool = False  # the message's vector was added with it
+    embed_entry: str = ""  # the message's embedding job on the stream, or ''
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,6 @@ class SendWaiting:
 
     task_id: str
     seq: int
-    embedded: bool = False  # the message's vector was added with it
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +111,10 @@ def send_reply(reply: list[Any]) -> SendReply:
             claimed,
             _text(reply[7]),
             _pushed(reply, 8),
-            _text(reply[9]) == "1",
+            _text(reply[9]),
         )
     if kind == "wait":
-        return SendWaiting(_text(reply[1]), int(reply[2]), _text(reply[3]) == "1")
+        return SendWaiting(_text(reply[1]), int(reply[2]))
     if kind == "dup":
         return SendDuplicate(_text(reply[1]), _text(reply[2]), int(reply[3]))
     if kind == "origin":
@@ -132,15 +131,18 @@ class UpdateReply:
     # The next waiting message's run (seq, job fields) when the caller queues it itself.
     next_run: tuple[int, bytes] | None = None
     pushed: bool = False  # a cluster: webhook deliveries wait in the context's slot
+    embedded: bool = False  # the run's message's vector was added: its embedding job is done
 
 
 def update_reply(reply: list[Any]) -> UpdateReply:
-    outcome = _text(reply[0])
+    outcome, embedded = _text(reply[0]), _text(reply[1]) == "1"
     if outcome != "ok":
-        return UpdateReply(outcome)
-    next_run = (int(reply[5]), reply[4]) if reply[5] else None
-    store_turn, chained = _text(reply[2]) == "store", _text(reply[3]) == "1"
-    return UpdateReply(outcome, reply[1], store_turn, chained, next_run, _pushed(reply, 6))
+        return UpdateReply(outcome, embedded=embedded)
+    next_run = (int(reply[6]), reply[5]) if reply[6] else None
+    store_turn, chained = _text(reply[3]) == "store", _text(reply[4]) == "1"
+    return UpdateReply(
+        outcome, reply[2], store_turn, chained, next_run, _pushed(reply, 7), embedded
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -417,78 +417,9 @@ local function notify(cid, tid, kind, state, now, ttl, aid, ids)
 end
 """
 
-# Lua: `add`, one context's part of adding vectors (the context bound, the locals `ttl`,
-# `new_model` and `new_dims` set): the rows `rows[rows_at..rows_end]` (three values each, as
-# `VectorRows` has them); shared by the add-vectors script (its rows in ARGV) and the send
-# script, which adds the vector of the message it stores.
-_ADD_CONTEXT_VECTORS = """
-local function add(skipped, frame, rows, rows_at, rows_end)
-  local seq, model, dims, form, queued, reembedding, embedded = unpack(redis.call('HMGET', META,
-    M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING,
-    M_EMBEDDED))
-  if not seq then return 0 end  -- gone: every context that has a message has a seq
-  if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
-    return -1
-  end
-  local sealed = frame ~= ''
-  -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
-  -- None stored: no bit is set, and the three keys this creates have no TTL yet.
-  local stored = redis.call('STRLEN', VECTORS) > 0
-  if stored and (form == 's') ~= sealed then return -3 end
-  local fields = {}
-  if sealed then
-    for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
-      if redis.call('GETBIT', VECTOR_BITS, tonumber(rows[i + 1])) == 1 then return -2 end
-    end
-    if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
-  elseif form then
-    redis.call('HDEL', META, M_VECTOR_FORM)
-  end
-  if not dims then
-    for _, v in ipairs({M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims}) do
-      table.insert(fields, v)
-    end
-  end
-  local seqs, blobs = {}, {}
-  for i = rows_at, rows_end, 3 do
-    if redis.call('SETBIT', VECTOR_BITS, tonumber(rows[i + 1]), 1) == 0 then
-      seqs[#seqs + 1] = rows[i]
-      if not sealed then blobs[#blobs + 1] = rows[i + 2] end
-    end
-  end
-  local added = #seqs
-  if sealed and added > 0 and frame ~= '-' then blobs = {frame} end
-  -- Appended to what is stored; the first rows create the keys with the meta key's TTL
-  -- (what `touch_keys` would give them), a command each fewer.
-  local left = meta_left()
-  local px = not stored and text(left > 0 and left or tonumber(ttl))
-  local function write(key, parts)
-    if #parts == 0 then return end
-    if stored then redis.call('APPEND', key, table.concat(parts))
-    else redis.call('SET', key, table.concat(parts), 'PX', px) end
-  end
-  write(VECTOR_SEQS, seqs)
-  write(VECTORS, blobs)
-  local done = tonumber(embedded or '0') + added + tonumber(skipped)
-  fields[#fields + 1], fields[#fields + 2] = M_EMBEDDED, done
-  redis.call('HSET', META, unpack(fields))
-  if reembedding and done >= tonumber(queued or '0') then
-    redis.call('HDEL', META, M_REEMBEDDING)
-  end
-  if stored then
-    touch(tonumber(ttl))
-  else
-    touch_keys(tonumber(ttl), true, VECTOR_BITS)
-  end
-  return added
-end
-"""
-
 # ARGV: SendArgs. Flags: 'r' queue the run on the jobs stream (with the message: an
 # accepted message always has its run queued), 'l' the run is this process's (in-process
-# queue), 'e' the message is to be embedded: its vector, when the caller computed it, is
-# added to the context's vectors with the message; else (or refused: another model or form)
-# its embedding job is queued for the indexer; and the run policy for a task whose run is
+# queue), 'e' queue the message for embedding; and the run policy for a task whose run is
 # under way (its ':job' is set): 'w' enqueue (the message waits in ':w' for the run to
 # settle), 'x' reject, 'i' interrupt (the run is superseded: fenced off, its job dropped,
 # and earlier messages count as run).
@@ -517,22 +448,17 @@ class SendArgs(NamedTuple):
     flags: str
     quotas: str  # 'messages,bytes,contexts,running' (0: none)
     push_config: bytes  # a push config json (with its `id`) for the task, or ''
-    new_model: str  # the message's vector's model, or ''
-    new_dims: int  # its dimensions, or 0
-    vector_frame: bytes  # the vector sealed, as a frame (``vector_rows.frame``), or ''
-    vector: bytes  # the vector in clear (float32 bytes, little-endian), or ''
     refs: Sequence[str]  # the reference ids (the rest of ARGV)
 
 
 _SEND = (
     _PRELUDE
     + _lua_args(SendArgs)
-    + _ADD_CONTEXT_VECTORS
     + """
 continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
-local embedded = ''  -- '1': the message's vector was added with it
+local embed_entry = ''  -- the message's embedding job, when queued here
 if mode == 'new' then
   local origin = redis.call('HGET', ORIGINS, mid)
   if origin and origin ~= stale_origin then return {'origin', origin} end
@@ -646,18 +572,13 @@ else
 end
 if flag('e') then
   if not fresh then redis.call('HINCRBY', META, M_EMBED_QUEUED, 1) end
-  if vector_frame ~= '' or vector ~= '' then
-    local row = {struct.pack('<I4', seq), seq, vector}
-    if add(0, vector_frame, row, 1, 1) > 0 then embedded = '1' end
-  end
-  -- Not added here: the indexer embeds it (on a cluster the store queues the job).
-  if embedded == '' and EMBEDS then redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
+  if EMBEDS then embed_entry = redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
 end
 if waits then
   local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
   if queued then queued = queued .. ',' .. seq else queued = tostring(seq) end
   redis.call('HSET', TASKS, tid .. F_WAITING, queued, tid .. F_WAITING_JOB .. seq, job)
-  return {'wait', tid, seq, embedded}
+  return {'wait', tid, seq}
 end
 redis.call('ZADD', RUNNING, now, tid)
 redis.call('PEXPIRE', RUNNING, text(ttl))
@@ -677,35 +598,100 @@ if not continuing then mark = '2|' .. #tostring(seq) end
 if flag('l') then
   redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. seq)
   fence(tid, attempt_id('local', seq), mark)
-  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embedded}
+  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 if not flag('r') then
-  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embedded}
+  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
   redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. seq)
-  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embedded}
+  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
 end
 local entry = redis.call('XADD', JOBS, '*', E_JOB, job, E_SEQ, seq)
 redis.call('HSET', TASKS, tid .. F_JOB, entry)
 if claimant == '' then
-  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embedded}
+  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry}
 end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
 local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, claimant, 'COUNT', 1,
                         'STREAMS', JOBS, '>')
 if got.err or not got[1] then
-  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embedded}
+  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry}
 end
 local claimed = got[1][2][1]
 if claimed[1] == entry then fence(tid, attempt_id(claimant, entry), mark) end
-return {'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embedded}
+return {'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embed_entry}
 """
 )
 
+# Lua: `add`, one context's part of adding vectors (the context bound, the locals `ttl`,
+# `new_model` and `new_dims` set); shared by the add-vectors script and the update script,
+# which adds the vector of a run's own message with the run's last write.
+_ADD_CONTEXT_VECTORS = """
+local function add(skipped, frame, rows_at, rows_end)
+  local seq, model, dims, form, queued, reembedding, embedded = unpack(redis.call('HMGET', META,
+    M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING,
+    M_EMBEDDED))
+  if not seq then return 0 end  -- gone: every context that has a message has a seq
+  if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
+    return -1, true
+  end
+  local sealed = frame ~= ''
+  -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
+  -- None stored: no bit is set, and the three keys this creates have no TTL yet.
+  local stored = redis.call('STRLEN', VECTORS) > 0
+  if stored and (form == 's') ~= sealed then return -3, true end
+  local fields = {}
+  if sealed then
+    for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
+      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2, true end
+    end
+    if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
+  elseif form then
+    redis.call('HDEL', META, M_VECTOR_FORM)
+  end
+  if not dims then
+    for _, v in ipairs({M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims}) do
+      table.insert(fields, v)
+    end
+  end
+  local seqs, rows = {}, {}
+  for i = rows_at, rows_end, 3 do
+    if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
+      seqs[#seqs + 1] = ARGV[i]
+      if not sealed then rows[#rows + 1] = ARGV[i + 2] end
+    end
+  end
+  local added = #seqs
+  if sealed and added > 0 and frame ~= '-' then rows = {frame} end
+  -- Appended to what is stored; the first rows create the keys with the meta key's TTL
+  -- (what `touch_keys` would give them), a command each fewer.
+  local left = meta_left()
+  local px = not stored and text(left > 0 and left or tonumber(ttl))
+  local function write(key, parts)
+    if #parts == 0 then return end
+    if stored then redis.call('APPEND', key, table.concat(parts))
+    else redis.call('SET', key, table.concat(parts), 'PX', px) end
+  end
+  write(VECTOR_SEQS, seqs)
+  write(VECTORS, rows)
+  local done = tonumber(embedded or '0') + added + tonumber(skipped)
+  fields[#fields + 1], fields[#fields + 2] = M_EMBEDDED, done
+  redis.call('HSET', META, unpack(fields))
+  if reembedding and done >= tonumber(queued or '0') then
+    redis.call('HDEL', META, M_REEMBEDDING)
+  end
+  if stored then
+    touch(tonumber(ttl))
+  else
+    touch_keys(tonumber(ttl), true, VECTOR_BITS)
+  end
+  return added, true
+end
+"""
 
 # ARGV: UpdateArgs. A finishing write that leaves the task completed or input-required,
 # given an outbox job, queues the turn in the outbox (on a cluster it returns 'store' instead).
@@ -714,7 +700,8 @@ return {'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embed
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
 # Reply: ``replies.update_reply`` (artifacts only with a write that ends the run or leaves
-# the task terminal or interrupted). Terminal tasks take
+# the task terminal or interrupted; every reply says after its kind whether the embedding
+# job of ``embed_entry`` is done). Terminal tasks take
 # no writes: a late result after a cancel is dropped. A finishing write records the run as
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 
@@ -742,14 +729,34 @@ class UpdateArgs(NamedTuple):
     artifact_events: bytes  # '<length>:<json>'... or ''
     open_artifact: bytes  # json, '' unchanged, '-' none (closed)
     artifact_ids: bytes  # one per line, when webhooks get artifact updates, else ''
+    embed_entry: str  # the run's message's embedding job, when its vector comes along, or ''
+    new_model: str  # that vector's model, or ''
+    new_dims: int  # its dimensions, or 0
+    vectors: Sequence[bytes | int | str]  # its VectorRows, spread (none without embed_entry)
 
 
 _UPDATE = (
     _PRELUDE
     + _lua_args(UpdateArgs)
+    + _ADD_CONTEXT_VECTORS
     + """
 finish, ttl = finish == '1', tonumber(ttl)
-if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone'} end
+-- The vector of the run's own message, whatever becomes of the task: once added (or moot,
+-- the context being gone), its embedding job is done. Refused (another model, form or a
+-- seq already embedded), the job stays for the indexer, which knows what to do.
+local embedded = ''  -- '1': the job is done (every reply says so after its kind)
+local alive = false  -- the context is known to exist (its vector's write read its meta)
+if embed_entry ~= '' and EMBEDS then
+  local rows_end = vectors_from + 2 + 3 * tonumber(ARGV[vectors_from + 2])
+  local added
+  added, alive = add(ARGV[vectors_from], ARGV[vectors_from + 1], vectors_from + 3, rows_end)
+  if added >= 0 then
+    redis.pcall('XACK', EMBEDS, EMBEDS_GROUP, embed_entry)
+    redis.call('XDEL', EMBEDS, embed_entry)
+    embedded = '1'
+  end
+end
+if not alive and redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
 -- The artifacts are read only to append to them, or to return them with a write that
 -- settles the task or ends its run (a progress or 'working' write returns none). The task's
 -- fields this write reads come in one HMGET: its state, run and webhooks, then what it
@@ -767,17 +774,17 @@ local read = redis.call('HMGET', TASKS, unpack(fields))
 local state, ran, owner, push_ids = read[1], read[2], read[3], read[4]
 LOGGED = read[5]
 local function field(name) return at[name] and read[at[name]] end
-if not state then ack(entry); return {'gone'} end
+if not state then ack(entry); return {'gone', embedded} end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
-  return {'terminal'}
+  return {'terminal', embedded}
 end
 if finish and tonumber(ran or '0') >= tonumber(run_seq) then
   ack(entry)
-  return {'moot'}
+  return {'moot', embedded}
 end
-if attempt ~= '' and owner ~= attempt then return {'fenced'} end
-if required_state ~= '' and state ~= required_state then return {'skipped'} end
+if attempt ~= '' and owner ~= attempt then return {'fenced', embedded} end
+if required_state ~= '' and state ~= required_state then return {'skipped', embedded} end
 if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
   redis.call('HINCRBY', META, M_BYTES, #artifacts + #reply)
 end
@@ -863,7 +870,7 @@ elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
 end
 if not returns_arts then arts = false end
-return {'ok', arts, store, chained, nextjob, nextseq, PUSHED}
+return {'ok', embedded, arts, store, chained, nextjob, nextseq, PUSHED}
 """
 )
 
@@ -1025,7 +1032,7 @@ local replies, at = {}, contexts_from
 for base = 0, #KEYS - 1, CONTEXT_KEY_COUNT do
   bind(base)
   local rows_end = at + 2 + 3 * tonumber(ARGV[at + 2])
-  replies[#replies + 1] = add(ARGV[at], ARGV[at + 1], ARGV, at + 3, rows_end)
+  replies[#replies + 1] = add(ARGV[at], ARGV[at + 1], at + 3, rows_end)
   at = rows_end + 1
 end
 return replies
