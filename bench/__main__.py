@@ -102,15 +102,22 @@ def process(
 QUIET = {"GATEWAY_LOG_REQUESTS": "false", "GATEWAY_LOG_LEVEL": "WARNING"}
 
 
+def interpreter(tree: Path | None) -> str:
+    """The Python that serves checkout ``tree``: its own venv's when it has one, else this
+    one."""
+    own = tree / ".venv" / "bin" / "python" if tree is not None else None
+    return str(own) if own is not None and own.exists() else sys.executable
+
+
 def gateway(
-    port: int, env: dict[str, str], *args: str, cwd: Path | None = None, python: str = ""
+    port: int, env: dict[str, str], *args: str, cwd: Path | None = None
 ) -> AbstractContextManager[subprocess.Popen[bytes]]:
     """``gateway serve --port PORT [args]``, quiet (no request log, warnings only) unless
     ``env`` says otherwise, with ``env`` on top; entered once it answers. ``cwd``: the
     checkout whose ``gateway`` package it serves (``python -m`` imports from its working
-    directory before anything on ``PYTHONPATH``); ``python``: its interpreter (this one by
-    default)."""
-    serve = [python or sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args]
+    directory before anything on ``PYTHONPATH``), on that checkout's interpreter
+    (``interpreter``)."""
+    serve = [interpreter(cwd), "-m", "gateway.cli", "serve", "--port", str(port), *args]
     return process(serve, {**QUIET, **env}, port, cwd)
 
 
@@ -132,16 +139,16 @@ class Served(NamedTuple):
 
 @contextmanager
 def one_gateway(
-    tmp: Path, redis_name: str, env: dict[str, str], cwd: Path | None = None, python: str = ""
+    tmp: Path, redis_name: str, env: dict[str, str], cwd: Path | None = None
 ) -> Iterator[Served]:
-    """A gateway (``env`` on top of the ``gateway`` defaults; served from ``cwd`` by
-    ``python`` as in ``gateway``) on an embedded Redis of its own, kept under
-    ``tmp/redis_name``; both are stopped on leaving."""
+    """A gateway (``env`` on top of the ``gateway`` defaults; served from ``cwd`` as in
+    ``gateway``) on an embedded Redis of its own, kept under ``tmp/redis_name``; both are
+    stopped on leaving."""
     server = EmbeddedRedis(tmp / redis_name)
     url = server.start()
     port = free_port()
     try:
-        with gateway(port, {"REDIS_URL": url, **env}, cwd=cwd, python=python) as proc:
+        with gateway(port, {"REDIS_URL": url, **env}, cwd=cwd) as proc:
             yield Served(port, proc.pid, url)
     finally:
         server.stop()

@@ -35,7 +35,15 @@ from typing import NamedTuple
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import Served, cpu_seconds, one_gateway, posts, send_body, wait_for_indexer
+from bench.__main__ import (
+    Served,
+    cpu_seconds,
+    interpreter,
+    one_gateway,
+    posts,
+    send_body,
+    wait_for_indexer,
+)
 
 PAIRS = int(os.environ.get("PAIRED_PAIRS", "12"))
 SECONDS = float(os.environ.get("PAIRED_SECONDS", "1.5"))
@@ -64,12 +72,6 @@ def burst(g: Served, redis: Redis, counter: itertools.count[int]) -> Burst:
         n / seconds,
         result.pct(0.5),
     )
-
-
-def interpreter(tree: Path) -> str:
-    """The Python that serves ``tree``: its own venv's when it has one, else this one."""
-    own = tree / ".venv" / "bin" / "python"
-    return str(own) if own.exists() else sys.executable
 
 
 def imported_from(tree: Path) -> Path:
@@ -104,8 +106,8 @@ def main() -> None:
     pairs: list[dict[str, Burst]] = []
     with (
         tempfile.TemporaryDirectory() as tmp,
-        one_gateway(Path(tmp), "a", env, trees["A"], interpreter(trees["A"])) as a,
-        one_gateway(Path(tmp), "b", env, trees["B"], interpreter(trees["B"])) as b,
+        one_gateway(Path(tmp), "a", env, trees["A"]) as a,
+        one_gateway(Path(tmp), "b", env, trees["B"]) as b,
     ):
         sides = {"A": (a, Redis.from_url(a.redis_url)), "B": (b, Redis.from_url(b.redis_url))}
         for g, redis in sides.values():  # warm-up
