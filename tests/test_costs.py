@@ -224,3 +224,47 @@ async def test_a_polled_task_is_read_on_the_connection_of_the_scripts(
         assert [c["command"].split()[0] for c in reads] == ["HGET", "HMGET"], seen
         assert reads[0]["command"].endswith(f":tix {task_id}"), reads  # the user's task index
         assert _senders(reads, "H") == _senders(seen, "EVALSHA"), seen
+
+
+async def test_a_send_and_its_run_each_write_the_context_meta_and_the_task_once(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """A message that continues a context, and its run's last write, each set the context's
+    meta fields (its seq, bytes, task and embedding counts, the vector's fields, when it was
+    updated) in one HSET, with no HINCRBY; and the send writes its new task's fields with the
+    task's job and attempt in one HSET (seen with MONITOR: the commands the scripts make, on
+    the durable queue, with the run embedding its message)."""
+    async with make_app(embedder="hashing") as client:
+        first = await client.post("/v1/message:send", json={"message": message("a")})
+        assert first.status_code == 200
+        context_id = first.json()["task"]["contextId"]
+
+        async def send() -> None:
+            body = {"message": message("an allergy to penicillin", contextId=context_id)}
+            r = await client.post("/v1/message:send", json=body)
+            assert r.status_code == 200 and r.json()["task"]["status"]["state"] == "completed"
+
+        def scripts(seen: list[Command]) -> list[Command]:
+            return [
+                c for c in seen if c["command"].startswith("EVALSHA") and ":ctxs " in c["command"]
+            ]
+
+        def audited(seen: list[Command]) -> bool:  # the entry after both scripts of the send
+            return len(scripts(seen)) >= 2 and str(seen[-1]["command"]).startswith("XADD gw:{au:")
+
+        seen = await _monitored(redis, send, audited)
+        # The seqs the merged writes counted are what a reader sees: each task's own history.
+        page = await client.get(f"/v1/contexts/{context_id}?limit=10&offset=0")
+        assert page.status_code == 200 and page.json()["total"] == 2, page.text
+        for task, text in zip(page.json()["items"], ["a", "an allergy to penicillin"], strict=True):
+            read = await client.get(f"/v1/tasks/{task['id']}?historyLength=10")
+            history = read.json()["history"]
+            assert [m["role"] for m in history] == ["user", "agent"], read.text
+            assert history[0]["parts"][0]["text"] == text, read.text
+    start = seen.index(scripts(seen)[-2])
+    inner = [c["command"].split()[:2] for c in seen[start:] if c["client_address"] == "lua"]
+    meta_key = next(key for _, key in inner if key.endswith(f":c:{context_id}"))
+    meta_writes = [name for name, key in inner if key == meta_key and name.startswith("H")]
+    assert [n for n in meta_writes if n != "HMGET"] == ["HSET", "HSET"], inner
+    task_writes = [name for name, key in inner if key == f"{meta_key}:tasks" and name == "HSET"]
+    assert task_writes == ["HSET", "HSET"], inner  # the send's, and the run's last write's

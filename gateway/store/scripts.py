@@ -256,6 +256,18 @@ local function touch_keys(ttl, fresh, ...)
   end
 end
 local function touch(ttl, ...) touch_keys(ttl, false, ...) end
+-- The meta key's fields a script sets, written in one HSET (`flush_meta`) when its other
+-- writes are done: a command inside a script costs ~3 µs, and a send or a run's last write
+-- sets several (its seq, bytes, counts, vector fields, when it was updated). Whatever the
+-- script read of them (META_SEQ, META_BYTES) it keeps, so it reads each once.
+local META_SETS = {}
+local META_SEQ, META_BYTES = nil, nil
+local function set_meta(name, value)
+  META_SETS[#META_SETS + 1], META_SETS[#META_SETS + 2] = name, value
+end
+local function flush_meta()
+  if #META_SETS > 0 then redis.call('HSET', META, unpack(META_SETS)); META_SETS = {} end
+end
 """
 # A script of several contexts of one user binds each in turn: its keys are the CONTEXT_KEY_COUNT
 # from KEYS[base + 1] on (the locals the prelude's helpers see), and its TTL is read afresh.
@@ -285,15 +297,12 @@ end
 -- entry or message seq `job`: the twin of gateway.engine.runs.attempt_id, keep them alike.
 local function attempt_id(owner, job) return owner .. '/' .. job end
 -- Make `att` the attempt that owns the task's run, marking how much artifact and history
--- the task held when it began (what a later attempt rolls back to). `mark` is that
--- '<artifacts length>|<messages length>' when the caller wrote them itself.
-local function fence(tid, att, mark)
-  if not mark then
-    local arts = redis.call('HSTRLEN', TASKS, tid .. F_ARTIFACTS)
-    local seqs = redis.call('HSTRLEN', TASKS, tid .. F_MESSAGES)
-    mark = arts .. '|' .. seqs
-  end
-  redis.call('HSET', TASKS, tid .. F_ATTEMPT, att, tid .. F_MARK, mark)
+-- the task held when it began, '<artifacts length>|<messages length>' (what a later attempt
+-- rolls back to). The send script fences a new task's first run itself, with its fields.
+local function fence(tid, att)
+  local arts = redis.call('HSTRLEN', TASKS, tid .. F_ARTIFACTS)
+  local seqs = redis.call('HSTRLEN', TASKS, tid .. F_MESSAGES)
+  redis.call('HSET', TASKS, tid .. F_ATTEMPT, att, tid .. F_MARK, arts .. '|' .. seqs)
 end
 -- Forget the messages waiting for the task's run (they stay in its history).
 local function drop_waiting(tid)
@@ -508,10 +517,15 @@ end
 if qm > 0 and mode ~= 'new' and redis.call('HLEN', MSGS) >= qm then
   return {'quota', 'messages_per_context', qm}
 end
-if qb > 0 then
-  local used = 0
-  if mode ~= 'new' then used = tonumber(redis.call('HGET', META, M_BYTES) or '0') end
-  if used + #message > qb then return {'quota', 'bytes_per_context', qb} end
+-- A message that continues the context reads the meta's counters once, here, and the
+-- script sets them with its other meta fields in one HSET at its end (`stored`).
+local tasks_count, embeds_queued
+if mode ~= 'new' then
+  META_SEQ, META_BYTES, tasks_count, embeds_queued = unpack(redis.call('HMGET', META, M_SEQ,
+    M_BYTES, M_TASKS, M_EMBED_QUEUED))
+end
+if qb > 0 and tonumber(META_BYTES or '0') + #message > qb then
+  return {'quota', 'bytes_per_context', qb}
 end
 local push = nil
 if push_config ~= '' then
@@ -522,6 +536,29 @@ end
 -- its first task: its meta key is written whole at once.
 local fresh = mode == 'new'
 local seq
+-- A new task's fields, written in one HSET with its job and attempt (`stored`).
+local task_sets = false
+local function set_task(...)
+  for _, v in ipairs({...}) do task_sets[#task_sets + 1] = v end
+end
+-- Every reply once the message is stored: the new task's fields and the meta's go in one
+-- HSET each, then the keys take their TTL (after the writes that create them).
+local function stored(reply)
+  if task_sets then redis.call('HSET', TASKS, unpack(task_sets)) end
+  if fresh then
+    -- A context opened here has only the keys this script wrote (and the user's): they take
+    -- the full TTL as new keys do (`touch_keys`), the others take theirs from the script
+    -- that creates them.
+    flush_meta()
+    META_LEFT = ttl
+    touch_keys(ttl, true, CONTEXTS, TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS)
+  else
+    set_meta(M_UPDATED, now)
+    flush_meta()
+    touch(ttl, CONTEXTS, TASK_INDEX)
+  end
+  return reply
+end
 if fresh then
   seq = 1
   local meta = {M_CREATED, now, M_UPDATED, now, M_SEQ, seq, M_TASKS, 1, M_BYTES, #message,
@@ -531,8 +568,9 @@ if fresh then
   META_LEFT = -1
   redis.call('HSET', ORIGINS, mid, cid)
 else
-  seq = redis.call('HINCRBY', META, M_SEQ, 1)
-  redis.call('HINCRBY', META, M_BYTES, #message)  -- for the bytes quota
+  seq = tonumber(META_SEQ or '0') + 1
+  set_meta(M_SEQ, seq)
+  set_meta(M_BYTES, tonumber(META_BYTES or '0') + #message)  -- for the bytes quota
 end
 local waits = busy and not flag('i')
 redis.call('HSET', MSGS, seq, message)
@@ -545,11 +583,11 @@ if continuing then
   end
 else
   redis.call('RPUSH', ITEMS, tid)
-  redis.call('HSET', TASKS, tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status,
-             tid .. F_ARTIFACTS, '[]', tid .. F_MESSAGES, seq)
-  if metadata ~= '' then redis.call('HSET', TASKS, tid .. F_METADATA, metadata) end
+  task_sets = {tid .. F_STATE, SUBMITTED, tid .. F_STATUS, status, tid .. F_ARTIFACTS, '[]',
+               tid .. F_MESSAGES, seq}
+  if metadata ~= '' then set_task(tid .. F_METADATA, metadata) end
   redis.call('HSET', TASK_INDEX, tid, cid)
-  if not fresh then redis.call('HINCRBY', META, M_TASKS, 1) end
+  if not fresh then set_meta(M_TASKS, tonumber(tasks_count or '0') + 1) end
 end
 if push then push_set(tid, push.id, push_config) end
 if not waits then
@@ -559,26 +597,16 @@ if not waits then
   notify(cid, tid, D_STATUS, SUBMITTED, now, ttl, nil, ids)
 end
 redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
-if not fresh then redis.call('HSET', META, M_UPDATED, now) end
 redis.call('ZADD', CONTEXTS, now, cid)
-if fresh then
-  -- A context opened here has only the keys this script wrote (and the user's): they take
-  -- the full TTL as new keys do (`touch_keys`), the others take theirs from the script that
-  -- creates them.
-  META_LEFT = ttl
-  touch_keys(ttl, true, CONTEXTS, TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS)
-else
-  touch(ttl, CONTEXTS, TASK_INDEX)
-end
 if flag('e') then
-  if not fresh then redis.call('HINCRBY', META, M_EMBED_QUEUED, 1) end
+  if not fresh then set_meta(M_EMBED_QUEUED, tonumber(embeds_queued or '0') + 1) end
   if EMBEDS then embed_entry = redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
 end
 if waits then
   local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
   if queued then queued = queued .. ',' .. seq else queued = tostring(seq) end
   redis.call('HSET', TASKS, tid .. F_WAITING, queued, tid .. F_WAITING_JOB .. seq, job)
-  return {'wait', tid, seq}
+  return stored({'wait', tid, seq})
 end
 redis.call('ZADD', RUNNING, now, tid)
 redis.call('PEXPIRE', RUNNING, text(ttl))
@@ -592,50 +620,59 @@ if busy then
   redis.call('PUBLISH', STOPS .. tid, SIGNAL_INTERRUPTED .. '|' .. (seq - 1))
 end
 local referenced = referenced_tasks(refs_from)
--- What a new task held when its run began: '[]' and this message's seq.
-local mark = nil
-if not continuing then mark = '2|' .. #tostring(seq) end
+-- The run's job and the attempt that owns it: a new task's go with its other fields, and
+-- what it held when its run began is '[]' and this message's seq.
+local function set_job(value)
+  if task_sets then set_task(tid .. F_JOB, value)
+  else redis.call('HSET', TASKS, tid .. F_JOB, value) end
+end
+local function fence_run(att)
+  if task_sets then set_task(tid .. F_ATTEMPT, att, tid .. F_MARK, '2|' .. #tostring(seq))
+  else fence(tid, att) end
+end
 if flag('l') then
-  redis.call('HSET', TASKS, tid .. F_JOB, LOCAL_MARK .. seq)
-  fence(tid, attempt_id('local', seq), mark)
-  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
+  set_job(LOCAL_MARK .. seq)
+  fence_run(attempt_id('local', seq))
+  return stored({'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry})
 end
 if not flag('r') then
-  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
+  return stored({'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry})
 end
 if not JOBS then
   -- Cluster: the store queues the job next; until it records the entry, a retry of this
   -- message can tell that the job may not exist and queue it again.
-  redis.call('HSET', TASKS, tid .. F_JOB, PENDING_MARK .. seq)
-  return {'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry}
+  set_job(PENDING_MARK .. seq)
+  return stored({'ok', tid, seq, referenced, '', '', {}, superseded, PUSHED or '', embed_entry})
 end
 local entry = redis.call('XADD', JOBS, '*', E_JOB, job, E_SEQ, seq)
-redis.call('HSET', TASKS, tid .. F_JOB, entry)
+set_job(entry)
 if claimant == '' then
-  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry}
+  return stored({'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry})
 end
 -- The sender's process has a free worker: it takes the next job at once (usually this one,
 -- which then starts fenced to that worker, with no read of its own).
 local got = redis.pcall('XREADGROUP', 'GROUP', GROUP, claimant, 'COUNT', 1,
                         'STREAMS', JOBS, '>')
 if got.err or not got[1] then
-  return {'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry}
+  return stored({'ok', tid, seq, referenced, entry, '', {}, '', '', embed_entry})
 end
 local claimed = got[1][2][1]
-if claimed[1] == entry then fence(tid, attempt_id(claimant, entry), mark) end
-return {'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embed_entry}
+if claimed[1] == entry then fence_run(attempt_id(claimant, entry)) end
+return stored({'ok', tid, seq, referenced, entry, claimed[1], claimed[2], '', '', embed_entry})
 """
 )
 
 # Lua: `add`, one context's part of adding vectors (the context bound, the locals `ttl`,
 # `new_model` and `new_dims` set); shared by the add-vectors script and the update script,
-# which adds the vector of a run's own message with the run's last write.
+# which adds the vector of a run's own message with the run's last write. The meta fields it
+# sets wait in META_SETS for the caller's `flush_meta`.
 _ADD_CONTEXT_VECTORS = """
 local function add(skipped, frame, rows_at, rows_end)
-  local seq, model, dims, form, queued, reembedding, embedded = unpack(redis.call('HMGET', META,
-    M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED, M_REEMBEDDING,
-    M_EMBEDDED))
+  local seq, model, dims, form, queued, reembedding, embedded, bytes = unpack(redis.call(
+    'HMGET', META, M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED,
+    M_REEMBEDDING, M_EMBEDDED, M_BYTES))
   if not seq then return 0 end  -- gone: every context that has a message has a seq
+  META_SEQ, META_BYTES = seq, bytes
   if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
     return -1, true
   end
@@ -680,7 +717,7 @@ local function add(skipped, frame, rows_at, rows_end)
   write(VECTORS, rows)
   local done = tonumber(embedded or '0') + added + tonumber(skipped)
   fields[#fields + 1], fields[#fields + 2] = M_EMBEDDED, done
-  redis.call('HSET', META, unpack(fields))
+  for i = 1, #fields, 2 do set_meta(fields[i], fields[i + 1]) end  -- the caller flushes them
   if reembedding and done >= tonumber(queued or '0') then
     redis.call('HDEL', META, M_REEMBEDDING)
   end
@@ -757,6 +794,8 @@ if embed_entry ~= '' and EMBEDS then
   end
 end
 if not alive and redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
+-- Every reply from here on: the meta fields this write set go in one HSET first.
+local function answer(reply) flush_meta(); return reply end
 -- The artifacts are read only to append to them, or to return them with a write that
 -- settles the task or ends its run (a progress or 'working' write returns none). The task's
 -- fields this write reads come in one HMGET: its state, run and webhooks, then what it
@@ -774,27 +813,32 @@ local read = redis.call('HMGET', TASKS, unpack(fields))
 local state, ran, owner, push_ids = read[1], read[2], read[3], read[4]
 LOGGED = read[5]
 local function field(name) return at[name] and read[at[name]] end
-if not state then ack(entry); return {'gone', embedded} end
+if not state then ack(entry); return answer({'gone', embedded}) end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
-  return {'terminal', embedded}
+  return answer({'terminal', embedded})
 end
 if finish and tonumber(ran or '0') >= tonumber(run_seq) then
   ack(entry)
-  return {'moot', embedded}
+  return answer({'moot', embedded})
 end
-if attempt ~= '' and owner ~= attempt then return {'fenced', embedded} end
-if required_state ~= '' and state ~= required_state then return {'skipped', embedded} end
+if attempt ~= '' and owner ~= attempt then return answer({'fenced', embedded}) end
+if required_state ~= '' and state ~= required_state then return answer({'skipped', embedded}) end
 if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
-  redis.call('HINCRBY', META, M_BYTES, #artifacts + #reply)
+  if not META_SEQ then
+    META_SEQ, META_BYTES = unpack(redis.call('HMGET', META, M_SEQ, M_BYTES))
+  end
+  META_BYTES = tonumber(META_BYTES or '0') + #artifacts + #reply
+  set_meta(M_BYTES, META_BYTES)
 end
 -- The task's fields this write sets, set in one HSET once the run's outputs are in.
 local sets = {}
 local function set(name, value) sets[#sets + 1], sets[#sets + 2] = tid .. name, value end
 if reply ~= '' then
-  local seq = redis.call('HINCRBY', META, M_SEQ, 1)
-  redis.call('HSET', MSGS, seq, reply)
-  set(F_MESSAGES, field(F_MESSAGES) .. ',' .. seq)
+  META_SEQ = tonumber(META_SEQ or '0') + 1
+  set_meta(M_SEQ, META_SEQ)
+  redis.call('HSET', MSGS, META_SEQ, reply)
+  set(F_MESSAGES, field(F_MESSAGES) .. ',' .. META_SEQ)
 end
 local arts = field(F_ARTIFACTS)
 if artifact_ids ~= '' and push_ids then
@@ -853,7 +897,7 @@ if finish then
     settled(tid)
   end
 end
-redis.call('HSET', META, M_UPDATED, now)
+set_meta(M_UPDATED, now)
 redis.call('ZADD', CONTEXTS, now, cid)
 touch(tonumber(ttl), CONTEXTS)
 if chained ~= '' then notify(cid, tid, D_STATUS, SUBMITTED, now, tonumber(ttl), nil, push_ids)
@@ -870,7 +914,7 @@ elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
 end
 if not returns_arts then arts = false end
-return {'ok', embedded, arts, store, chained, nextjob, nextseq, PUSHED}
+return answer({'ok', embedded, arts, store, chained, nextjob, nextseq, PUSHED})
 """
 )
 
@@ -1033,6 +1077,7 @@ for base = 0, #KEYS - 1, CONTEXT_KEY_COUNT do
   bind(base)
   local rows_end = at + 2 + 3 * tonumber(ARGV[at + 2])
   replies[#replies + 1] = add(ARGV[at], ARGV[at + 1], at + 3, rows_end)
+  flush_meta()
   at = rows_end + 1
 end
 return replies
