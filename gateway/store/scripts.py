@@ -257,9 +257,10 @@ local function touch_keys(ttl, fresh, ...)
 end
 local function touch(ttl, ...) touch_keys(ttl, false, ...) end
 -- The meta key's fields a script sets, written in one HSET (`flush_meta`) when its other
--- writes are done: a command inside a script costs ~3 µs, and a send or a run's last write
--- sets several (its seq, bytes, counts, vector fields, when it was updated). Whatever the
--- script read of them (META_SEQ, META_BYTES) it keeps, so it reads each once.
+-- writes are done: a send or a run's last write sets several (its seq, bytes, counts,
+-- vector fields, when it was updated), and each write command is also an entry of the
+-- append-only file and of the replication stream. Whatever the script read of them
+-- (META_SEQ, META_BYTES) it keeps, so it reads each once.
 local META_SETS = {}
 local META_SEQ, META_BYTES = nil, nil
 local function set_meta(name, value)
