@@ -546,16 +546,15 @@ end
 -- HSET each, then the keys take their TTL (after the writes that create them).
 local function stored(reply)
   if task_sets then redis.call('HSET', TASKS, unpack(task_sets)) end
+  if not fresh then set_meta(M_UPDATED, now) end  -- a new meta key was written whole
+  flush_meta()
   if fresh then
     -- A context opened here has only the keys this script wrote (and the user's): they take
     -- the full TTL as new keys do (`touch_keys`), the others take theirs from the script
     -- that creates them.
-    flush_meta()
     META_LEFT = ttl
     touch_keys(ttl, true, CONTEXTS, TASK_INDEX, ORIGINS, META, ITEMS, TASKS, MSGS, MIDS)
   else
-    set_meta(M_UPDATED, now)
-    flush_meta()
     touch(ttl, CONTEXTS, TASK_INDEX)
   end
   return reply
@@ -682,20 +681,16 @@ local function add(skipped, frame, rows_at, rows_end)
   -- None stored: no bit is set, and the three keys this creates have no TTL yet.
   local stored = redis.call('STRLEN', VECTORS) > 0
   if stored and (form == 's') ~= sealed then return -3, true end
-  local fields = {}
   if sealed then
     for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
       if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2, true end
     end
-    if form ~= 's' then fields = {M_VECTOR_FORM, 's'} end
+    if form ~= 's' then set_meta(M_VECTOR_FORM, 's') end
   elseif form then
     redis.call('HDEL', META, M_VECTOR_FORM)
   end
-  if not dims then
-    for _, v in ipairs({M_VECTOR_MODEL, new_model, M_VECTOR_DIMS, new_dims}) do
-      table.insert(fields, v)
-    end
-  end
+  -- From here on nothing is refused: the meta fields wait for the caller's `flush_meta`.
+  if not dims then set_meta(M_VECTOR_MODEL, new_model); set_meta(M_VECTOR_DIMS, new_dims) end
   local seqs, rows = {}, {}
   for i = rows_at, rows_end, 3 do
     if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
@@ -717,8 +712,7 @@ local function add(skipped, frame, rows_at, rows_end)
   write(VECTOR_SEQS, seqs)
   write(VECTORS, rows)
   local done = tonumber(embedded or '0') + added + tonumber(skipped)
-  fields[#fields + 1], fields[#fields + 2] = M_EMBEDDED, done
-  for i = 1, #fields, 2 do set_meta(fields[i], fields[i + 1]) end  -- the caller flushes them
+  set_meta(M_EMBEDDED, done)
   if reembedding and done >= tonumber(queued or '0') then
     redis.call('HDEL', META, M_REEMBEDDING)
   end
