@@ -28,11 +28,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 from redis import Redis
@@ -42,6 +42,7 @@ from bench.report import REPORT, write
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.store.keys import EMBEDS, EVENT_STREAM
 
+T = TypeVar("T")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
 SECTIONS = (
@@ -162,7 +163,7 @@ def rss_mb(pid: int) -> float:
 
 
 def merge(results: list[loadgen.Result]) -> loadgen.Result:
-    out = loadgen.Result()
+    out = loadgen.Result(parts=list(results))
     for r in results:
         out.latencies += r.latencies
         out.errors += r.errors
@@ -170,9 +171,25 @@ def merge(results: list[loadgen.Result]) -> loadgen.Result:
     return out
 
 
+def in_turn(items: Iterable[T], round_: int) -> list[T]:
+    """Round ``round_``'s order of ``items``: rotated by one each round, so that no
+    configuration always runs first in its round (just after the previous round's last
+    run and whatever work that left) or always in the same place."""
+    order = list(items)
+    shift = round_ % len(order) if order else 0
+    return order[shift:] + order[:shift]
+
+
 def ratio(a: float, b: float) -> float:
     """a / b, NaN when b is zero or NaN (a run that measured nothing)."""
     return a / b if b and not math.isnan(b) else float("nan")
+
+
+def by_round(a: loadgen.Result, b: loadgen.Result) -> str:
+    """The range of ``a``'s throughput over ``b``'s in the rounds they were merged from, to
+    print beside their merged ratio: how far one round's ratio strays on this host."""
+    ratios = [ratio(x.throughput, y.throughput) for x, y in zip(a.parts, b.parts, strict=True)]
+    return f"rounds {min(ratios):.2f}–{max(ratios):.2f}" if ratios else "one round"
 
 
 def line(name: str, r: loadgen.Result) -> str:
@@ -245,8 +262,8 @@ async def send_vs_floor(
         cpu = dict.fromkeys(CORE_SERVERS, 0.0)
         redis_cpu = dict.fromkeys(CORE_SERVERS, 0.0)
         pauses_before = gc_pauses(ports["defaults"])
-        for _ in range(ROUNDS):
-            for name, (_, _, body) in CORE_SERVERS.items():
+        for n in range(ROUNDS):
+            for name, (_, _, body) in in_turn(CORE_SERVERS.items(), n):
                 sampler = asyncio.create_task(sample_rss(pids[name])) if name == "gateway" else None
                 started = cpu_seconds(pids[name])
                 redis_started = cpu_seconds(redis_pids[name])
@@ -286,8 +303,10 @@ async def send_vs_floor(
         throughput_ratio = ratio(defaults.throughput, floor.throughput)
         p50_difference = defaults.pct(0.5) - floor.pct(0.5)
         print(
-            f"  gateway (defaults): throughput/floor {throughput_ratio:.2f}, "
-            f"/reference {ratio(defaults.throughput, reference.throughput):.2f}; "
+            f"  gateway (defaults): throughput/floor {throughput_ratio:.2f} "
+            f"({by_round(defaults, floor)}), "
+            f"/reference {ratio(defaults.throughput, reference.throughput):.2f} "
+            f"({by_round(defaults, reference)}); "
             f"p50 difference to the floor: {p50_difference:+.2f} ms; "
             f"floor/ceiling: {ratio(floor.throughput, ceiling.throughput):.2f}; "
             f"GC pauses {pauses[0]:.0f}, {pauses[1]:.0f} over 10 ms"
@@ -343,22 +362,18 @@ async def send_rounds(
     counter: itertools.count[int],
     rounds: int = ROUNDS,
     *,
-    alternate: bool = False,
     settle: Callable[[str], float] | None = None,
 ) -> dict[str, loadgen.Result]:
     """Blocking echo sends at ``concurrency`` for SECONDS to each server in turn, ``rounds``
-    times (interleaved), merged per server; ``alternate`` reverses the order every other
-    round. ``settle(name)``, if given, waits after each run until the background work the
+    times (interleaved, the order rotated each round: ``in_turn``), merged per server.
+    ``settle(name)``, if given, waits after each run until the background work the
     run left is done, and returns the seconds it waited: they count in the run's time (its
     throughput is what the server sustains, that work included), and that work takes no CPU
     from the next server's run."""
     request = posts("/v1/message:send", send_body)
     res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
     for n in range(rounds):
-        order = list(ports.items())
-        if alternate and n % 2:
-            order.reverse()
-        for name, port in order:
+        for name, port in in_turn(ports.items(), n):
             result = await loadgen.run(port, request, concurrency, SECONDS, counter)
             if settle is not None:
                 result.seconds += settle(name)
@@ -370,14 +385,14 @@ async def timed_rounds(
     ports: dict[str, int], counter: itertools.count[int], count: int
 ) -> dict[str, loadgen.Result]:
     """Blocking echo sends one at a time, ``count`` to each server in turn, ROUNDS * 2 times
-    (interleaved), merged per server."""
+    (interleaved, in turn), merged per server."""
 
     def request() -> bytes:
         return loadgen.post("/v1/message:send", send_body(next(counter)))
 
     res: dict[str, list[loadgen.Result]] = {name: [] for name in ports}
-    for _ in range(ROUNDS * 2):
-        for name, port in ports.items():
+    for n in range(ROUNDS * 2):
+        for name, port in in_turn(ports.items(), n):
             res[name].append(await timed(port, request, count))
     return {name: merge(r) for name, r in res.items()}
 
@@ -667,7 +682,8 @@ async def _on_off(ports: dict[str, int], indexed: dict[str, Redis]) -> None:
         print(line(name, r))
     busy_ratio = ratio(busy[ON].throughput, busy[OFF].throughput)
     print(
-        f"  throughput ratio on/off: {busy_ratio:.2f} (embedding shares the process's CPU; "
+        f"  throughput ratio on/off: {busy_ratio:.2f} ({by_round(busy[ON], busy[OFF])}; "
+        "embedding shares the process's CPU; "
         "a run with embedding on lasts until its messages are embedded)"
     )
     worker_ratio = ratio(busy[IN_WORKER].throughput, busy[OFF].throughput)
@@ -812,8 +828,8 @@ async def _bindings(port: int, pid: int) -> None:
     for concurrency in (1, 32):
         res: dict[str, list[loadgen.Result]] = {name: [] for name in requests}
         cpu = dict.fromkeys(requests, 0.0)
-        for _ in range(ROUNDS):  # interleaved: each round runs every binding once
-            for name, request in requests.items():
+        for n in range(ROUNDS):  # interleaved: each round runs every binding once, in turn
+            for name, request in in_turn(requests.items(), n):
                 started = cpu_seconds(pid)
                 res[name].append(await loadgen.run(port, request, concurrency, SECONDS, counter))
                 cpu[name] += cpu_seconds(pid) - started
@@ -826,12 +842,14 @@ async def _bindings(port: int, pid: int) -> None:
             print(f"{line(name, r)}   gateway CPU {us[name]:6.0f} µs/req")
             REPORT.run(f"bindings, c={concurrency}", name, "gateway", r)
             REPORT.figure(f"bindings c={concurrency} {name}: gateway CPU µs/request", us[name])
-        base = merged[canonical].throughput
         for name, r in merged.items():
             if name != canonical:
-                share = ratio(r.throughput, base)
+                share = ratio(r.throughput, merged[canonical].throughput)
                 cost = ratio(us[name], us[canonical])
-                print(f"  {name} / canonical REST: throughput {share:.2f}, CPU {cost:.2f}")
+                spread = by_round(r, merged[canonical])
+                print(
+                    f"  {name} / canonical REST: throughput {share:.2f} ({spread}), CPU {cost:.2f}"
+                )
                 REPORT.target(f"c={concurrency} {name} / canonical REST", share, 0.90, ">=")
                 REPORT.target(f"c={concurrency} {name} / canonical REST CPU", cost, 1.10, "<=")
 

@@ -18,7 +18,18 @@ from pathlib import Path
 import orjson
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, SECONDS, gateway, line, merge, posts, ratio, send_body
+from bench.__main__ import (
+    ROUNDS,
+    SECONDS,
+    by_round,
+    gateway,
+    in_turn,
+    line,
+    merge,
+    posts,
+    ratio,
+    send_body,
+)
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from tests.identity_provider import IdentityProvider
@@ -75,8 +86,8 @@ async def _rounds(
             port, loadgen.post("/v1/message:send", send_body(next(counter)), headers[name])
         )
         assert status == 200, (name, body[:200])
-    for _ in range(ROUNDS):
-        for name, port in ports.items():
+    for n in range(ROUNDS):
+        for name, port in in_turn(ports.items(), n):
             header = headers[name]
             before = _cpu_seconds(pids[name])
             results[name].append(
@@ -128,8 +139,9 @@ def auth_bench(tmp: Path) -> None:
             )
     target = ratio(merged["JWT + audit + rate limit"].throughput, open_mode)
     cpu_ratio = ratio(per_send["open"], per_send["JWT + audit + rate limit"])
+    spread = by_round(merged["JWT + audit + rate limit"], merged["open"])
     print(
-        f"  JWT + audit + rate limit / open: throughput {target:.2f}, "
+        f"  JWT + audit + rate limit / open: throughput {target:.2f} ({spread}), "
         f"CPU per send (open / it) {cpu_ratio:.2f}"
     )
     REPORT.figure("c=32 gateway CPU per send, open / (JWT + audit + rate limit)", cpu_ratio)

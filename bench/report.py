@@ -64,11 +64,19 @@ class Run:
     p50_ms: float
     p99_ms: float
     errors: int = 0
+    rounds: tuple[float, ...] = ()  # throughput of each round a merged run was made of
 
     @classmethod
     def of(cls, group: str, name: str, role: str, result: loadgen.Result) -> Run:
         return cls(
-            group, name, role, result.throughput, result.pct(0.5), result.pct(0.99), result.errors
+            group,
+            name,
+            role,
+            result.throughput,
+            result.pct(0.5),
+            result.pct(0.99),
+            result.errors,
+            tuple(part.throughput for part in result.parts),
         )
 
 
@@ -124,6 +132,7 @@ class Report:
                     number(r["p50_ms"]),
                     number(r["p99_ms"]),
                     r["errors"],
+                    tuple(number(t) for t in r.get("rounds", ())),
                 )
                 for r in data["runs"]
             ],

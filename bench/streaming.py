@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, SECONDS, cpu_seconds, merge, one_gateway, rss_mb
+from bench.__main__ import ROUNDS, SECONDS, cpu_seconds, in_turn, merge, one_gateway, rss_mb
 from bench.report import REPORT
 
 IDLE_SUBSCRIBERS = 1000
@@ -110,14 +110,19 @@ async def _idle(port: int, pid: int) -> tuple[float, float]:
 async def _run(port: int, pid: int) -> None:
     counter = itertools.count(70_000_000)
     for concurrency in (1, 32):
-        streamed, blocking = [], []
-        for _ in range(ROUNDS):  # interleaved
-            streamed.append(
-                await loadgen.run(
-                    port, _stream, concurrency, SECONDS, counter, exchange=_time_to_first_event
+        streamed: list[loadgen.Result] = []
+        blocking: list[loadgen.Result] = []
+        runs = (
+            (streamed, _stream, _time_to_first_event),
+            (blocking, _blocking, loadgen.timed_exchange),
+        )
+        for n in range(ROUNDS):  # interleaved, in turn
+            for results, request, exchange in in_turn(runs, n):
+                results.append(
+                    await loadgen.run(
+                        port, request, concurrency, SECONDS, counter, exchange=exchange
+                    )
                 )
-            )
-            blocking.append(await loadgen.run(port, _blocking, concurrency, SECONDS, counter))
         s, b = merge(streamed), merge(blocking)
         print(f"streaming send, time to first event, c={concurrency}: p50 {s.pct(0.5):.2f} ms, "
               f"p99 {s.pct(0.99):.2f} ms; blocking send p50 {b.pct(0.5):.2f} ms")  # fmt: skip

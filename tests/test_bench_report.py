@@ -91,3 +91,33 @@ def test_a_paired_side_serves_the_tree_it_is_started_in(
     monkeypatch.setenv("PYTHONPATH", str(this))
     assert imported_from(other) == other
     assert imported_from(this) == this
+
+
+def test_a_merged_run_keeps_each_rounds_throughput(tmp_path: Path) -> None:
+    from bench.__main__ import by_round, merge
+
+    def run(requests: int, seconds: float) -> loadgen.Result:
+        return loadgen.Result(latencies=[0.001] * requests, seconds=seconds)
+
+    a = merge([run(100, 1.0), run(300, 1.0)])
+    b = merge([run(100, 1.0), run(200, 1.0)])
+    assert a.throughput == 200 and b.throughput == 150
+    assert by_round(a, b) == "rounds 1.00–1.50"
+    assert by_round(run(1, 1.0), run(1, 1.0)) == "one round"
+
+    report = Report(settings={}, started="2026-01-01T00:00:00+00:00")
+    report.run("message:send, c=32", "gateway", "gateway", a)
+    assert report.runs[0].rounds == (100.0, 300.0)
+    json_path, _ = write(report, tmp_path)
+    assert json.loads(json_path.read_text())["runs"][0]["rounds"] == [100.0, 300.0]
+    assert read_json(json_path).runs[0].rounds == (100.0, 300.0)
+
+
+def test_each_round_runs_the_configurations_in_another_order() -> None:
+    from bench.__main__ import in_turn
+
+    names = ["canonical", "json-rpc", "rest 1.0"]
+    orders = [in_turn(names, n) for n in range(3)]
+    assert all(sorted(order) == sorted(names) for order in orders)
+    assert [order[0] for order in orders] == names  # each runs first once
+    assert in_turn(names, 3) == names and in_turn([], 1) == []
