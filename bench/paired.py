@@ -38,6 +38,7 @@ from bench import loadgen
 from bench.__main__ import (
     Served,
     cpu_seconds,
+    in_turn,
     interpreter,
     one_gateway,
     posts,
@@ -113,8 +114,7 @@ def main() -> None:
         for g, redis in sides.values():  # warm-up
             burst(g, redis, counter)
         for n in range(PAIRS):
-            order = ("A", "B") if n % 2 == 0 else ("B", "A")
-            pair = {name: burst(*sides[name], counter) for name in order}
+            pair = {name: burst(*sides[name], counter) for name in in_turn(("A", "B"), n)}
             pairs.append(pair)
             ra, rb = pair["A"], pair["B"]
             print(
