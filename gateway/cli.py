@@ -20,7 +20,13 @@ import orjson
 
 import gateway
 from gateway import embedded_redis, gc_pauses
-from gateway.configuration import ConfigurationError, load_settings, shown_url, summary
+from gateway.configuration import (
+    ConfigurationError,
+    load_settings,
+    shown_url,
+    summary,
+    unknown_variables,
+)
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.logs import configure_logging
 from gateway.settings import Settings
@@ -49,6 +55,10 @@ Run agents from the durable job queue, without HTTP, next to `gateway serve` pro
 embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs, and
 refuses to start when none does. GATEWAY_METRICS_PORT serves Prometheus metrics."""
 
+_CONFIG = """\
+Check the environment as `gateway serve` would read it: every invalid value and every
+GATEWAY_* variable that is no setting (with the nearest setting's name) on one line each,
+never a value; exit 2 when there is any, else print the effective configuration and exit 0."""
 
 _KEYS = """\
 Manage the API keys kept in Redis (GATEWAY_API_KEY_SECRET must be the servers' own). A
@@ -124,6 +134,10 @@ def _parser() -> argparse.ArgumentParser:
         "rotate-data", help="re-encrypt stored content with the current key (resumable)"
     )
     command("worker", "run agents from the job queue (no HTTP)", _WORKER)
+    config = command("config", "check the configuration in the environment", _CONFIG)
+    config.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
+        "check", help="exit 2 when any variable is invalid or unknown (for CI/CD), else 0"
+    )
     _keys_parser(commands, raw)
     return parser
 
@@ -411,6 +425,13 @@ def serve(settings: Settings) -> int:
             extra={"data_dir": str(exc)},
         )
         return 2
+    except OSError as exc:  # e.g. a read-only or foreign data directory
+        log.error(
+            "cannot run the embedded redis-server in GATEWAY_DATA_DIR: set REDIS_URL, or "
+            "point GATEWAY_DATA_DIR at a directory this user may write",
+            extra={"data_dir": settings.data_dir, "error": type(exc).__name__},
+        )
+        return 2
     try:
         _log_configuration("serve", settings)
         if not settings.serve_embeds and settings.embedder != "none":
@@ -502,8 +523,25 @@ def keys(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def check_configuration() -> int:
+    """`gateway config check`: every problem of the environment, or the configuration."""
+    problems = unknown_variables(os.environ)
+    try:
+        settings = load_settings()
+    except ConfigurationError as exc:
+        problems = exc.problems + problems
+    if problems:
+        for problem in problems:
+            print(f"gateway: invalid configuration: {problem}", file=sys.stderr)
+        return 2
+    print(orjson.dumps(summary(settings), option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "config":
+        return check_configuration()
     try:
         settings = load_settings()
     except ConfigurationError as exc:
@@ -511,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gateway: invalid configuration: {problem}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    for unknown in unknown_variables(os.environ):
+        log.warning(unknown)
     if args.command == "keys":
         return keys(settings, args)
     gc_pauses.watch()

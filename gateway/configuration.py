@@ -9,6 +9,7 @@ line that names the variable and never quotes what it was set to.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -22,7 +23,14 @@ from pydantic_settings import BaseSettings, SettingsError
 from gateway.ratelimit import Rate
 from gateway.settings import ApiKeyEntry, Settings
 
-__all__ = ["ConfigurationError", "load_settings", "shown_url", "summary"]
+__all__ = [
+    "ConfigurationError",
+    "load_settings",
+    "setting_names",
+    "shown_url",
+    "summary",
+    "unknown_variables",
+]
 
 # A setting whose name holds one of these words is a secret: its value is never shown.
 _SECRET_WORDS = frozenset(
@@ -70,6 +78,33 @@ def _env_name(cls: type[BaseSettings], field: str) -> str:
     """The variable the operator set for ``field`` (of several aliases, the one set)."""
     names = _env_names(cls, field)
     return next((n for n in names if n in os.environ), names[0])
+
+
+def setting_names(cls: type[BaseSettings] = Settings) -> set[str]:
+    """Every environment variable the settings read, the nested settings' included."""
+    out: set[str] = set()
+    nested = _nested(cls)
+    for field in cls.model_fields:
+        if field in nested:
+            out |= setting_names(nested[field])
+        else:
+            out |= set(_env_names(cls, field))
+    return out
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One line per ``GATEWAY_*`` variable that is no setting (a misspelt name is ignored
+    otherwise), with the nearest setting's name when one is close."""
+    known = setting_names()
+    out = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("GATEWAY_") or upper in known:
+            continue
+        near = difflib.get_close_matches(upper, known, n=1, cutoff=0.75)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        out.append(f"{name}: not a setting of the gateway{hint}")
+    return out
 
 
 def _secret_strings() -> Iterator[str]:

@@ -158,7 +158,7 @@ class Settings(BaseSettings):
     push_artifacts: bool = False
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see options/longterm.py).
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     log_requests: bool = True
 
     @field_validator("encryption_keys")
@@ -167,6 +167,11 @@ class Settings(BaseSettings):
         if value is not None:
             Keyring.parse(value.get_secret_value())  # KeyringError (a ValueError) names why
         return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("api_keys", mode="before")
     @classmethod
