@@ -18,13 +18,19 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
+# `make run` installs the runtime dependencies only; `make test`, `lint`, `bench` and `eval`
+# add the dev tools (the dependency group "dev").
+$(VENV)/.runtime: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --inexact --no-dev --quiet
+	touch $@
+
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 	$(UV) sync --frozen --inexact --quiet
-	touch $@
+	touch $(VENV)/.runtime $@
 
 install: $(VENV)/.installed
 
-run: install
+run: $(VENV)/.runtime
 	$(VENV)/bin/gateway serve
 
 # test_at_rest's tests of a Redis given by URL (the others start their own embedded Redis).

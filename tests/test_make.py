@@ -1,0 +1,37 @@
+"""The Makefile's entry points, as `make -n` spells them out from a fresh clone: `make run`
+installs the runtime dependencies only; `make test` adds the dev tools."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _planned(target: str, tmp: Path) -> list[str]:
+    """The commands `make <target>` would run in a clone with no venv yet."""
+    for name in ("Makefile", "pyproject.toml", "uv.lock"):
+        shutil.copy(ROOT / name, tmp / name)
+    done = subprocess.run(
+        ["make", "-n", target], cwd=tmp, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def _syncs(lines: list[str]) -> list[str]:
+    return [line for line in lines if " sync " in f"{line} "]
+
+
+def test_make_run_installs_the_runtime_dependencies_only(tmp_path: Path) -> None:
+    lines = _planned("run", tmp_path)
+    syncs = _syncs(lines)
+    assert syncs and all("--no-dev" in s for s in syncs), lines
+    assert lines[-1].endswith("gateway serve"), lines
+
+
+def test_make_test_installs_the_dev_tools(tmp_path: Path) -> None:
+    syncs = _syncs(_planned("test", tmp_path))
+    assert any("--no-dev" not in s for s in syncs), syncs
