@@ -579,6 +579,30 @@ def test_the_image_command_serves_and_its_healthcheck_passes(
 
 
 @install_layout
+def test_the_image_serves_without_redis_url_from_its_data_directory(
+    image: Image, tmp_path: Path
+) -> None:
+    """No REDIS_URL: the embedded redis-server keeps its files in the image's data
+    directory, under its working directory (what a volume at /var/lib/gateway keeps)."""
+    port = str(free_port())
+    env = image.environment(
+        GATEWAY_HOST="127.0.0.1",
+        GATEWAY_PORT=port,
+        GATEWAY_API_KEYS='{"k": {"tenant": "t", "user": "u"}}',
+    )
+    data = Path(env["GATEWAY_DATA_DIR"])
+    assert data.is_relative_to(image.at(image.workdir)), (data, image.workdir)
+    base = f"http://127.0.0.1:{port}"
+    with running(
+        image, image.cmd, env, tmp_path / "serve.log", lambda: _answers(f"{base}/readyz")
+    ) as proc:
+        check_passes(image, image.healthcheck, env)
+        assert send(base, "k")["status"]["state"] == "completed"
+        assert stop(proc) == 0
+    assert (data / "redis").is_dir(), sorted(p.name for p in data.iterdir())
+
+
+@install_layout
 def test_the_compose_services_run_from_the_image(
     image: Image, redis_url: str, tmp_path: Path
 ) -> None:
