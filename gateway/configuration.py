@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, SettingsError
 
 from gateway.ratelimit import Rate
 from gateway.settings import ApiKeyEntry, Settings
+from gateway.trace_export import TraceExportError, plan
 
 __all__ = [
     "ConfigurationError",
@@ -165,6 +166,14 @@ def _parse_failure(exc: SettingsError) -> str:
 
 def _checks(settings: Settings) -> list[str]:
     """What pydantic lets through but would fail later with a traceback."""
+    try:
+        plan(os.environ, settings.otlp_endpoint, settings.trace_sample_ratio)
+    except TraceExportError as exc:
+        return [str(exc), *_redis_checks(settings)]
+    return _redis_checks(settings)
+
+
+def _redis_checks(settings: Settings) -> list[str]:
     url = settings.redis_url
     if url is None:
         return []
@@ -257,6 +266,10 @@ def summary(settings: Settings) -> dict[str, Any]:
     "set"; long-term memory as ``"off"`` unless Cortadel is configured."""
     out = {name: _shown(name, getattr(settings, name)) for name in type(settings).model_fields}
     out["open_mode"] = settings.open_mode
+    export = plan(os.environ, settings.otlp_endpoint, settings.trace_sample_ratio)
+    out["tracing"] = "off" if export is None else export.describe()
+    if export is not None and export.endpoint is not None:
+        out["tracing"]["endpoint"] = shown_url(export.endpoint)
     if not settings.cortadel.enabled:
         out["cortadel"] = "off"
     return out

@@ -137,11 +137,12 @@ class Settings(BaseSettings):
     # leaves every message to `gateway worker` processes (their indexers), off its CPU.
     serve_embeds: bool = True
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
-    # Tracing (see tracing.py): an OTLP/HTTP collector's base URL (spans go to
-    # <url>/v1/traces); unset, the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is used,
-    # and with neither nothing is traced. The ratio samples new traces.
+    # Tracing (see trace_export.py): an OTLP collector's base URL (over HTTP, spans go to
+    # <url>/v1/traces); unset, the standard OTEL_* variables decide, and with no endpoint
+    # nor exporter named nothing is traced. The ratio samples new traces (unset: the
+    # standard OTEL_TRACES_SAMPLER's, else all).
     otlp_endpoint: str | None = None
-    trace_sample_ratio: float = Field(default=1.0, ge=0, le=1)
+    trace_sample_ratio: float | None = Field(default=None, ge=0, le=1)
     # Push notifications (gateway/push): how long an event is retried before it is
     # dead-lettered, the first and the longest pause between attempts (doubling, with
     # jitter), a request's timeout, deliveries in flight per process and per webhook

@@ -2,10 +2,10 @@
 replica takes the job, and on into recall, the agent's outbound calls, the outbox and the
 indexer.
 
-Off unless an OTLP endpoint is configured (``GATEWAY_OTLP_ENDPOINT``, else the standard
-``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT``): then spans go
-out in batches over OTLP/HTTP. Off, nothing is instrumented and the gateway's own spans
-are no-ops: the hot path pays a few attribute look-ups.
+Off unless an exporter is configured (``trace_export.py``: ``GATEWAY_OTLP_ENDPOINT`` or the
+standard ``OTEL_*`` variables): then spans go out in batches over OTLP (HTTP or gRPC).
+Off, nothing is instrumented and the gateway's own spans are no-ops: the hot path pays a
+few attribute look-ups.
 
 The context crosses Redis as a W3C ``traceparent`` in the job's JSON (``tp``): the run,
 embedding and outbox jobs each carry the one of the span that queued them, and their
@@ -49,6 +49,8 @@ from opentelemetry.sdk.trace.sampling import (
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
+
+from gateway.trace_export import plan
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
@@ -180,23 +182,13 @@ def install(processor: SpanProcessor, *, sample_ratio: float = 1.0) -> TracerPro
 
 
 def configure(settings: Settings) -> bool:
-    """Trace if an OTLP endpoint is configured (once per process); whether tracing is on."""
+    """Trace as ``trace_export.plan`` says (once per process); whether tracing is on."""
     if _state is not None:
         return True
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+    export = plan(os.environ, settings.otlp_endpoint, settings.trace_sample_ratio)
+    if export is None:
         return False
-    standard = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if not settings.otlp_endpoint and not standard:
-        return False
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    if settings.otlp_endpoint:
-        exporter = OTLPSpanExporter(endpoint=f"{settings.otlp_endpoint.rstrip('/')}/v1/traces")
-    else:
-        exporter = OTLPSpanExporter()  # the standard OTEL_EXPORTER_OTLP_* variables
-    install(BatchSpanProcessor(exporter), sample_ratio=settings.trace_sample_ratio)
+    install(BatchSpanProcessor(export.span_exporter()), sample_ratio=export.ratio)
     return True
 
 
@@ -449,6 +441,26 @@ def _span_details(scope: Scope) -> tuple[str, dict[str, Any]]:
     return str(scope.get("method") or "HTTP"), {}
 
 
+def _name_by_operations(current: trace.Span, operations: Any) -> None:
+    """A JSON-RPC request's span is named by its method, as OpenTelemetry's RPC conventions
+    say (``rpc.system``, ``rpc.method``); every operation's A2A outcome is recorded (``ok``
+    or the error's name, which JSON-RPC wraps in HTTP 200) and a failure's as ``error.type``."""
+    rpc = [o for o in operations if o.binding != "rest"]
+    if rpc:
+        methods = sorted({o.name for o in rpc})
+        current.update_name(methods[0] if len(methods) == 1 else f"{rpc[0].binding} batch")
+        current.set_attribute("rpc.system", rpc[0].binding)
+        current.set_attribute("rpc.method", ",".join(methods))
+        if rpc[0].binding == "jsonrpc":
+            current.set_attribute("rpc.jsonrpc.version", "2.0")
+    outcomes = [o.outcome for o in operations]
+    if outcomes:
+        current.set_attribute("a2a.outcome", ",".join(outcomes))
+        failed = [o for o in outcomes if o != "ok"]
+        if failed:
+            current.set_attribute("error.type", failed[0])
+
+
 class TracingMiddleware:
     """OpenTelemetry's ASGI middleware around the app, except for /metrics and the probes.
     The span never sees the query string; it is named after the route's template (ids stay
@@ -507,6 +519,7 @@ class TracingMiddleware:
             if isinstance(route, str):
                 current.update_name(f"{scope.get('method', 'HTTP')} {route}")
                 current.set_attribute("http.route", route)
+            _name_by_operations(current, scope.get("state", {}).get("operations", ()))
 
         async def send_noting(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":  # routed; the span ends with the body

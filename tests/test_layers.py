@@ -26,7 +26,7 @@ LAYERS = [
     "store",
     "configuration : settings : options : models : canonical : protojson : dialects"
     " : validation"
-    " : outbound : principal : a2a : search_mode : tracing : metrics : gc_pauses : logs"
+    " : outbound : principal : a2a : search_mode : tracing : trace_export : genai_spans : metrics : gc_pauses : logs"
     " : embedded_redis : ratelimit : backoff : ids : clock : entropy : api_keys : errors",
 ]
 
