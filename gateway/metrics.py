@@ -21,6 +21,8 @@ __all__ = [
     "JOB_WAIT_SECONDS",
     "LTM_RETRIES",
     "MEMORIES_FORGOTTEN",
+    "OPERATIONS",
+    "OPERATION_SECONDS",
     "OUTBOX_AGE",
     "OUTBOX_DEPTH",
     "PUSH_DELIVERIES",
@@ -65,6 +67,19 @@ REQUEST_SECONDS = Histogram(
 )
 # Runs: ``agent`` is the agent's type (echo, openai, a2a-remote, plugin; "unknown" when the run
 # ended before its agent was found), never its id: registered ids are per tenant, unbounded.
+# Operations (http/operations.py): a REST route, or each JSON-RPC method of a request, with
+# its A2A outcome ("ok" or the error's name; JSON-RPC answers errors with HTTP 200).
+OPERATIONS = Counter(
+    "gateway_operations_total",
+    "A2A operations answered, by binding, operation and outcome (ok or the A2A error name)",
+    ["binding", "operation", "outcome"],
+)
+OPERATION_SECONDS = Histogram(
+    "gateway_operation_seconds",
+    "Duration of the request that carried the operation, by binding and operation",
+    ["binding", "operation"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
 RUNS = Counter(
     "gateway_runs_total",
     "Agent runs ended in this process, by agent type and outcome",

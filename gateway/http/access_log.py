@@ -1,5 +1,7 @@
 """Request ids, one structured access-log line per request (ids and timings only), and the
-request metrics: rate, status and duration per binding and route *template*.
+request metrics: rate, status and duration per binding and route *template*, and per
+operation with its A2A outcome (``operations.py``). Neither the log nor a label carries
+the request's path or query: route templates and method names only.
 
 The route is the one Starlette's router matched (``scope["route"]``, set as it routes), so
 the lookup costs nothing extra; a request refused before routing (authentication, host
@@ -17,9 +19,10 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.entropy import random_bytes
+from gateway.http.operations import Operation, noted, outcome_of_body
 from gateway.http.response_start import started, status_of
 from gateway.http.router import IndexedRouter
-from gateway.metrics import REQUEST_SECONDS, REQUESTS
+from gateway.metrics import OPERATION_SECONDS, OPERATIONS, REQUEST_SECONDS, REQUESTS
 
 __all__ = ["AccessLogMiddleware", "matched_route", "route_labels"]
 
@@ -31,7 +34,7 @@ _SAFE_ID = re.compile(rb"[A-Za-z0-9._-]{1,64}")
 _CONVERTOR = re.compile(r"\{([^{}:]+):[^{}]*\}")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 UNMATCHED = "unmatched"
-# Routes of another binding than REST; a JSON-RPC binding would be listed here.
+# Routes of another binding than REST (JSON-RPC's are told by their endpoint).
 _BINDINGS = {"/mcp": "mcp"}
 
 
@@ -41,6 +44,8 @@ def route_labels(route: Any) -> tuple[str, str]:
     if not isinstance(path, str):
         return "rest", UNMATCHED
     template = _CONVERTOR.sub(r"{\1}", path)
+    if getattr(route, "name", None) == "jsonrpc_endpoint":
+        return "jsonrpc", template
     return _BINDINGS.get(template, "rest"), template
 
 
@@ -71,7 +76,7 @@ class AccessLogMiddleware:
         self.app, self.enabled = app, enabled
         # (id of the route, method, status) -> its request counter and duration histogram;
         # the routes are this app's, alive as long as it is, and methods are bounded.
-        self._series: dict[tuple[int, str, int], tuple[Any, Any]] = {}
+        self._series: dict[tuple[int, str, int], tuple[Any, Any, tuple[str, str]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,12 +88,15 @@ class AccessLogMiddleware:
         )
         scope.setdefault("state", {})["request_id"] = request_id.decode()
         began = time.perf_counter()
+        error_body: list[bytes] = []
 
         # The one wrapper of `send` of the middlewares (see response_start.py).
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 started(scope, message)
                 message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            elif message["type"] == "http.response.body" and status_of(scope) >= 400:
+                error_body.append(message.get("body", b""))  # an error's name, for its outcome
             await send(message)
 
         try:
@@ -96,20 +104,30 @@ class AccessLogMiddleware:
         finally:
             seconds = time.perf_counter() - began
             status = status_of(scope)
-            self._observe(scope, status, seconds)
+            binding, template = self._observe(scope, status, seconds)
+            operations = noted(scope) or [
+                Operation(binding, template, outcome_of_body(status, b"".join(error_body)))
+            ]
+            for operation in operations:
+                OPERATIONS.labels(operation.binding, operation.name, operation.outcome).inc()
+                OPERATION_SECONDS.labels(operation.binding, operation.name).observe(seconds)
             if self.enabled:
                 log.info(
                     "request",
                     extra={
                         "request_id": request_id.decode(),
                         "method": scope["method"],
-                        "path": scope["path"],
+                        "route": template,
+                        "binding": operations[0].binding,
+                        "operation": ",".join(o.name for o in operations),
+                        "outcome": ",".join(o.outcome for o in operations),
                         "status": status,
                         "ms": round(seconds * 1000, 2),
                     },
                 )
 
-    def _observe(self, scope: Scope, status: int, seconds: float) -> None:
+    def _observe(self, scope: Scope, status: int, seconds: float) -> tuple[str, str]:
+        """Counts the request; its (binding, route template)."""
         route = matched_route(scope)
         method = scope["method"] if scope["method"] in _METHODS else "OTHER"
         key = (id(route), method, status)
@@ -119,7 +137,9 @@ class AccessLogMiddleware:
             series = (
                 REQUESTS.labels(binding, method, template, str(status)),
                 REQUEST_SECONDS.labels(binding, method, template),
+                (binding, template),
             )
             self._series[key] = series
         series[0].inc()
         series[1].observe(seconds)
+        return series[2]

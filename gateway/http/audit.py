@@ -18,10 +18,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.audit.entry import AuditEntry
 from gateway.audit.log import AuditLog
 from gateway.http.access_log import matched_route
+from gateway.http.operations import noted
 from gateway.http.response_start import status_of
 from gateway.store.assembly import now_ms
 
-__all__ = ["AuditMiddleware", "note_ids", "note_operation", "note_receipt"]
+__all__ = ["AuditMiddleware", "note_ids", "note_receipt"]
 
 _PATH_IDS = {"task_id": "task", "context_id": "context", "agent_id": "agent", "key_id": "key"}
 _DENIED = frozenset({401, 403, 429})
@@ -30,11 +31,6 @@ _DENIED = frozenset({401, 403, 429})
 def note_ids(scope: Scope, **ids: str) -> None:
     """Ids a route learned (a send's task and context) for its audit entry."""
     scope.setdefault("state", {}).setdefault("audit_ids", {}).update(ids)
-
-
-def note_operation(scope: Scope, name: str) -> None:
-    """An operation the request performed, when its route serves several (JSON-RPC)."""
-    scope.setdefault("state", {}).setdefault("audit_operations", []).append(name)
 
 
 def note_receipt(scope: Scope, counts: dict[str, int]) -> None:
@@ -59,7 +55,7 @@ def _entry(scope: Scope, status: int) -> AuditEntry | None:
         tenant=principal.tenant if principal else None,
         user=principal.user if principal else "",
         credential=principal.credential if principal else "",
-        operation=",".join(state.get("audit_operations", ()))
+        operation=",".join(o.label for o in noted(scope))
         or getattr(route, "name", None)
         or "unmatched",
         method=scope["method"],

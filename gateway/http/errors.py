@@ -53,7 +53,8 @@ async def _client_gone(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error", extra={"error": type(exc).__name__, "path": request.url.path})
+    route = getattr(request.scope.get("route"), "path", "unmatched")  # the template, not the path
+    log.error("unhandled error", extra={"error": type(exc).__name__, "route": route})
     return error_response(GatewayError())
 
 

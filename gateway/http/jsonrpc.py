@@ -52,7 +52,7 @@ from gateway.http.a2a_calls import (
     stream_send,
     subscribe,
 )
-from gateway.http.audit import note_operation
+from gateway.http.operations import error_outcome, note
 from gateway.http.params import json_body
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
 from gateway.protojson import normalise_send_request
@@ -186,7 +186,9 @@ def _valid_id(value: Any) -> bool:
 
 async def _one(request: Request, version: str | None, entry: Any) -> Any:
     """The answer to one request object (``_NO_ANSWER`` for a notification)."""
+    operation = note(request.scope, "jsonrpc", "unknown")  # named once it is one of ours
     if not isinstance(entry, dict):
+        operation.outcome = InvalidRequestError.name
         return _answer(None, error=_error(InvalidRequestError(), False))
     request_id = entry.get("id")
     notification = "id" not in entry
@@ -202,7 +204,8 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
             request_id = request_id if _valid_id(request_id) else None
             raise InvalidRequestError()
         # the method's name, if it is one of ours (anything else may be any text)
-        note_operation(request.scope, f"jsonrpc:{entry['method'] if method else 'unknown'}")
+        if method is not None or entry["method"] in STREAMING:
+            operation.name = entry["method"]
         if method is None and entry["method"] in STREAMING:
             v1 = STREAMING[entry["method"]].v1
             raise UnsupportedOperationError("A streaming method cannot be part of a batch")
@@ -216,6 +219,7 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
         if not isinstance(exc, GatewayError):  # a defect: an InternalError, without detail
             log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
             exc = GatewayError()
+        operation.outcome = error_outcome(exc)
         if notification:
             return _NO_ANSWER
         return _answer(request_id, error=_error(exc, v1))
@@ -232,7 +236,7 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
     it), as is an error that ends the stream early."""
     method = STREAMING[entry["method"]]
     request_id = entry.get("id")
-    note_operation(request.scope, f"jsonrpc:{entry['method']}")
+    operation = note(request.scope, "jsonrpc", entry["method"])
     try:
         if entry.get("jsonrpc") != "2.0" or not _valid_id(request_id):
             request_id = request_id if _valid_id(request_id) else None
@@ -245,6 +249,7 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
         if not isinstance(exc, GatewayError):
             log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
             exc = GatewayError()
+        operation.outcome = error_outcome(exc)
         if "id" not in entry:
             return Response(status_code=204)
         return sse_one(_answer(request_id, error=_error(exc, method.v1)))
@@ -268,6 +273,7 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         version = negotiated_version(request)
         body = await json_body(request)
     except GatewayError as exc:
+        note(request.scope, "jsonrpc", "unknown").outcome = error_outcome(exc)
         return _render(_answer(None, error=_error(exc, False)))
     if (
         isinstance(body, dict)
@@ -280,6 +286,7 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         return Response(status_code=204) if answer is _NO_ANSWER else _render(answer)
     if not body or len(body) > MAX_BATCH:
         message = f"A batch holds 1 to {MAX_BATCH} requests"
+        note(request.scope, "jsonrpc", "unknown").outcome = InvalidRequestError.name
         return _render(_answer(None, error=_error(InvalidRequestError(message), False)))
     answers = await asyncio.gather(*(_one(request, version, entry) for entry in body))
     kept = [a for a in answers if a is not _NO_ANSWER]
