@@ -36,6 +36,7 @@ from gateway.agents.base import (
 from gateway.agents.prompt import build_messages
 from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, OpenAIConfig
+from gateway.genai_spans import answered, chat_span
 from gateway.outbound import Allowlist, OutboundRefused
 from gateway.search_mode import MODES
 
@@ -194,15 +195,17 @@ class OpenAIAgent(RegisteredAgent):
         tools_left = config.maxToolSteps if request.search is not None else 0
         while True:
             kwargs = self._call_options(messages, json_out, tools_left > 0)
-            if config.stream and not json_out:
-                kwargs["stream_options"] = {"include_usage": True}
-                async with client.chat.completions.stream(**kwargs) as events:
-                    async for event in events:
-                        if event.type == "content.delta" and event.delta:
-                            yield event.delta
-                    completion: Any = await events.get_final_completion()
-            else:
-                completion = await client.chat.completions.create(**kwargs)
+            with chat_span("openai", kwargs) as span:
+                if config.stream and not json_out:
+                    kwargs["stream_options"] = {"include_usage": True}
+                    async with client.chat.completions.stream(**kwargs) as events:
+                        async for event in events:
+                            if event.type == "content.delta" and event.delta:
+                                yield event.delta
+                        completion: Any = await events.get_final_completion()
+                else:
+                    completion = await client.chat.completions.create(**kwargs)
+                answered(span, completion)
             _count(usage, completion.usage)
             choice = completion.choices[0]
             message = choice.message
