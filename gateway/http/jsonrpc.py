@@ -14,8 +14,11 @@ JSON-RPC 2.0 details: an id is echoed as given (string, number or null); a reque
 an ``id`` member is a notification and gets no answer (a request of notifications only gets
 204); a batch (an array) of at most ``MAX_BATCH`` requests is answered with an array in the
 same order, its calls run concurrently; an empty or larger batch is one
-``InvalidRequestError``. Transport-level failures (no credentials, a foreign host, a body
-too large) stay HTTP errors with the REST body, as they happen before JSON-RPC is read.
+``InvalidRequestError``. Each call of a batch counts against the caller's rate limits as a
+request of its own (the HTTP request paid for the first, the others are charged at once):
+the calls beyond the limit, the batch's last ones, are each answered ``RateLimitedError``.
+Transport-level failures (no credentials, a foreign host, a body too large, a request over
+the rate limits) stay HTTP errors with the REST body, as they happen before JSON-RPC is read.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from gateway.http.a2a_calls import (
 )
 from gateway.http.audit import note_operation
 from gateway.http.params import json_body
+from gateway.http.ratelimit import Charge
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
 from gateway.protojson import normalise_send_request
 from gateway.service.streams import TaskStream
@@ -184,8 +188,11 @@ def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
 
-async def _one(request: Request, version: str | None, entry: Any) -> Any:
-    """The answer to one request object (``_NO_ANSWER`` for a notification)."""
+async def _one(
+    request: Request, version: str | None, entry: Any, refused: GatewayError | None = None
+) -> Any:
+    """The answer to one request object (``_NO_ANSWER`` for a notification); ``refused``:
+    the rate limits' refusal of a well-formed one."""
     if not isinstance(entry, dict):
         return _answer(None, error=_error(InvalidRequestError(), False))
     request_id = entry.get("id")
@@ -201,6 +208,8 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
             notification = False
             request_id = request_id if _valid_id(request_id) else None
             raise InvalidRequestError()
+        if refused is not None:
+            raise refused
         # the method's name, if it is one of ours (anything else may be any text)
         note_operation(request.scope, f"jsonrpc:{entry['method'] if method else 'unknown'}")
         if method is None and entry["method"] in STREAMING:
@@ -281,7 +290,17 @@ async def jsonrpc_endpoint(request: Request) -> Response:
     if not body or len(body) > MAX_BATCH:
         message = f"A batch holds 1 to {MAX_BATCH} requests"
         return _render(_answer(None, error=_error(InvalidRequestError(message), False)))
-    answers = await asyncio.gather(*(_one(request, version, entry) for entry in body))
+    passed, refused = len(body), None
+    charge: Charge | None = request.scope["state"].get("rate_limit")
+    if charge is not None:  # the request paid for its first call; the others each count
+        more, refused = await charge.more(len(body) - 1)
+        passed = 1 + more
+    answers = await asyncio.gather(
+        *(
+            _one(request, version, entry, None if n < passed else refused)
+            for n, entry in enumerate(body)
+        )
+    )
     kept = [a for a in answers if a is not _NO_ANSWER]
     return _render(kept) if kept else Response(status_code=204)
 
