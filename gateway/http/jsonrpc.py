@@ -10,7 +10,8 @@ The version is told by the method name (``SendMessage`` is 1.0, ``message/send``
 clients may leave the ``A2A-Version`` header out; a header naming a version the gateway does
 not speak is refused with ``VersionNotSupportedError``.
 
-JSON-RPC 2.0 details: an id is echoed as given (string, number or null); a request without
+JSON-RPC 2.0 details: an id is echoed as given (string, number or null; a number exactly as
+written, an integer of any size included); a request without
 an ``id`` member is a notification and gets no answer (a request of notifications only gets
 204); a batch (an array) of at most ``MAX_BATCH`` requests is answered with an array in the
 same order, its calls run concurrently; an empty or larger batch is one
@@ -24,6 +25,7 @@ the rate limits) stay HTTP errors with the REST body, as they happen before JSON
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -185,7 +187,30 @@ def _answer(request_id: Any, *, result: Any = None, error: dict[str, Any] | None
 
 
 def _valid_id(value: Any) -> bool:
+    if isinstance(value, orjson.Fragment):  # a number, as written (see _exact_ids)
+        return True
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+
+class _Number(str):
+    """A number's token as written in the body."""
+
+
+def _exact_ids(raw: bytes, body: Any) -> Any:
+    """``body`` with each id that orjson read as a float (an integer beyond 64 bits, a
+    number with a fraction or an exponent) replaced by its token as the client wrote it:
+    echoed, it is the same id. The body is read again for them, only when there are some."""
+    entries = body if isinstance(body, list) else [body]
+    if not any(isinstance(e, dict) and isinstance(e.get("id"), float) for e in entries):
+        return body
+    try:
+        again = json.loads(raw, parse_int=_Number, parse_float=_Number)
+    except ValueError:  # not expected: orjson read it, and is the stricter
+        return body
+    for entry, read in zip(entries, again if isinstance(again, list) else [again], strict=True):
+        if isinstance(entry, dict) and isinstance(entry.get("id"), float):
+            entry["id"] = orjson.Fragment(str(read["id"]))
+    return body
 
 
 async def _one(
@@ -275,7 +300,7 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
 async def jsonrpc_endpoint(request: Request) -> Response:
     try:
         version = negotiated_version(request)
-        body = await json_body(request)
+        body = _exact_ids(await request.body(), await json_body(request))
     except GatewayError as exc:
         return _render(_answer(None, error=_error(exc, False)))
     if (
