@@ -123,3 +123,16 @@ async def test_each_call_of_a_json_rpc_batch_counts(make_app: AppFactory) -> Non
         # five ran (a notification among them), the others did not
         listed = (await unlimited.get("/v1/contexts", headers=auth("alice"))).json()
         assert listed["total"] == 5
+
+
+async def test_a_batch_passes_as_far_as_every_limit_lets_it(make_app: AppFactory) -> None:
+    limits = {"rate_limit_user": f"5/{HOUR}", "rate_limit_tenant": f"3/{HOUR}"}
+    async with make_app(api_keys=KEYS, **limits) as gw:
+        get = {"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "nope"}}
+        r = await gw.post("/", json=[{**get, "id": n} for n in range(4)], headers=auth("alice"))
+        errors = [a["error"] for a in r.json()]
+        assert [e["code"] for e in errors] == [-32001] * 3 + [-32027]
+        assert errors[3]["data"][0]["reason"] == "RATE_LIMITED"
+        assert errors[3]["data"][0]["metadata"]["limit"] == "tenant"
+        user, tenant = r.headers["ratelimit"].split(", ")
+        assert user.startswith('"user";r=2;') and tenant.startswith('"tenant";r=0;')
