@@ -11,10 +11,10 @@ dialects:
   ``url``, ``data`` with ``mediaType`` and ``filename``), ``TASK_STATE_CANCELED``,
   ``referenceTaskIds`` on messages, errors as ``google.rpc.Status`` with ``ErrorInfo``.
 
-Readers turn requests of the 1.0 dialect into the canonical spelling (the 0.3 proto
-spelling is read by ``gateway.protojson``); writers turn canonical answers into each
-dialect, leaving only fields the dialect's proto defines (its clients parse strictly).
-The *contents* of data parts and metadata are the caller's and pass untouched.
+Readers turn 1.0 requests into the canonical spelling (enums by name or number, roles also
+by their canonical names; ``gateway.protojson`` reads the 0.3 proto spelling); writers turn
+canonical answers into each dialect, leaving only fields the dialect's proto defines (its
+clients parse strictly). The contents of data parts and metadata pass untouched.
 
 A 1.0 data part may hold any JSON value; the canonical (0.3) data part holds an object. A
 value that is not an object is stored as ``{"value": <it>}`` with ``"$jsonValue": true`` in
@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from gateway.errors import GatewayError
 from gateway.models import ArtifactUpdate, StatusUpdate, Task
+from gateway.protojson import ROLES_V1, TASK_STATES_V1, enum_name, one_content_per_part
 
 __all__ = [
     "V03_PROTO",
@@ -288,6 +289,7 @@ def jsonrpc_error_v1(exc: GatewayError) -> dict[str, Any]:
 def _part_in(part: Any) -> Any:
     if not isinstance(part, dict) or "kind" in part:
         return part
+    part = {k: v for k, v in part.items() if v is not None or k not in ("text", "raw", "url")}
     out: dict[str, Any]
     if "text" in part:
         out = {"kind": "text", "text": part["text"]}
@@ -328,8 +330,8 @@ def read_v1_message(message: Any) -> Any:
         return message
     out = {_MESSAGE_FIELDS_V1.get(k, k): v for k, v in message.items()}
     out.setdefault("kind", "message")
-    if isinstance(out.get("role"), str):
-        out["role"] = _ROLES_IN.get(out["role"], out["role"])
+    if isinstance(role := enum_name(out.get("role"), ROLES_V1), str):
+        out["role"] = _ROLES_IN.get(role, role)
     if isinstance(out.get("parts"), list):
         out["parts"] = [_part_in(p) for p in out["parts"]]
     return out
@@ -340,6 +342,7 @@ def read_v1_send(body: Any) -> Any:
     ``blocking``; absent, a 1.0 send blocks)."""
     if not isinstance(body, dict):
         return body
+    one_content_per_part(body.get("message"))
     out: dict[str, Any] = {"message": read_v1_message(body.get("message"))}
     if "metadata" in body:
         out["metadata"] = body["metadata"]
@@ -370,7 +373,8 @@ def read_v1_artifact(artifact: dict[str, Any]) -> dict[str, Any]:
 
 def read_v1_status(status: dict[str, Any]) -> dict[str, Any]:
     """A 1.0 TaskStatus (of a remote's answer) in the canonical spelling."""
-    out: dict[str, Any] = {"state": STATE_FROM_V1.get(status.get("state", ""), "unknown")}
+    state = enum_name(status.get("state"), TASK_STATES_V1)
+    out: dict[str, Any] = {"state": STATE_FROM_V1.get(state, "unknown")}
     if isinstance(status.get("message"), dict):
         out["message"] = read_v1_message(status["message"])
     if status.get("timestamp"):

@@ -1,4 +1,6 @@
-"""A tolerant reader for the proto-JSON spelling some A2A SDK REST clients send.
+"""A tolerant reader for the proto-JSON spelling some A2A SDK REST clients send, and the
+proto3 JSON rules the A2A 1.0 readers share: an enum is given by its name or its number, a
+part holds one content (a oneof), a null member is unset.
 
 Pure functions: rewrite snake_case field names, ``ROLE_USER`` enums, parts without
 ``kind`` and proto's nested ``{"data": {"data": {...}}}`` into the canonical v0.3.0
@@ -10,7 +12,30 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["normalise_send_request"]
+from gateway.errors import InvalidParamsError
+
+__all__ = [
+    "ROLES_V1",
+    "TASK_STATES_V1",
+    "enum_name",
+    "normalise_send_request",
+    "one_content_per_part",
+]
+
+_CONTENT_V1 = ("text", "raw", "url", "data")
+# The A2A 1.0 enums' names, by number.
+ROLES_V1 = ("ROLE_UNSPECIFIED", "ROLE_USER", "ROLE_AGENT")
+TASK_STATES_V1 = (
+    "TASK_STATE_UNSPECIFIED",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+)
 
 _REQUEST_FIELDS = {"request": "message", "configuration": "configuration"}
 _CONFIG_FIELDS = {
@@ -33,6 +58,28 @@ _FILE_FIELDS = {
     "mime_type": "mimeType",
 }
 _ROLES = {"ROLE_USER": "user", "ROLE_AGENT": "agent", "USER": "user", "AGENT": "agent"}
+
+
+def enum_name(value: Any, names: tuple[str, ...]) -> Any:
+    """An enum given by its number as its name (proto3 JSON); anything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[value]
+    return value
+
+
+def one_content_per_part(message: Any) -> None:
+    """Refuse a 1.0 message (of a request) with a part that holds more than one content:
+    ``text``, ``raw``, ``url``, ``data`` are a oneof. A null member is unset, but for
+    ``data``: its null is the null value."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for n, part in enumerate(parts if isinstance(parts, list) else ()):
+        if not isinstance(part, dict) or "kind" in part:
+            continue
+        held = [k for k in _CONTENT_V1 if k in part and (part[k] is not None or k == "data")]
+        if len(held) > 1:
+            reason = f"holds {' and '.join(held)}: a part holds one of text, raw, url and data"
+            error = {"field": f"message.parts.{n}", "reason": reason}
+            raise InvalidParamsError("A part holds one content", data={"errors": [error]})
 
 
 def _rename(obj: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:

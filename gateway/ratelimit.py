@@ -78,9 +78,13 @@ class LimitState:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A check of one or more requests (a JSON-RPC batch's calls): ``allowed`` when all
+    passed, ``passed`` how many did (the first ones)."""
+
     allowed: bool
     retry_after_ms: int
     states: tuple[LimitState, ...]
+    passed: int = 1
 
     @classmethod
     def of(cls, names: list[tuple[str, Rate]], reply: list[Any]) -> Verdict:
@@ -88,7 +92,7 @@ class Verdict:
             LimitState(name, rate, int(reply[2 + 2 * i]), int(reply[3 + 2 * i]))
             for i, (name, rate) in enumerate(names)
         )
-        return cls(bool(int(reply[0])), int(reply[1]), states)
+        return cls(bool(int(reply[0])), int(reply[1]), states, int(reply[2 + 2 * len(names)]))
 
     @property
     def exceeded(self) -> str:

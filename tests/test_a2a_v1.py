@@ -129,3 +129,61 @@ async def test_list_tasks_filters_and_bounds(client: httpx.AsyncClient) -> None:
         r = await client.get(f"/a2a/tasks?{bad}")
         assert r.status_code == 400, bad
         assert r.json()["error"]["details"][0]["reason"] == "INVALID_PARAMS"
+
+
+async def _send_both(c: httpx.AsyncClient, message: dict[str, Any]) -> list[str | None]:
+    """A send over 1.0 REST and 1.0 JSON-RPC: each one's error reason (None: accepted)."""
+    r = await c.post("/a2a/message:send", json={"message": message})
+    rest = None if r.status_code == 200 else r.json()["error"]["details"][0]["reason"]
+    assert r.status_code in (200, 400), r.text
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    answer = (await c.post("/", json=rpc)).json()
+    rpc_reason = answer["error"]["data"][0]["reason"] if "error" in answer else None
+    return [rest, rpc_reason]
+
+
+async def test_both_10_bindings_read_roles_alike(client: httpx.AsyncClient) -> None:
+    """proto3 JSON: an enum by its name or its number; the canonical "user" is read too.
+    Anything else is refused, the same way by both bindings."""
+    for n, role in enumerate(["ROLE_USER", 1, "user"]):
+        message = v1_message({"text": "hi"}, message_id=f"role-{n}", role=role)
+        assert await _send_both(client, message) == [None, None], role
+    for n, role in enumerate([0, 2, 3, "ROLE_AGENT", "ROLE_UNSPECIFIED", "USER", "1", True, 1.5]):
+        message = v1_message({"text": "hi"}, message_id=f"bad-role-{n}", role=role)
+        assert await _send_both(client, message) == ["INVALID_PARAMS"] * 2, role
+
+
+async def test_a_10_part_holds_one_content(client: httpx.AsyncClient) -> None:
+    parts: list[dict[str, Any]] = [
+        {"text": "hi", "data": {"a": 1}},
+        {"text": "hi", "url": "https://files.example/a.pdf"},
+        {"raw": "aGk=", "data": None},  # a null data is the null value
+    ]
+    for n, part in enumerate(parts):
+        message = v1_message({"text": "first"}, part, message_id=f"two-{n}")
+        assert await _send_both(client, message) == ["INVALID_PARAMS"] * 2, part
+    r = await client.post(
+        "/a2a/message:send",
+        json={"message": v1_message({"text": "hi", "data": {"a": 1}}, message_id="two-x")},
+    )
+    assert r.json()["error"]["details"][1]["fieldViolations"][0]["field"] == "message.parts.0"
+    # a null member is unset (proto3 JSON): this part holds data only
+    task = await send(client, v1_message({"text": None, "data": {"a": 1}}, message_id="one"))
+    got = (await client.get(f"/a2a/tasks/{task['id']}")).json()
+    assert got["history"][0]["parts"] == [{"data": {"a": 1}}]
+
+
+async def test_list_tasks_takes_a_state_by_number(client: httpx.AsyncClient) -> None:
+    done = await send(client, v1_message({"text": "a"}, message_id="n1"))
+    for status in ("TASK_STATE_COMPLETED", 3):
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": status}}
+        listed = (await client.post("/", json=rpc)).json()["result"]
+        assert [t["id"] for t in listed["tasks"]] == [done["id"]], status
+        r = await client.get(f"/a2a/tasks?status={status}")
+        assert [t["id"] for t in r.json()["tasks"]] == [done["id"]], status
+    r = await client.get("/a2a/tasks?status=2")
+    assert r.status_code == 200 and r.json()["tasks"] == []
+    for bad in (42, True, "3", -1):
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": bad}}
+        assert (await client.post("/", json=rpc)).json()["error"]["code"] == -32602, bad
+    assert (await client.get("/a2a/tasks?status=42")).status_code == 400

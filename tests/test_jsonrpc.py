@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from tests.conftest import auth, message
@@ -217,3 +218,35 @@ async def test_rest_10_tenant_prefix_and_version(keyed: httpx.AsyncClient) -> No
     r = await keyed.get(f"/a2a/tasks/{task['id']}", headers=auth("bob"))
     assert r.status_code == 404
     assert r.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        str(2**53 + 1),
+        str(2**63),
+        str(2**64),  # beyond what orjson reads as an integer
+        str(-(2**63) - 1),
+        str(2**200),
+        "1.10",
+        "1e2",
+        "-0.0",
+    ],
+)
+async def test_a_numeric_id_is_echoed_as_written(client: httpx.AsyncClient, token: str) -> None:
+    one = f'{{"jsonrpc": "2.0", "method": "tasks/get", "params": {{"id": "t"}}, "id": {token}}}'
+    for body in (one, f"[{one}, {one}]"):
+        r = await client.post("/", content=body.encode(), headers=JSON)
+        assert r.status_code == 200
+        assert f'"id":{token},' in r.text
+        answers = r.json() if body.startswith("[") else [r.json()]
+        assert all(a["error"]["code"] == -32001 for a in answers)
+
+
+async def test_a_streamed_answer_echoes_a_big_id_as_written(client: httpx.AsyncClient) -> None:
+    token = str(2**64 + 1)
+    params = orjson.dumps({"message": message("s")}).decode()
+    body = f'{{"jsonrpc": "2.0", "method": "message/stream", "params": {params}, "id": {token}}}'
+    r = await client.post("/", content=body.encode(), headers=JSON)
+    events = [line for line in r.text.splitlines() if line.startswith("data: ")]
+    assert events and all(f'"id":{token},' in e for e in events)

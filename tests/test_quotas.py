@@ -9,7 +9,15 @@ import httpx
 import orjson
 
 from gateway.store.keys import UserKeys
-from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, post_message, send_task
+from tests.conftest import (
+    API_KEYS,
+    AppFactory,
+    RawRedis,
+    auth,
+    message,
+    post_message,
+    send_task,
+)
 from tests.test_openapi import conform
 
 KEYS = orjson.dumps(API_KEYS).decode()
@@ -120,3 +128,19 @@ async def test_running_tasks_per_user(make_app: AppFactory) -> None:
             assert (await send_task(gw, f"quick {i}", headers=auth("alice")))["status"][
                 "state"
             ] == ("completed")
+
+
+async def test_a_json_rpc_batch_meets_the_quotas_call_by_call(make_app: AppFactory) -> None:
+    async with make_app(api_keys=KEYS, quota_contexts_per_user=2) as gw:
+        batch = [
+            {"jsonrpc": "2.0", "method": "message/send", "id": n, "params": {"message": message()}}
+            for n in range(6)
+        ]
+        r = await gw.post("/", json=batch, headers=auth("alice"))
+        assert r.status_code == 200, r.text
+        answers = r.json()
+        assert sum("result" in a for a in answers) == 2
+        refused = [a["error"] for a in answers if "error" in a]
+        assert len(refused) == 4
+        assert all(e["data"]["data"]["quota"] == "contexts_per_user" for e in refused)
+        assert (await gw.get("/v1/contexts", headers=auth("alice"))).json()["total"] == 2

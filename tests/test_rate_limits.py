@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import orjson
 
-from tests.conftest import API_KEYS, AppFactory, auth
+from tests.conftest import API_KEYS, AppFactory, auth, message
 from tests.test_openapi import conform
 
 KEYS = orjson.dumps(API_KEYS).decode()
@@ -93,3 +93,46 @@ async def test_failed_authentication_is_throttled_per_address(make_app: AppFacto
         assert r.status_code == 429 and r.json()["data"]["limit"] == "auth"
         assert int(r.headers["retry-after"]) >= 1
         assert (await gw.get("/healthz")).status_code == 200
+
+
+async def test_each_call_of_a_json_rpc_batch_counts(make_app: AppFactory) -> None:
+    """A batch is as many requests as it holds calls: those over the limit are refused one
+    by one (the batch's last ones) and do not run, notifications included."""
+
+    def send(n: int, notification: bool = False) -> dict[str, Any]:
+        call: dict[str, Any] = {"jsonrpc": "2.0", "method": "message/send", "id": n}
+        call["params"] = {"message": message(f"m{n}", message_id=f"b-{n}")}
+        if notification:
+            del call["id"]
+        return call
+
+    async with make_app(api_keys=KEYS, rate_limit_user=f"5/{HOUR}") as gw:
+        batch = [send(n, notification=n in (2, 8)) for n in range(10)]
+        r = await gw.post("/", json=batch, headers=auth("alice"))
+        assert r.status_code == 200, r.text
+        answers = r.json()
+        assert [a["id"] for a in answers] == [0, 1, 3, 4, 5, 6, 7, 9]
+        assert ["result" in a for a in answers] == [True] * 4 + [False] * 4
+        for refused in answers[4:]:
+            assert refused["error"]["code"] == -32027
+            assert refused["error"]["data"]["data"]["limit"] == "user"
+        assert r.headers["ratelimit"].startswith('"user";r=0;')
+        r = await gw.post("/", json=[send(20), send(21)], headers=auth("alice"))
+        assert r.status_code == 429  # nothing left: refused as any request
+    async with make_app(api_keys=KEYS) as unlimited:
+        # five ran (a notification among them), the others did not
+        listed = (await unlimited.get("/v1/contexts", headers=auth("alice"))).json()
+        assert listed["total"] == 5
+
+
+async def test_a_batch_passes_as_far_as_every_limit_lets_it(make_app: AppFactory) -> None:
+    limits = {"rate_limit_user": f"5/{HOUR}", "rate_limit_tenant": f"3/{HOUR}"}
+    async with make_app(api_keys=KEYS, **limits) as gw:
+        get = {"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "nope"}}
+        r = await gw.post("/", json=[{**get, "id": n} for n in range(4)], headers=auth("alice"))
+        errors = [a["error"] for a in r.json()]
+        assert [e["code"] for e in errors] == [-32001] * 3 + [-32027]
+        assert errors[3]["data"][0]["reason"] == "RATE_LIMITED"
+        assert errors[3]["data"][0]["metadata"]["limit"] == "tenant"
+        user, tenant = r.headers["ratelimit"].split(", ")
+        assert user.startswith('"user";r=2;') and tenant.startswith('"tenant";r=0;')

@@ -181,6 +181,8 @@ def _list_params(request: Request) -> dict[str, Any]:
         value = q.get(name, q.get(alias))
         if value is not None:
             params[name] = value
+    if params.get("status", "").isascii() and params.get("status", "").isdigit():
+        params["status"] = int(params["status"])  # an enum's number
     return params
 
 

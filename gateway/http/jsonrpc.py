@@ -10,17 +10,22 @@ The version is told by the method name (``SendMessage`` is 1.0, ``message/send``
 clients may leave the ``A2A-Version`` header out; a header naming a version the gateway does
 not speak is refused with ``VersionNotSupportedError``.
 
-JSON-RPC 2.0 details: an id is echoed as given (string, number or null); a request without
+JSON-RPC 2.0 details: an id is echoed as given (string, number or null; a number exactly as
+written, an integer of any size included); a request without
 an ``id`` member is a notification and gets no answer (a request of notifications only gets
 204); a batch (an array) of at most ``MAX_BATCH`` requests is answered with an array in the
 same order, its calls run concurrently; an empty or larger batch is one
-``InvalidRequestError``. Transport-level failures (no credentials, a foreign host, a body
-too large) stay HTTP errors with the REST body, as they happen before JSON-RPC is read.
+``InvalidRequestError``. Each call of a batch counts against the caller's rate limits as a
+request of its own (the HTTP request paid for the first, the others are charged at once):
+the calls beyond the limit, the batch's last ones, are each answered ``RateLimitedError``.
+Transport-level failures (no credentials, a foreign host, a body too large, a request over
+the rate limits) stay HTTP errors with the REST body, as they happen before JSON-RPC is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -54,6 +59,7 @@ from gateway.http.a2a_calls import (
 )
 from gateway.http.operations import error_outcome, note
 from gateway.http.params import json_body
+from gateway.http.ratelimit import Charge
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
 from gateway.protojson import normalise_send_request
 from gateway.service.streams import TaskStream
@@ -181,11 +187,37 @@ def _answer(request_id: Any, *, result: Any = None, error: dict[str, Any] | None
 
 
 def _valid_id(value: Any) -> bool:
+    if isinstance(value, orjson.Fragment):  # a number, as written (see _exact_ids)
+        return True
     return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
 
 
-async def _one(request: Request, version: str | None, entry: Any) -> Any:
-    """The answer to one request object (``_NO_ANSWER`` for a notification)."""
+class _Number(str):
+    """A number's token as written in the body."""
+
+
+def _exact_ids(raw: bytes, body: Any) -> Any:
+    """``body`` with each id that orjson read as a float (an integer beyond 64 bits, a
+    number with a fraction or an exponent) replaced by its token as the client wrote it:
+    echoed, it is the same id. The body is read again for them, only when there are some."""
+    entries = body if isinstance(body, list) else [body]
+    if not any(isinstance(e, dict) and isinstance(e.get("id"), float) for e in entries):
+        return body
+    try:
+        again = json.loads(raw, parse_int=_Number, parse_float=_Number)
+    except ValueError:  # not expected: orjson read it, and is the stricter
+        return body
+    for entry, read in zip(entries, again if isinstance(again, list) else [again], strict=True):
+        if isinstance(entry, dict) and isinstance(entry.get("id"), float):
+            entry["id"] = orjson.Fragment(str(read["id"]))
+    return body
+
+
+async def _one(
+    request: Request, version: str | None, entry: Any, refused: GatewayError | None = None
+) -> Any:
+    """The answer to one request object (``_NO_ANSWER`` for a notification); ``refused``:
+    the rate limits' refusal of a well-formed one."""
     operation = note(request.scope, "jsonrpc", "unknown")  # named once it is one of ours
     if not isinstance(entry, dict):
         operation.outcome = InvalidRequestError.name
@@ -206,6 +238,8 @@ async def _one(request: Request, version: str | None, entry: Any) -> Any:
         # the method's name, if it is one of ours (anything else may be any text)
         if method is not None or entry["method"] in STREAMING:
             operation.name = entry["method"]
+        if refused is not None:
+            raise refused
         if method is None and entry["method"] in STREAMING:
             v1 = STREAMING[entry["method"]].v1
             raise UnsupportedOperationError("A streaming method cannot be part of a batch")
@@ -271,7 +305,7 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
 async def jsonrpc_endpoint(request: Request) -> Response:
     try:
         version = negotiated_version(request)
-        body = await json_body(request)
+        body = _exact_ids(await request.body(), await json_body(request))
     except GatewayError as exc:
         note(request.scope, "jsonrpc", "unknown").outcome = error_outcome(exc)
         return _render(_answer(None, error=_error(exc, False)))
@@ -288,7 +322,17 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         message = f"A batch holds 1 to {MAX_BATCH} requests"
         note(request.scope, "jsonrpc", "unknown").outcome = InvalidRequestError.name
         return _render(_answer(None, error=_error(InvalidRequestError(message), False)))
-    answers = await asyncio.gather(*(_one(request, version, entry) for entry in body))
+    passed, refused = len(body), None
+    charge: Charge | None = request.scope["state"].get("rate_limit")
+    if charge is not None:  # the request paid for its first call; the others each count
+        more, refused = await charge.more(len(body) - 1)
+        passed = 1 + more
+    answers = await asyncio.gather(
+        *(
+            _one(request, version, entry, None if n < passed else refused)
+            for n, entry in enumerate(body)
+        )
+    )
     kept = [a for a in answers if a is not _NO_ANSWER]
     return _render(kept) if kept else Response(status_code=204)
 

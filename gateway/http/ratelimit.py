@@ -3,7 +3,10 @@ and its tenant's limits (one script call, shared by every replica), and every fa
 authentication to its client address.
 
 A request over a limit is answered 429 with ``Retry-After`` and the IETF ``RateLimit`` /
-``RateLimit-Policy`` fields; requests within them carry the fields too. Health, readiness,
+``RateLimit-Policy`` fields; requests within them carry the fields too. A request that
+holds several calls (a JSON-RPC batch) charges the calls after its first through the
+``Charge`` the middleware leaves in the request's state (``rate_limit``); the fields then
+tell the state after the last charge. Health, readiness,
 metrics, the contract and anonymous card requests have no principal and are not charged.
 
 An address over its failed-authentication limit is refused (429) for the ``Retry-After``
@@ -27,7 +30,7 @@ from gateway.ratelimit import Verdict
 from gateway.settings import Settings
 from gateway.store.rate_store import RateStore
 
-__all__ = ["RateLimitMiddleware", "RateLimiter"]
+__all__ = ["Charge", "RateLimitMiddleware", "RateLimiter"]
 
 _BLOCKED_MAX = 10_000
 
@@ -49,11 +52,14 @@ class RateLimiter:
         s = self._settings
         return bool(s.rate_limit_user or s.rate_limit_tenant or s.rate_limit_tenants)
 
-    async def request(self, principal: Principal) -> Verdict | None:
+    async def request(self, principal: Principal, count: int = 1) -> Verdict | None:
+        """Charge ``count`` requests; None when the principal has no limits."""
         user_rate, tenant_rate = self._settings.rates(principal.tenant)
         if user_rate is None and tenant_rate is None:
             return None
-        return await self._store.request(principal.tenant, principal.user, user_rate, tenant_rate)
+        return await self._store.request(
+            principal.tenant, principal.user, user_rate, tenant_rate, count
+        )
 
     def blocked(self, address: str | None) -> RateLimitedError | None:
         """The refusal of an address still blocked for failing to authenticate."""
@@ -82,6 +88,22 @@ class RateLimiter:
         return _refusal(verdict)
 
 
+class Charge:
+    """The limits one request was charged to, for the further calls it holds."""
+
+    def __init__(self, limiter: RateLimiter, principal: Principal, verdict: Verdict) -> None:
+        self._limiter, self._principal, self.verdict = limiter, principal, verdict
+
+    async def more(self, count: int) -> tuple[int, RateLimitedError | None]:
+        """Charge ``count`` more calls: how many pass (the first ones), and the refusal of
+        the others (None when all pass)."""
+        verdict = await self._limiter.request(self._principal, count) if count > 0 else None
+        if verdict is None:
+            return count, None
+        self.verdict = verdict
+        return verdict.passed, None if verdict.allowed else _refusal(verdict)
+
+
 class RateLimitMiddleware:
     def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
         self.app, self.limiter = app, limiter
@@ -98,10 +120,10 @@ class RateLimitMiddleware:
         if not verdict.allowed:
             await error_response(_refusal(verdict))(scope, receive, send)
             return
-        fields = verdict.headers()
+        charge = scope["state"]["rate_limit"] = Charge(self.limiter, principal, verdict)
 
         def add_fields(message: Message) -> None:
-            message["headers"] = [*message.get("headers", ()), *fields]
+            message["headers"] = [*message.get("headers", ()), *charge.verdict.headers()]
 
         on_start(scope, add_fields)
         await self.app(scope, receive, send)

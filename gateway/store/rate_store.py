@@ -1,6 +1,7 @@
-"""Rate-limit checks: one script call each, against counters every replica shares; on the
-store's multiplexed connection when it has one (a request's check then shares a write with
-the sends of the moment instead of taking a pooled connection)."""
+"""Rate-limit checks: one script call each (a JSON-RPC batch's calls in one), against
+counters every replica shares; on the store's multiplexed connection when it has one (a
+request's check then shares a write with the sends of the moment instead of taking a pooled
+connection)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ class RateStore:
     def __init__(self, scripts: Scripts, hot: Multiplexed | None = None) -> None:
         self._script, self._hot = scripts.rate, hot
 
-    async def _check(self, keys: list[str], limits: list[tuple[str, Rate]]) -> Verdict:
+    async def _check(
+        self, keys: list[str], limits: list[tuple[str, Rate]], count: int = 1
+    ) -> Verdict:
         args: list[Any] = []
         for _, rate in limits:
             args += [f"{rate.interval_ms:.3f}", f"{rate.window_ms:.3f}"]
+        args.append(count)
         if self._hot is not None:
             reply = await self._hot.script(self._script, keys, args)
         else:
@@ -31,9 +35,15 @@ class RateStore:
 
     @translated
     async def request(
-        self, tenant: str, user: str, user_rate: Rate | None, tenant_rate: Rate | None
+        self,
+        tenant: str,
+        user: str,
+        user_rate: Rate | None,
+        tenant_rate: Rate | None,
+        count: int = 1,
     ) -> Verdict:
-        """Charge one request to the principal's and the tenant's limits (those set)."""
+        """Charge ``count`` requests to the principal's and the tenant's limits (those set):
+        as many pass as both let through."""
         user_key, tenant_key = rate_keys(tenant, user)
         keys, limits = [], []
         if user_rate is not None:
@@ -42,7 +52,7 @@ class RateStore:
         if tenant_rate is not None:
             keys.append(tenant_key)
             limits.append(("tenant", tenant_rate))
-        return await self._check(keys, limits)
+        return await self._check(keys, limits, count)
 
     @translated
     async def auth_failure(self, address: str, rate: Rate) -> Verdict:

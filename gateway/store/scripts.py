@@ -1348,37 +1348,47 @@ return taken
 
 # Rate limits (GCRA). KEYS: the limits a request counts against (a principal's and its
 # tenant's share one slot; or a client address's failed authentications). ARGV: per key, its
-# emission interval and its tolerance (the window), in ms. A key holds the theoretical
+# emission interval and its tolerance (the window), in ms; then how many requests to charge
+# (absent: 1; a JSON-RPC batch charges its calls at once). A key holds the theoretical
 # arrival time (TAT) of the next request; a request passes unless TAT + interval - window
-# is still ahead. Either every limit lets it pass and each is charged, or none is charged.
-# Returns {allowed 1|0, retry after ms, then per key: remaining, ms until replenished}.
+# is still ahead. As many of the requests pass as every limit lets through (the first ones),
+# and each limit is charged for those; none passes: none is charged.
+# Returns {allowed 1|0 (all passed), retry after ms (for the next one, when not all passed),
+# then per key: remaining, ms until replenished; then how many passed}.
 _RATE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local out, tats, retry = {1, 0}, {}, 0
+local count = tonumber(ARGV[2 * #KEYS + 1] or 1)
+local passed, tats = count, {}
 for i = 1, #KEYS do
   local interval, window = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
   local tat = tonumber(redis.call('GET', KEYS[i]) or now)
   if tat < now then tat = now end
-  local next_tat = tat + interval
-  local wait = next_tat - window - now
-  if wait > 0 then
-    out[1] = 0
+  tats[i] = tat
+  local k = math.floor((window + now - tat) / interval)
+  if k > count then k = count end
+  if k < 0 then k = 0 end
+  while k < count and tat + (k + 1) * interval - window - now <= 0 do k = k + 1 end
+  while k > 0 and tat + k * interval - window - now > 0 do k = k - 1 end
+  if k < passed then passed = k end
+end
+local out, retry = {1, 0}, 0
+if passed < count then out[1] = 0 end
+for i = 1, #KEYS do
+  local interval, window = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local tat = tats[i] + passed * interval
+  if passed > 0 then
+    redis.call('SET', KEYS[i], string.format('%.3f', tat), 'PX', math.ceil(tat - now))
+  end
+  if passed < count then
+    local wait = tat + interval - window - now
     if wait > retry then retry = wait end
-    out[2 * i + 1], out[2 * i + 2] = 0, math.ceil(tat - now)
-  else
-    tats[i] = next_tat
-    out[2 * i + 1] = math.floor((window - (next_tat - now)) / interval)
-    out[2 * i + 2] = math.ceil(next_tat - now)
   end
+  out[2 * i + 1] = math.floor((window - (tat - now)) / interval)
+  out[2 * i + 2] = math.ceil(tat - now)
 end
-if out[1] == 1 then
-  for i = 1, #KEYS do
-    redis.call('SET', KEYS[i], string.format('%.3f', tats[i]), 'PX', math.ceil(tats[i] - now))
-  end
-else
-  out[2] = math.ceil(retry)
-end
+out[2] = math.ceil(retry)
+out[2 * #KEYS + 3] = passed
 return out
 """
 
