@@ -4,12 +4,15 @@ X-Forwarded-For is then believed. Through real processes: uvicorn reads the head
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+import pytest
 
+from gateway.configuration import ConfigurationError, load_settings
 from tests.conftest import API_KEYS, RawRedis, auth
 from tests.processes import serving, slow_process_test
 from tests.waiting import until_sync
@@ -76,3 +79,18 @@ def test_a_listed_proxy_names_the_client(tmp_path: Path, redis_url: str, redis: 
         assert c.get("/v1/contexts", headers=forwarded).status_code == 200
         entries = _audited(tmp_path, 1)
     assert [e["client"] for e in entries] == [FORGED], entries
+
+
+def test_a_proxy_that_is_no_address_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Named by its variable (never its value), rather than silently never matching."""
+    for name in [n for n in os.environ if n.upper().startswith(("GATEWAY_", "REDIS_URL"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("GATEWAY_FORWARDED_ALLOW_IPS", "10.0.0.0/8, proxy.internal")
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings()
+    assert [p.split(":")[0] for p in raised.value.problems] == ["GATEWAY_FORWARDED_ALLOW_IPS"]
+    assert "proxy.internal" not in str(raised.value)
+    monkeypatch.setenv("GATEWAY_FORWARDED_ALLOW_IPS", "10.0.0.0/8, ::1")
+    assert load_settings().forwarded_allow_ips == ["10.0.0.0/8", "::1"]
