@@ -97,7 +97,11 @@ def _stop_metrics_server(server: WSGIServer) -> None:
     server.server_close()
 
 
-def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
+def create_app(
+    settings: Settings, extra_agents: Iterable[Agent] = (), *, redis_embedded: bool = False
+) -> Starlette:
+    """``redis_embedded``: Redis is the embedded one `gateway serve` runs, part of the
+    gateway, so that ``/healthz`` fails while it does not answer."""
     runtime = Runtime.build(settings, extra_agents)
     push = None
     if runtime.push_keys is not None:
@@ -138,6 +142,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
         ),
         push=push,
+        redis_embedded=redis_embedded,
     )
 
     tokens = None

@@ -29,6 +29,7 @@ from gateway.configuration import (
 )
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.logs import configure_logging
+from gateway.redis_supervisor import RedisSupervisor
 from gateway.settings import Settings
 
 # The server, the runtime and their dependencies are imported by the command that needs
@@ -336,12 +337,13 @@ def _shared_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _serve_one(settings: Settings, *, shared_port: bool = False) -> int:
+def _serve_one(settings: Settings, *, shared_port: bool = False, embedded: bool = False) -> int:
+    """``embedded``: Redis is the embedded one, part of the gateway: /healthz tells of it."""
     from gateway.app import create_app
     from gateway.http.server import server_config
 
     config = server_config(
-        create_app(settings),
+        create_app(settings, redis_embedded=embedded),
         settings,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
     )
@@ -350,14 +352,14 @@ def _serve_one(settings: Settings, *, shared_port: bool = False) -> int:
     return 0
 
 
-def _child(settings: Settings, index: int) -> None:
+def _child(settings: Settings, index: int, embedded: bool) -> None:
     """A forked server process: serves until stopped, then leaves without the parent's
     clean-up (the embedded Redis is the parent's)."""
     code = 1
     try:
         if settings.metrics_port is not None:  # one metrics port per process
             settings = settings.model_copy(update={"metrics_port": settings.metrics_port + index})
-        code = _serve_one(settings, shared_port=True)
+        code = _serve_one(settings, shared_port=True, embedded=embedded)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0
     except BaseException:
@@ -369,18 +371,21 @@ def _child(settings: Settings, index: int) -> None:
         os._exit(code)
 
 
-def _serve_processes(settings: Settings) -> int:
+def _serve_processes(settings: Settings, redis: RedisSupervisor | None) -> int:
     """``settings.processes`` forked server processes on one port; SIGTERM and SIGINT are
     passed on to them. One that exits by itself stops the others: the command ends (non-zero)
-    for the supervisor (systemd, the orchestrator) to restart it whole."""
+    for the supervisor (systemd, the orchestrator) to restart it whole. The embedded Redis
+    (``redis``) is watched from here, once the children are forked."""
     _shared_port_socket(settings.host, settings.port).close()  # the port is free: fail here
     children: dict[int, int] = {}
     for index in range(settings.processes):
         pid = os.fork()
         if pid == 0:
-            _child(settings, index)
+            _child(settings, index, redis is not None)
         children[pid] = index
     log.info("server processes started", extra={"processes": settings.processes})
+    if redis is not None:
+        redis.start()
     stopping = False
 
     def stop(signum: int, frame: FrameType | None = None) -> None:
@@ -395,7 +400,8 @@ def _serve_processes(settings: Settings) -> int:
     status = 0
     while children:
         pid, wait_status = os.wait()
-        children.pop(pid, None)
+        if children.pop(pid, None) is None:
+            continue  # the embedded redis-server: its supervisor starts it again
         code = os.waitstatus_to_exitcode(wait_status)
         if not stopping:
             log.error("a server process exited; stopping the others", extra={"code": code})
@@ -432,6 +438,7 @@ def serve(settings: Settings) -> int:
             extra={"data_dir": settings.data_dir, "error": type(exc).__name__},
         )
         return 2
+    redis = RedisSupervisor(embedded) if embedded is not None else None
     try:
         _log_configuration("serve", settings)
         if not settings.serve_embeds and settings.embedder != "none":
@@ -440,11 +447,13 @@ def serve(settings: Settings) -> int:
                 "a `gateway worker` on this Redis takes them; until then they wait queued"
             )
         if settings.processes > 1:
-            return _serve_processes(settings)
-        return _serve_one(settings)
+            return _serve_processes(settings, redis)
+        if redis is not None:
+            redis.start()
+        return _serve_one(settings, embedded=redis is not None)
     finally:
-        if embedded is not None:
-            embedded.stop()
+        if redis is not None:
+            redis.stop()
 
 
 async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:

@@ -30,9 +30,9 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ __all__ = [
     "EmbeddedRedis",
     "free_cluster_port",
     "free_port",
+    "locked",
     "redis_server_path",
     "running",
     "shared",
@@ -115,12 +116,24 @@ def redis_server_path() -> str:
     return str(REDIS_SERVER_PATH)
 
 
-def _die_with_parent() -> None:
-    """Linux: the redis-server child gets SIGTERM if the gateway dies, even by SIGKILL. Its
-    files are created for its user only."""
-    os.umask(0o077)
+def _prctl() -> Any:
+    """libc's ``prctl`` (None where there is none), loaded by the parent: a child forked
+    from a process with threads must not load libraries."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    return None
+
+
+def _die_with_parent(prctl: Any) -> Callable[[], None]:
+    """Linux: the redis-server child gets SIGTERM if the thread that started it ends (its
+    process dies, even by SIGKILL). Its files are created for its user only."""
+
+    def prepare() -> None:
+        os.umask(0o077)
+        if prctl is not None:
+            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return prepare
 
 
 def free_port() -> int:
@@ -206,6 +219,7 @@ class EmbeddedRedis:
         self.password: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.socket = _socket_path(data_dir)
+        self._prctl = _prctl()
 
     @property
     def url(self) -> str:
@@ -229,6 +243,11 @@ class EmbeddedRedis:
             self.socket = None
             return self._start(timeout)
 
+    def restart(self, timeout: float = 60.0) -> str:
+        """Start it again after it exited: the same port, socket, directory and password, so
+        its clients reconnect; it answers once it has reloaded its append-only file."""
+        return self._start(timeout)
+
     def _start(self, timeout: float) -> str:
         private_directory(self.data_dir)
         self.password = password_of(self.data_dir) if self.with_password else None
@@ -251,7 +270,7 @@ class EmbeddedRedis:
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent(self._prctl),
         )
         assert self.process.stdin is not None
         if self.password:
@@ -330,7 +349,7 @@ def running(data_dir: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def _locked(data_dir: Path) -> Iterator[None]:
+def locked(data_dir: Path) -> Iterator[None]:
     """Processes starting at once agree on one Redis per data directory."""
     private_directory(data_dir)
     with open(os.open(data_dir / _LOCK_FILE, os.O_WRONLY | os.O_CREAT, 0o600), "a") as lock:
@@ -355,7 +374,7 @@ def _port_free(port: int) -> bool:
 def shared(data_dir: Path, *, appendfsync: str = "everysec") -> tuple[str, EmbeddedRedis | None]:
     """The URL of the embedded Redis of ``data_dir``, and the server when this call started
     it (the caller stops it), or None when another process runs it already."""
-    with _locked(data_dir):
+    with locked(data_dir):
         url = running(data_dir)
         if url is not None:
             return url, None

@@ -63,6 +63,25 @@ class Settings(BaseSettings):
     rate_limit_tenant: Annotated[Rate | None, NoDecode] = None
     rate_limit_tenants: Annotated[dict[str, TenantLimits], NoDecode] = Field(default_factory=dict)
     auth_failure_limit: Annotated[Rate | None, NoDecode] = Rate(100, 60)
+    # The proxies (IPs or CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are believed
+    # (gateway serve); empty: none, the peer of the connection is the client everywhere
+    # (audit trail, failed-authentication limits).
+    forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def _parse_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        if isinstance(value, list):
+            for item in value:
+                try:
+                    ipaddress.ip_network(str(item), strict=False)
+                except ValueError:
+                    problem = "each entry is an IP address or a CIDR, e.g. 10.0.0.0/8"
+                    raise ValueError(problem) from None
+        return value
+
     # Managed API keys (api_keys.py): the server's HMAC secret turns them on; a key's
     # record is reused this long by each process (a revoked key is refused within it).
     api_key_secret: SecretStr | None = Field(default=None, min_length=16)

@@ -26,8 +26,9 @@ LAYERS = [
     "store",
     "configuration : settings : options : models : canonical : protojson : dialects"
     " : validation"
-    " : outbound : principal : a2a : search_mode : tracing : trace_export : genai_spans : metrics : gc_pauses : logs"
-    " : embedded_redis : ratelimit : backoff : ids : clock : entropy : api_keys : errors",
+    " : outbound : principal : a2a : search_mode : tracing : trace_export : genai_spans"
+    " : metrics : gc_pauses : logs : embedded_redis : redis_supervisor : ratelimit : backoff"
+    " : ids : clock : entropy : api_keys : errors",
 ]
 
 # (importer, imported) -> why the import may point up or sideways. Keep it empty.

@@ -83,15 +83,23 @@ async def test_a_tenant_limit_spans_its_users_and_tenants_have_their_own(
         assert await _statuses([gw], 2, "carol") == [200, 429]  # t2: its own, smaller limit
 
 
-async def test_failed_authentication_is_throttled_per_address(make_app: AppFactory) -> None:
+async def test_failed_authentication_throttles_the_failing_attempts_only(
+    make_app: AppFactory,
+) -> None:
+    """An address over its failure limit has its failing attempts answered 429; a valid key
+    from it (another client behind the same proxy) is still served."""
     async with make_app(api_keys=KEYS, auth_failure_limit=f"3/{HOUR}") as gw:
         bad = {"Authorization": "Bearer guess"}
-        statuses = [(await gw.get("/v1/contexts", headers=bad)).status_code for _ in range(5)]
-        assert statuses == [401, 401, 401, 429, 429]
-        # While the address is blocked, even a right key is not checked.
-        r = await gw.get("/v1/contexts", headers=auth("alice"))
-        assert r.status_code == 429 and r.json()["data"]["limit"] == "auth"
-        assert int(r.headers["retry-after"]) >= 1
+        answers = [await gw.get("/v1/contexts", headers=bad) for _ in range(5)]
+        assert [r.status_code for r in answers] == [401, 401, 401, 429, 429]
+        r = answers[-1]
+        assert r.json()["data"]["limit"] == "auth" and int(r.headers["retry-after"]) >= 1
+        # Any other wrong key from the address is throttled too...
+        other = await gw.get("/v1/contexts", headers={"X-API-Key": "another-guess"})
+        assert other.status_code == 429 and other.json()["data"]["limit"] == "auth"
+        # ...while the right ones are served, as before the failures.
+        for user in ("alice", "bob"):
+            assert (await gw.get("/v1/contexts", headers=auth(user))).status_code == 200
         assert (await gw.get("/healthz")).status_code == 200
 
 

@@ -22,7 +22,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ForbiddenError, GatewayError, UnauthenticatedError
-from gateway.http.ratelimit import RateLimiter
+from gateway.http.ratelimit import RateLimiter, credential_tag
 from gateway.http.responses import error_response
 from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier, looks_like_jwt
@@ -135,7 +135,7 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
     async def _authenticate(self, scope: Scope, headers: Headers) -> Principal:
-        """The principal; failed attempts are throttled per client address. The caller
+        """The principal; failed attempts are throttled (``RateLimiter.failed``). The caller
         is noted (``state["caller"]``) before the tenant check, for the audit trail."""
         principal = await self._identify(scope, headers)
         scope.setdefault("state", {})["caller"] = principal
@@ -147,13 +147,14 @@ class AuthMiddleware:
             return await self.authenticator.identify(headers)
         client = scope.get("client")
         address = client[0] if client else None
-        blocked = self.limiter.blocked(address)
+        tag = credential_tag(_credential(headers))
+        blocked = self.limiter.blocked(address, tag)
         if blocked is not None:
             raise blocked
         try:
             return await self.authenticator.identify(headers)
         except UnauthenticatedError:
-            refusal = await self.limiter.failed(address)
+            refusal = await self.limiter.failed(address, tag)
             if refusal is not None:
                 raise refusal from None
             raise

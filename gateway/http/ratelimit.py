@@ -1,6 +1,6 @@
 """Rate limits at the HTTP edge: every authenticated request is charged to its principal's
 and its tenant's limits (one script call, shared by every replica), and every failed
-authentication to its client address.
+authentication to its client address and to the credential it sent from there.
 
 A request over a limit is answered 429 with ``Retry-After`` and the IETF ``RateLimit`` /
 ``RateLimit-Policy`` fields; requests within them carry the fields too. A request that
@@ -9,14 +9,17 @@ holds several calls (a JSON-RPC batch) charges the calls after its first through
 tell the state after the last charge. Health, readiness,
 metrics, the contract and anonymous card requests have no principal and are not charged.
 
-An address over its failed-authentication limit is refused (429) for the ``Retry-After``
-it was given, whatever credentials it then sends, by the replica that refused it: so
-credentials cannot be guessed faster than the limit by spreading guesses over replicas —
-each replica lets at most one through before it learns of the shared verdict.
+Failed authentications throttle failing attempts only, never a valid credential: clients
+behind one proxy share an address, and one of them sending wrong keys must not lock the
+others out. An address over its limit has each failing attempt answered 429 instead of
+401 (credentials are still checked, so a valid one is served); a credential that keeps
+failing from an address is refused (429) without being checked again until its
+``Retry-After`` has passed, by the replica that refused it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,7 +33,7 @@ from gateway.ratelimit import Verdict
 from gateway.settings import Settings
 from gateway.store.rate_store import RateStore
 
-__all__ = ["Charge", "RateLimitMiddleware", "RateLimiter"]
+__all__ = ["Charge", "RateLimitMiddleware", "RateLimiter", "credential_tag"]
 
 _BLOCKED_MAX = 10_000
 
@@ -45,7 +48,7 @@ def _refusal(verdict: Verdict) -> RateLimitedError:
 class RateLimiter:
     def __init__(self, settings: Settings, store: RateStore) -> None:
         self._settings, self._store = settings, store
-        self._blocked: dict[str, float] = {}  # address -> monotonic end of its block
+        self._blocked: dict[tuple[str, str], float] = {}  # (address, credential) -> end
 
     @property
     def active(self) -> bool:
@@ -61,31 +64,44 @@ class RateLimiter:
             principal.tenant, principal.user, user_rate, tenant_rate, count
         )
 
-    def blocked(self, address: str | None) -> RateLimitedError | None:
-        """The refusal of an address still blocked for failing to authenticate."""
-        until = self._blocked.get(address or "")
+    def blocked(self, address: str | None, credential: str) -> RateLimitedError | None:
+        """The refusal of a credential (``credential_tag``) still blocked at an address for
+        failing to authenticate there."""
+        key = (address or "", credential)
+        until = self._blocked.get(key)
         if until is None:
             return None
         left = until - time.monotonic()
         if left <= 0:
-            del self._blocked[address or ""]
+            del self._blocked[key]
             return None
         metrics.series(metrics.RATE_LIMITED, "auth").inc()
         return RateLimitedError("auth", max(1, int(left + 0.999)))
 
-    async def failed(self, address: str | None) -> RateLimitedError | None:
-        """Charge a failed authentication; the refusal when the address is over its limit."""
+    async def failed(self, address: str | None, credential: str) -> RateLimitedError | None:
+        """Charge a failed authentication; the refusal when the address is over its limit
+        (the credential is then blocked there too when it is the one that keeps failing)."""
         rate = self._settings.auth_failure_limit
         if rate is None or not address:
             return None
-        verdict = await self._store.auth_failure(address, rate)
+        verdict = await self._store.auth_failure(address, credential, rate)
         if verdict.allowed:
             return None
-        if len(self._blocked) >= _BLOCKED_MAX:
-            now = time.monotonic()
-            self._blocked = {a: t for a, t in self._blocked.items() if t > now}
-        self._blocked[address] = time.monotonic() + verdict.retry_after_ms / 1000
-        return _refusal(verdict)
+        if verdict.states[1].remaining <= 0:
+            if len(self._blocked) >= _BLOCKED_MAX:
+                now = time.monotonic()
+                self._blocked = {a: t for a, t in self._blocked.items() if t > now}
+            self._blocked[address, credential] = time.monotonic() + verdict.retry_after_ms / 1000
+        # Told as the address's limit: the credential's is never the only one exhausted.
+        return _refusal(Verdict(verdict.allowed, verdict.retry_after_ms, verdict.states[:1]))
+
+
+def credential_tag(credential: str | None) -> str:
+    """What names a credential in the failure counters: a digest's prefix, never the
+    credential ("-" for none sent)."""
+    if credential is None:
+        return "-"
+    return hashlib.sha256(credential.encode()).hexdigest()[:24]
 
 
 class Charge:

@@ -361,15 +361,28 @@ def audit_routes() -> list[BaseRoute]:
 
 
 async def healthz(request: Request) -> Response:
+    """The process is up, and so is the embedded Redis if it has one (part of the gateway;
+    an external Redis is /readyz's: restarting the gateway would not bring it back)."""
+    state = _state(request)
+    if state.redis_embedded and not await _redis_answers(state):
+        return JSONResponse(
+            {"status": "unavailable", "checks": {"redis": "unreachable"}},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
     return JSONResponse({"status": "ok"})
+
+
+async def _redis_answers(state: AppState) -> bool:
+    try:
+        return await state.store.ping()
+    except Exception:
+        return False
 
 
 async def readyz(request: Request) -> Response:
     state = _state(request)
-    try:
-        ok = await state.store.ping()
-    except Exception:
-        ok = False
+    ok = await _redis_answers(state)
     cortadel = request.app.state.runtime.cortadel
     if ok and cortadel is not None:
         # Cortadel is not critical: without it runs go on (recall fails open, stores wait).

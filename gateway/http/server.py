@@ -167,7 +167,10 @@ class BoundedProtocol(HttpToolsProtocol):
 def server_config(app: ASGIApp, settings: Settings, **options: Any) -> uvicorn.Config:
     """uvicorn's configuration for ``gateway serve``: the bounded protocol, no WebSocket
     upgrades (nothing is served over them), no ``Server`` header, no access log of its own
-    (``AccessLogMiddleware`` writes one)."""
+    (``AccessLogMiddleware`` writes one). ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are
+    believed only from the proxies of ``GATEWAY_FORWARDED_ALLOW_IPS`` (uvicorn's own default
+    would believe any loopback peer, which anyone on the host is); with none listed, the
+    connection's peer is the client."""
     protocol = type(
         "BoundedProtocol",
         (BoundedProtocol,),
@@ -186,5 +189,7 @@ def server_config(app: ASGIApp, settings: Settings, **options: Any) -> uvicorn.C
         server_header=False,
         log_config=None,
         access_log=False,
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
         **options,
     )

@@ -34,3 +34,4 @@ class AppState:
     keys: KeyService | None = None
     audit: AuditService | None = None
     push: PushService | None = None  # None: push notifications are not offered
+    redis_embedded: bool = False  # /healthz fails while the embedded Redis does not answer

@@ -99,7 +99,7 @@ __all__ = [
     "ContextKeys",
     "TenantAgentKeys",
     "UserKeys",
-    "auth_failure_key",
+    "auth_failure_keys",
     "event_stream",
     "keys_of",
     "rate_keys",
@@ -167,9 +167,10 @@ def rate_keys(tenant: str, user: str) -> tuple[str, str]:
     return f"gw:{{rl:{digest}}}:u:{user_tag(tenant, user)}", f"gw:{{rl:{digest}}}:t"
 
 
-def auth_failure_key(address: str) -> str:
-    """Failed authentications of one client address."""
-    return f"gw:{{af}}:{address}"
+def auth_failure_keys(address: str, credential: str) -> tuple[str, str]:
+    """Failed authentications of one client address, and of one credential (a digest's
+    prefix, never the credential) from it; one hash tag: one script."""
+    return f"gw:{{af}}:{address}", f"gw:{{af}}:{address}|{credential}"
 
 
 def user_tag(tenant: str, user: str) -> str:

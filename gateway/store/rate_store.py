@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.ratelimit import Rate, Verdict
-from gateway.store.keys import auth_failure_key, rate_keys
+from gateway.store.keys import auth_failure_keys, rate_keys
 from gateway.store.multiplex import Multiplexed
 from gateway.store.scripts import Scripts
 from gateway.store.translate import translated
@@ -55,6 +55,9 @@ class RateStore:
         return await self._check(keys, limits, count)
 
     @translated
-    async def auth_failure(self, address: str, rate: Rate) -> Verdict:
-        """Charge one failed authentication to the client address."""
-        return await self._check([auth_failure_key(address)], [("auth", rate)])
+    async def auth_failure(self, address: str, credential: str, rate: Rate) -> Verdict:
+        """Charge one failed authentication to the client address and to the credential
+        (a digest's prefix) it sent: the verdict's states are the address's, then the
+        credential's."""
+        keys = list(auth_failure_keys(address, credential))
+        return await self._check(keys, [("auth", rate), ("credential", rate)])
