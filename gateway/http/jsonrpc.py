@@ -57,7 +57,7 @@ from gateway.http.a2a_calls import (
     stream_send,
     subscribe,
 )
-from gateway.http.operations import error_outcome, note
+from gateway.http.operations import Operation, error_outcome, note
 from gateway.http.params import json_body
 from gateway.http.ratelimit import Charge
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
@@ -250,14 +250,20 @@ async def _one(
             raise InvalidParamsError("params must be an object")
         result = await method.handler(Call.of(request), params)
     except Exception as exc:
-        if not isinstance(exc, GatewayError):  # a defect: an InternalError, without detail
-            log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
-            exc = GatewayError()
-        operation.outcome = error_outcome(exc)
-        if notification:
-            return _NO_ANSWER
-        return _answer(request_id, error=_error(exc, v1))
+        return _failed(exc, operation, _NO_ANSWER if notification else request_id, v1)
     return _NO_ANSWER if notification else _answer(request_id, result=result)
+
+
+def _failed(exc: Exception, operation: Operation, request_id: Any, v1: bool) -> Any:
+    """The error answer of a call that raised, its outcome noted; a notification (its
+    ``request_id`` given as ``_NO_ANSWER``) gets none."""
+    if not isinstance(exc, GatewayError):  # a defect: an InternalError, without detail
+        log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
+        exc = GatewayError()
+    operation.outcome = error_outcome(exc)
+    if request_id is _NO_ANSWER:
+        return _NO_ANSWER
+    return _answer(request_id, error=_error(exc, v1))
 
 
 def _render(payload: Any) -> Response:
