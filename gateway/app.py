@@ -100,10 +100,9 @@ def _stop_metrics_server(server: WSGIServer) -> None:
 def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starlette:
     runtime = Runtime.build(settings, extra_agents)
     push = None
-    if runtime.push_keys is not None:
-        allowlist = runtime.allowlist
+    if runtime.push_keys is not None and runtime.push_policy is not None:
         push = PushService(
-            runtime.store, PushStore(runtime.store), allowlist, settings.push_artifacts
+            runtime.store, PushStore(runtime.store), runtime.push_policy, settings.push_artifacts
         )
     messages = MessageService(
         runtime.store,

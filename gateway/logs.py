@@ -1,16 +1,33 @@
-"""Structured JSON logs. Only ids, sizes, timings and error types are ever logged."""
+"""Structured JSON logs. Only ids, sizes, timings and error types are ever logged.
+
+The HTTP client libraries log each request's whole URL (``httpx``/``httpx2`` at INFO) and
+its headers (``httpcore``/``httpcore2`` at DEBUG); the SDKs on top of them (``openai``,
+``a2a``) their URLs, headers and bodies. They are held at WARNING whatever the level, and
+any URL in any line is cut to its scheme and host: no line carries an outbound URL's path
+or query, or a header's value.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Any
 
 import orjson
 
-__all__ = ["configure_logging"]
+__all__ = ["QUIETED", "configure_logging", "redact_urls"]
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
+# The loggers of the outbound HTTP stack: WARNING and above only.
+QUIETED = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "a2a", "hpack", "h2")
+# scheme://host[:port], then whatever follows up to a space or a quote
+_URL = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#\"'<>\\]+)[^\s\"'<>\\]*")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL cut to its scheme and host (and any user info dropped)."""
+    return _URL.sub(lambda m: re.sub(r"//[^/@]*@", "//", m.group(1)), text)
 
 
 class JsonFormatter(logging.Formatter):
@@ -19,11 +36,11 @@ class JsonFormatter(logging.Formatter):
             "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": record.getMessage(),
+            "event": redact_urls(record.getMessage()),
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD:
-                out[key] = value
+                out[key] = redact_urls(value) if isinstance(value, str) else value
         return orjson.dumps(out, default=str).decode()
 
 
@@ -34,6 +51,8 @@ def configure_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("uvicorn.access").disabled = True
+    for name in QUIETED:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     # two lines per scheduled run (maintenance reclaims every 2 s or less): warnings only;
     # and a run skipped because the last one still runs (a busy host) is by design, not news
     logging.getLogger("apscheduler").setLevel(logging.WARNING)

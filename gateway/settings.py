@@ -11,7 +11,14 @@ import ipaddress
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.options.identity import JwtIssuer
@@ -22,6 +29,13 @@ from gateway.ratelimit import Rate, TenantLimits
 __all__ = ["ApiKeyEntry", "Settings"]
 
 THIRTY_DAYS = 30 * 24 * 3600
+
+
+def _comma_list(value: object) -> object:
+    """A comma-separated environment variable's items."""
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    return value
 
 
 class ApiKeyEntry(BaseModel):
@@ -156,6 +170,13 @@ class Settings(BaseSettings):
     push_per_origin: int = Field(default=8, ge=1, le=1_000)
     push_signing_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     push_artifacts: bool = False
+    # Where webhooks may go (push/destinations.py): by default public https destinations
+    # only; host[:port] patterns (as GATEWAY_OUTBOUND_ALLOWLIST's) the default refuses are
+    # admitted too (a loopback receiver in development), and with restrict only those.
+    push_allowlist: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default_factory=list
+    )
+    push_restrict: bool = False
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see options/longterm.py).
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
     log_level: str = "INFO"
