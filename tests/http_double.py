@@ -13,14 +13,15 @@ from tests.waiting import until_sync
 
 
 class ServedDouble:
-    def __init__(self) -> None:
-        self.port = free_port()
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
+        """On ``host`` (a loopback address), at ``port`` (a free one if None)."""
+        self.host, self.port = host, port if port is not None else free_port()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     def serve(self, app: Any) -> None:
         """Called by a subclass's constructor with the app to serve."""
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

@@ -445,7 +445,7 @@ async def test_the_allowlist_is_checked_again_at_delivery(
         assert r.status_code == 200, r.text
         await until(lambda: redis.xlen(PUSH_DEAD), what="the event given up")
         dead = await redis.xrange(PUSH_DEAD)
-        assert b"no longer allowed" in dead[0][1][b"reason"]
+        assert b"not allowed" in dead[0][1][b"reason"]
         assert receiver.attempts == 0
 
 

@@ -36,8 +36,8 @@ class Delivery:
 
 
 class WebhookReceiver(ServedDouble):
-    def __init__(self, fail: int = 0) -> None:
-        super().__init__()
+    def __init__(self, fail: int = 0, *, host: str = "127.0.0.1", port: int | None = None) -> None:
+        super().__init__(host, port)
         self.fail = fail
         self.down = False
         self.status = 204  # what it answers once it accepts (a 3xx, 4xx to test refusals)
@@ -50,7 +50,7 @@ class WebhookReceiver(ServedDouble):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"http://{self.host}:{self.port}/hook"
 
     def unique(self) -> dict[str, Delivery]:
         """What a receiver that dedupes on the event id keeps (the first of each)."""

@@ -260,8 +260,8 @@ class PushDeliverer(StreamConsumer):
                 request.url, content=request.body, headers=request.headers
             )
         except httpx.HTTPError as exc:
-            if isinstance(exc.__cause__, OutboundRefused):
-                raise _GiveUp("the webhook URL is no longer allowed") from exc
+            if isinstance(exc.__cause__, OutboundRefused):  # names a host, never a path
+                raise _GiveUp(f"the webhook is not allowed: {exc.__cause__}") from exc
             log.info("webhook unreachable", extra={"error": type(exc).__name__})
             raise
         status = response.status_code
