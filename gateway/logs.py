@@ -36,12 +36,13 @@ class JsonFormatter(logging.Formatter):
             "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": redact_urls(record.getMessage()),
+            "event": record.getMessage(),
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD:
-                out[key] = redact_urls(value) if isinstance(value, str) else value
-        return orjson.dumps(out, default=str).decode()
+                out[key] = value
+        # the whole line: the event, and any value however deep (a URL ends at a quote)
+        return redact_urls(orjson.dumps(out, default=str).decode())
 
 
 def configure_logging(level: str) -> None:

@@ -46,7 +46,8 @@ class WebhookReceiver(ServedDouble):
         self.stalled = False
         self.release = threading.Event()
         self.holding = self.most_held = 0
-        self.serve(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
+        # any path (a webhook's path is the client's to choose)
+        self.serve(Starlette(routes=[Route("/{path:path}", self._hook, methods=["POST"])]))
 
     @property
     def url(self) -> str:
