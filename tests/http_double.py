@@ -19,9 +19,10 @@ class ServedDouble:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
-    def serve(self, app: Any) -> None:
-        """Called by a subclass's constructor with the app to serve."""
-        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning")
+    def serve(self, app: Any, **options: Any) -> None:
+        """Called by a subclass's constructor with the app to serve (``options``: more of
+        uvicorn's, e.g. ``ssl_certfile`` and ``ssl_keyfile``)."""
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", **options)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

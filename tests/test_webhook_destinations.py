@@ -7,14 +7,21 @@ webhooks and registered agents alike."""
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import socket
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+from cryptography.x509.oid import NameOID
 
 from gateway.outbound import OutboundRefused, guarded_client
 from gateway.outbound.addresses import Address, is_public
@@ -229,6 +236,62 @@ async def test_the_connection_goes_to_the_address_checked() -> None:
     finally:
         allowed.stop()
         internal.stop()
+
+
+def _certificates(tmp: Path, name: str) -> tuple[str, str, str]:
+    """A test CA's certificate file, and a certificate and key for ``name`` it signed."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def issued(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False
+            )
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = issued("test CA", ca_key, "test CA", ca_key, True)
+    leaf = issued(name, key, "test CA", ca_key, False)
+    files = {"ca.pem": ca.public_bytes(Encoding.PEM), "leaf.pem": leaf.public_bytes(Encoding.PEM),
+             "leaf.key": key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())}  # fmt: skip
+    for file, data in files.items():
+        (tmp / file).write_bytes(data)
+    return str(tmp / "ca.pem"), str(tmp / "leaf.pem"), str(tmp / "leaf.key")
+
+
+async def test_tls_is_verified_for_the_host_name_not_the_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection goes to the checked address, while TLS (SNI and the certificate's
+    name) is the URL's host's: a receiver whose certificate names the host is reached; the
+    same receiver under another name is refused by certificate verification."""
+    ca, certificate, key = _certificates(tmp_path, "hook.tls.test")
+    monkeypatch.setenv("SSL_CERT_FILE", ca)  # the client trusts the test CA only
+    hook = WebhookReceiver(tls=(certificate, key)).start()
+
+    async def loopback(host: str, port: int) -> Sequence[Address]:
+        return [ipaddress.ip_address("127.0.0.1")]
+
+    policy = WebhookPolicy(["hook.tls.test", "other.tls.test"])
+    try:
+        async with guarded_client(policy, resolver=loopback, timeout=30) as http:
+            r = await http.post(f"https://hook.tls.test:{hook.port}/hook", content=b"{}")
+            assert r.status_code == 204
+            with pytest.raises(httpx.ConnectError, match="certificate"):
+                await http.post(f"https://other.tls.test:{hook.port}/hook", content=b"{}")
+        assert len(hook.accepted) == 1
+    finally:
+        hook.stop()
 
 
 @pytest.mark.parametrize(

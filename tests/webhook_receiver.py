@@ -36,7 +36,14 @@ class Delivery:
 
 
 class WebhookReceiver(ServedDouble):
-    def __init__(self, fail: int = 0, *, host: str = "127.0.0.1", port: int | None = None) -> None:
+    def __init__(
+        self,
+        fail: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        tls: tuple[str, str] | None = None,  # certificate and key files: served over https
+    ) -> None:
         super().__init__(host, port)
         self.fail = fail
         self.down = False
@@ -47,7 +54,8 @@ class WebhookReceiver(ServedDouble):
         self.release = threading.Event()
         self.holding = self.most_held = 0
         # any path (a webhook's path is the client's to choose)
-        self.serve(Starlette(routes=[Route("/{path:path}", self._hook, methods=["POST"])]))
+        app = Starlette(routes=[Route("/{path:path}", self._hook, methods=["POST"])])
+        self.serve(app, **({"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}))
 
     @property
     def url(self) -> str:
