@@ -44,7 +44,7 @@ class WebhookReceiver(ServedDouble):
         port: int | None = None,
         tls: tuple[str, str] | None = None,  # certificate and key files: served over https
     ) -> None:
-        super().__init__(host, port)
+        super().__init__(host, port, tls)
         self.fail = fail
         self.down = False
         self.status = 204  # what it answers once it accepts (a 3xx, 4xx to test refusals)
@@ -55,7 +55,7 @@ class WebhookReceiver(ServedDouble):
         self.holding = self.most_held = 0
         # any path (a webhook's path is the client's to choose)
         app = Starlette(routes=[Route("/{path:path}", self._hook, methods=["POST"])])
-        self.serve(app, **({"ssl_certfile": tls[0], "ssl_keyfile": tls[1]} if tls else {}))
+        self.serve(app)
 
     @property
     def url(self) -> str:
