@@ -3,7 +3,7 @@
 The HTTP client libraries log each request's whole URL (``httpx``/``httpx2`` at INFO) and
 its headers (``httpcore``/``httpcore2`` at DEBUG); the SDKs on top of them (``openai``,
 ``a2a``) their URLs, headers and bodies. They are held at WARNING whatever the level, and
-any URL in any line is cut to its scheme and host: no line carries an outbound URL's path
+any http(s) URL in any line is cut to its scheme and host: no line carries an outbound URL's path
 or query, or a header's value.
 """
 
@@ -21,12 +21,13 @@ __all__ = ["QUIETED", "configure_logging", "redact_urls"]
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 # The loggers of the outbound HTTP stack: WARNING and above only.
 QUIETED = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "a2a", "hpack", "h2")
-# scheme://host[:port], then whatever follows up to a space or a quote
-_URL = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s?#\"'<>\\]+)[^\s\"'<>\\]*")
+# an HTTP(S) or WebSocket URL's scheme://host[:port], then whatever follows up to a space
+# or a quote (other URLs, Redis's, are the operator's and shown with their secret masked)
+_URL = re.compile(r"(\b(?:https?|wss?)://[^/\s?#\"'<>\\]+)[^\s\"'<>\\]*", re.IGNORECASE)
 
 
 def redact_urls(text: str) -> str:
-    """``text`` with every URL cut to its scheme and host (and any user info dropped)."""
+    """``text`` with every http(s) URL cut to its scheme and host (user info dropped)."""
     return _URL.sub(lambda m: re.sub(r"//[^/@]*@", "//", m.group(1)), text)
 
 
