@@ -266,7 +266,8 @@ class Runtime:
         pusher = None
         store.push_artifacts = settings.push_artifacts
         store.push_lease_ms = int(settings.job_lease_seconds * 1000)
-        issuer = settings.public_url or f"http://{settings.host}:{settings.port}"
+        bound = f"[{settings.host}]" if ":" in settings.host else settings.host
+        issuer = settings.public_url or f"http://{bound}:{settings.port}"
         push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
         push_policy = WebhookPolicy(settings.push_allowlist, restrict=settings.push_restrict)
         # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer

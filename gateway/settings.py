@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 import orjson
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     BeforeValidator,
@@ -35,6 +36,17 @@ def _comma_list(value: object) -> object:
     """A comma-separated environment variable's items."""
     if isinstance(value, str):
         return [p.strip() for p in value.split(",") if p.strip()]
+    return value
+
+
+def _host_patterns(value: list[str]) -> list[str]:
+    """``host[:port]`` patterns whose port, if any, is a port or ``*``."""
+    for pattern in value:
+        port = pattern.rpartition("]")[2] if pattern.startswith("[") else pattern
+        if port.count(":") == 1:
+            number = port.partition(":")[2]
+            if number not in ("", "*") and not (number.isdigit() and 0 < int(number) < 65536):
+                raise ValueError("a pattern's port must be a number from 1 to 65535 or *")
     return value
 
 
@@ -173,9 +185,9 @@ class Settings(BaseSettings):
     # Where webhooks may go (push/destinations.py): by default public https destinations
     # only; host[:port] patterns (as GATEWAY_OUTBOUND_ALLOWLIST's) the default refuses are
     # admitted too (a loopback receiver in development), and with restrict only those.
-    push_allowlist: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
-        default_factory=list
-    )
+    push_allowlist: Annotated[
+        list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_patterns)
+    ] = Field(default_factory=list)
     push_restrict: bool = False
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see options/longterm.py).
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)

@@ -316,3 +316,16 @@ async def test_tls_is_verified_for_the_host_name_not_the_address(
 )
 def test_public_addresses(address: str, public: bool) -> None:
     assert is_public(ipaddress.ip_address(address)) is public
+
+
+def test_a_push_allowlist_port_that_is_no_port_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.configuration import ConfigurationError, load_settings
+
+    monkeypatch.setenv("GATEWAY_PUSH_ALLOWLIST", "localhost:8888,[::1]:80,10.0.0.0/8:*")
+    assert load_settings().push_allowlist == ["localhost:8888", "[::1]:80", "10.0.0.0/8:*"]
+    for bad in ("localhost:abc", "localhost:99999"):
+        monkeypatch.setenv("GATEWAY_PUSH_ALLOWLIST", bad)
+        with pytest.raises(ConfigurationError, match="GATEWAY_PUSH_ALLOWLIST"):
+            load_settings()
