@@ -56,6 +56,7 @@ REFUSED = [
     "https://[2002:c0a8:101::1]/hook",  # 6to4 of 192.168.1.1
     "https://localhost/hook",
     "https://ward.localhost/hook",
+    "https://localhost./hook",
     "http://example.com/webhook",  # plain http
 ]
 ADMITTED = ["https://example.com/webhook", "https://8.8.8.8/hook", "https://[2606:4700::1]/hook"]

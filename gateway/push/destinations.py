@@ -30,7 +30,8 @@ SETTING = "GATEWAY_PUSH_ALLOWLIST"
 
 
 def _loopback_name(host: str) -> bool:
-    return host == "localhost" or host.endswith(".localhost")  # RFC 6761
+    name = host.rstrip(".")  # a fully qualified spelling is the same name
+    return name == "localhost" or name.endswith(".localhost")  # RFC 6761
 
 
 class WebhookPolicy:
