@@ -12,7 +12,9 @@ gateway into a proxy into the hospital network. "Public" is ``addresses.is_publi
 
 The HTTP clients of ``guarded_client`` check each request's URL by name, and each new
 connection's addresses as it is made, connecting only to an address checked
-(``pinning.py``): the name is resolved once per connection.
+(``pinning.py``): the name is resolved once per connection. Webhooks go through such a
+client with a guard of their own (``push/destinations.py``), built on an ``Allowlist`` of
+``GATEWAY_PUSH_ALLOWLIST``.
 """
 
 from __future__ import annotations
