@@ -142,7 +142,7 @@ def push_bench(tmp: Path) -> None:
     env = {
         "GATEWAY_LOG_LEVEL": "ERROR",
         "GATEWAY_EMBEDDER": "none",
-        "GATEWAY_OUTBOUND_ALLOWLIST": "127.0.0.1",
+        "GATEWAY_PUSH_ALLOWLIST": "127.0.0.1",
         "GATEWAY_PUSH_BACKOFF_FIRST_SECONDS": "0.1",
         "GATEWAY_PUSH_BACKOFF_MAX_SECONDS": "0.5",
     }

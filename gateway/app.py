@@ -104,10 +104,9 @@ def create_app(
     gateway, so that ``/healthz`` fails while it does not answer."""
     runtime = Runtime.build(settings, extra_agents)
     push = None
-    if runtime.push_keys is not None:
-        allowlist = runtime.allowlist
+    if runtime.push_keys is not None and runtime.push_policy is not None:
         push = PushService(
-            runtime.store, PushStore(runtime.store), allowlist, settings.push_artifacts
+            runtime.store, PushStore(runtime.store), runtime.push_policy, settings.push_artifacts
         )
     messages = MessageService(
         runtime.store,

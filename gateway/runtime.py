@@ -38,6 +38,7 @@ from gateway.longterm.outbox import Outbox
 from gateway.longterm.recall import LongTermMemory
 from gateway.outbound import Allowlist, guarded_client
 from gateway.push.deliverer import PushDeliverer, webhook_retry
+from gateway.push.destinations import WebhookPolicy
 from gateway.push.signing import SigningKeys
 from gateway.service.search import SearchService
 from gateway.settings import Settings
@@ -117,6 +118,7 @@ class Runtime:
     outbox: Outbox | None = None
     # Push notifications (the deliverer is None in a process without workers).
     push_keys: SigningKeys | None = None
+    push_policy: WebhookPolicy | None = None
     pusher: PushDeliverer | None = None
     push_http: httpx.AsyncClient | None = None
 
@@ -264,12 +266,14 @@ class Runtime:
         pusher = None
         store.push_artifacts = settings.push_artifacts
         store.push_lease_ms = int(settings.job_lease_seconds * 1000)
-        issuer = settings.public_url or "gateway"
+        bound = f"[{settings.host}]" if ":" in settings.host else settings.host
+        issuer = settings.public_url or f"http://{bound}:{settings.port}"
         push_keys = SigningKeys.from_files(settings.push_signing_keys, issuer)
+        push_policy = WebhookPolicy(settings.push_allowlist, restrict=settings.push_restrict)
         # Connections are kept for reuse (httpx keeps 20 by default: a busy deliverer
         # would reconnect for most requests; the pool's limits go to the transport).
         push_http = guarded_client(
-            allowlist,
+            push_policy,
             httpx,
             timeout=settings.push_timeout_seconds,
             limits=httpx.Limits(
@@ -327,6 +331,7 @@ class Runtime:
             cortadel=cortadel,
             outbox=outbox,
             push_keys=push_keys,
+            push_policy=push_policy,
             pusher=pusher,
             push_http=push_http,
         )

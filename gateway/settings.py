@@ -11,7 +11,15 @@ import ipaddress
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.options.identity import JwtIssuer
@@ -22,6 +30,24 @@ from gateway.ratelimit import Rate, TenantLimits
 __all__ = ["ApiKeyEntry", "Settings"]
 
 THIRTY_DAYS = 30 * 24 * 3600
+
+
+def _comma_list(value: object) -> object:
+    """A comma-separated environment variable's items."""
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    return value
+
+
+def _host_patterns(value: list[str]) -> list[str]:
+    """``host[:port]`` patterns whose port, if any, is a port or ``*``."""
+    for pattern in value:
+        port = pattern.rpartition("]")[2] if pattern.startswith("[") else pattern
+        if port.count(":") == 1:
+            number = port.partition(":")[2]
+            if number not in ("", "*") and not (number.isdigit() and 0 < int(number) < 65536):
+                raise ValueError("a pattern's port must be a number from 1 to 65535 or *")
+    return value
 
 
 class ApiKeyEntry(BaseModel):
@@ -176,6 +202,13 @@ class Settings(BaseSettings):
     push_per_origin: int = Field(default=8, ge=1, le=1_000)
     push_signing_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     push_artifacts: bool = False
+    # Where webhooks may go (push/destinations.py): by default public https destinations
+    # only; host[:port] patterns (as GATEWAY_OUTBOUND_ALLOWLIST's) the default refuses are
+    # admitted too (a loopback receiver in development), and with restrict only those.
+    push_allowlist: Annotated[
+        list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_patterns)
+    ] = Field(default_factory=list)
+    push_restrict: bool = False
     # Long-term memory: every GATEWAY_CORTADEL_* variable (see options/longterm.py).
     cortadel: CortadelSettings = Field(default_factory=CortadelSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"

@@ -35,8 +35,9 @@ def vector(text: str, dimensions: int) -> list[float]:
 
 
 class EmbeddingsServer(ServedDouble):
-    def __init__(self, model: str = "test-embed", dimensions: int = 64) -> None:
-        self.model, self.dimensions = model, dimensions
+    def __init__(self, model: str = "test-embed", dimensions: int = 64, prefix: str = "") -> None:
+        """Served at ``{prefix}/v1/embeddings``."""
+        self.model, self.dimensions, self.prefix = model, dimensions, prefix
         super().__init__()
         self.calls: list[dict[str, Any]] = []
         self.errors: list[str] = []
@@ -46,12 +47,13 @@ class EmbeddingsServer(ServedDouble):
         self.held = 0
         self._open = threading.Event()  # set from the test's thread, read on the server's
         self._open.set()
-        app = Starlette(routes=[Route("/v1/embeddings", self._embeddings, methods=["POST"])])
+        route = Route(f"{prefix}/v1/embeddings", self._embeddings, methods=["POST"])
+        app = Starlette(routes=[route])
         self.serve(app)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://127.0.0.1:{self.port}{self.prefix}/v1"
 
     def hold(self) -> None:
         """Keep every call waiting, unanswered, until ``release``."""

@@ -13,14 +13,27 @@ from tests.waiting import until_sync
 
 
 class ServedDouble:
-    def __init__(self) -> None:
-        self.port = free_port()
+    def __init__(
+        self, host: str = "127.0.0.1", port: int | None = None, tls: tuple[str, str] | None = None
+    ) -> None:
+        """On ``host`` (a loopback address), at ``port`` (a free one if None); over https
+        with ``tls``, a certificate file and its key's."""
+        self.host, self.port = host, port if port is not None else free_port()
+        self._tls = tls
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     def serve(self, app: Any) -> None:
         """Called by a subclass's constructor with the app to serve."""
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        certificate, key = self._tls or (None, None)
+        config = uvicorn.Config(
+            app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            ssl_certfile=certificate,
+            ssl_keyfile=key,
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

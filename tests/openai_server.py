@@ -87,21 +87,23 @@ def problems_of(body: Any, model: str) -> list[str]:
 
 
 class ChatServer(ServedDouble):
-    def __init__(self, model: str = "test-model") -> None:
-        self.model = model
+    def __init__(self, model: str = "test-model", prefix: str = "") -> None:
+        """Served at ``{prefix}/v1/chat/completions``."""
+        self.model, self.prefix = model, prefix
         super().__init__()
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.script: list[dict[str, Any]] = []
         self.auth: list[str | None] = []
         self.streamed: list[str] = []
-        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        route = Route(f"{prefix}/v1/chat/completions", self._chat, methods=["POST"])
+        app = Starlette(routes=[route])
         self.serve(app)
         self._calls = 0
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://127.0.0.1:{self.port}{self.prefix}/v1"
 
     async def _chat(self, request: Request) -> Response:
         body = await request.json()

@@ -286,7 +286,7 @@ async def test_resubscribe_mid_run_over_the_official_client(
 
 @pytest.fixture
 async def push_gateway(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
-    settings = {"api_keys": orjson.dumps(API_KEYS).decode(), "outbound_allowlist": "127.0.0.1"}
+    settings = {"api_keys": orjson.dumps(API_KEYS).decode(), "push_allowlist": "127.0.0.1"}
     async with make_app(**settings) as c:
         c.headers.update(auth("alice"))
         yield c

@@ -35,7 +35,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with serving(
         tmp_path_factory.mktemp("sdk1x"),
         GATEWAY_API_KEYS=keys,
-        GATEWAY_OUTBOUND_ALLOWLIST="127.0.0.1",  # the push test's webhook
+        GATEWAY_PUSH_ALLOWLIST="127.0.0.1",  # the push test's webhook
     ) as (_, base):
         yield base
 

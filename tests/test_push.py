@@ -33,9 +33,11 @@ from tests.conftest import API_KEYS, CLUSTER, TEST_KEYRING, AppFactory, RawRedis
 from tests.waiting import stays, until
 from tests.webhook_receiver import Delivery, WebhookReceiver
 
+PUBLIC_URL = "https://gw.test"
 PUSH_SETTINGS: dict[str, Any] = {
     "api_keys": orjson.dumps(API_KEYS).decode(),
-    "outbound_allowlist": "127.0.0.1",
+    "push_allowlist": "127.0.0.1",  # the receivers, on loopback
+    "public_url": PUBLIC_URL,
     "push_backoff_first_seconds": 0.05,
     "push_backoff_max_seconds": 0.2,
 }
@@ -58,14 +60,19 @@ def receiver() -> Iterator[WebhookReceiver]:
     hook.stop()
 
 
-async def verified(gw: httpx.AsyncClient, delivery: Delivery, token: str) -> dict[str, Any]:
-    """The delivery's JWT claims, checked against the gateway's JWKS and the body."""
+async def verified(
+    gw: httpx.AsyncClient, delivery: Delivery, token: str, url: str
+) -> dict[str, Any]:
+    """The delivery's JWT claims, checked against the gateway's JWKS and the body: issued
+    by the gateway's public URL, for the webhook's URL."""
     jwks = (await gw.get("/.well-known/jwks.json", headers={"Authorization": ""})).json()
     signature = delivery.headers["x-a2a-notification-signature"]
     assert delivery.headers["authorization"] == f"Bearer {signature}"
     kid = jwt.get_unverified_header(signature)["kid"]
     key = jwt.PyJWK(next(k for k in jwks["keys"] if k["kid"] == kid))
-    claims: dict[str, Any] = jwt.decode(signature, key, algorithms=["ES256", "RS256"])
+    claims: dict[str, Any] = jwt.decode(
+        signature, key, algorithms=["ES256", "RS256"], audience=url, issuer=PUBLIC_URL
+    )
     assert claims["request_body_sha256"] == hashlib.sha256(delivery.body).hexdigest()
     assert claims["jti"] == delivery.event_id
     assert delivery.headers["x-a2a-notification-token"] == token
@@ -115,7 +122,7 @@ async def test_every_event_reaches_a_failing_webhook_once_signed(
     states = [seen[i].json()["statusUpdate"]["status"]["state"] for i in sorted(seen)]
     assert states[0] == "TASK_STATE_SUBMITTED" and states[-1] == "TASK_STATE_COMPLETED"
     for delivery in seen.values():
-        claims = await verified(gateway, delivery, "tok-1")
+        claims = await verified(gateway, delivery, "tok-1", receiver.url)
         assert claims["taskId"] == task["id"]
         assert delivery.json()["statusUpdate"]["taskId"] == task["id"]
     await until(lambda: _drained(redis), what="the deliveries acknowledged")
@@ -160,7 +167,7 @@ async def test_a_0_3_config_set_later_gets_tasks(
             lambda: [d for d in receiver.accepted if d.json()["status"]["state"] == "canceled"],
             what="the canceled task at the webhook",
         )
-        await verified(gateway, delivered[0], "tok-2")
+        await verified(gateway, delivered[0], "tok-2", receiver.url)
     deleted = await rpc(
         gateway,
         "tasks/pushNotificationConfig/delete",
@@ -419,7 +426,7 @@ async def test_several_signing_keys_are_published_and_the_first_signs(
             jwt.get_unverified_header(first.headers["x-a2a-notification-signature"])["kid"]
             == kids[0]
         )
-        await verified(gw, first, "t")
+        await verified(gw, first, "t", receiver.url)
 
 
 async def test_the_allowlist_is_checked_again_at_delivery(
@@ -428,7 +435,7 @@ async def test_the_allowlist_is_checked_again_at_delivery(
     """A config set where the URL was allowed, delivered by a replica whose allowlist no
     longer allows it: refused before any request is made, and given up."""
     receiver.fail = 0
-    narrower = {**PUSH_SETTINGS, "outbound_allowlist": "192.0.2.1"}
+    narrower = {**PUSH_SETTINGS, "push_allowlist": "192.0.2.1"}
     async with make_app(**PUSH_SETTINGS, workers=False) as setter, make_app(**narrower):
         setter.headers.update(auth("alice"))
         config = {"blocking": False, "pushNotificationConfig": {"url": receiver.url}}
@@ -438,7 +445,7 @@ async def test_the_allowlist_is_checked_again_at_delivery(
         assert r.status_code == 200, r.text
         await until(lambda: redis.xlen(PUSH_DEAD), what="the event given up")
         dead = await redis.xrange(PUSH_DEAD)
-        assert b"no longer allowed" in dead[0][1][b"reason"]
+        assert b"not allowed" in dead[0][1][b"reason"]
         assert receiver.attempts == 0
 
 

@@ -36,8 +36,15 @@ class Delivery:
 
 
 class WebhookReceiver(ServedDouble):
-    def __init__(self, fail: int = 0) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        fail: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        tls: tuple[str, str] | None = None,  # certificate and key files: served over https
+    ) -> None:
+        super().__init__(host, port, tls)
         self.fail = fail
         self.down = False
         self.status = 204  # what it answers once it accepts (a 3xx, 4xx to test refusals)
@@ -46,11 +53,13 @@ class WebhookReceiver(ServedDouble):
         self.stalled = False
         self.release = threading.Event()
         self.holding = self.most_held = 0
-        self.serve(Starlette(routes=[Route("/hook", self._hook, methods=["POST"])]))
+        # any path (a webhook's path is the client's to choose)
+        app = Starlette(routes=[Route("/{path:path}", self._hook, methods=["POST"])])
+        self.serve(app)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"http://{self.host}:{self.port}/hook"
 
     def unique(self) -> dict[str, Delivery]:
         """What a receiver that dedupes on the event id keeps (the first of each)."""

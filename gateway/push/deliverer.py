@@ -13,14 +13,16 @@ events nor lets maintenance requeue them. An event is acknowledged once the webh
 
 Each attempt reads the config and the task afresh: a config deleted, or a context scrubbed
 or expired, stops delivery at the next attempt (the entry is dropped). The URL passes the
-outbound allowlist on every request (name and resolved addresses; redirects are not
-followed). Which failures are retried, and the pauses between tries, is the ``RetryPolicy``
-passed in (``webhook_retry``: 408, 425, 429, 5xx, transport errors, Redis unavailable, with
-exponential backoff and jitter), until ``retry_seconds`` after the event was queued; then, or
-on any other answer, or when the URL is no longer allowed, the event goes to the dead
-letters. A delivery that succeeds wakes the retries waiting for the same origin (scheme,
-host, port): after an outage the backlog drains at once rather than at each event's next
-retry slot. No body, token or URL is logged: only ids and statuses.
+webhook policy on every request (``destinations.py``), and the addresses its name resolves
+to on every connection, made to one of them (redirects are not followed). Which failures
+are retried, and the pauses between tries, is the ``RetryPolicy`` passed in
+(``webhook_retry``: 408, 425, 429, 5xx, transport errors — a name that does not resolve
+too —, Redis unavailable, with exponential backoff and jitter), until ``retry_seconds``
+after the event was queued; then, or on any other answer, or when the URL or an address
+it resolves to is not allowed, the event goes to the dead letters. A delivery that
+succeeds wakes the retries waiting for the same origin (scheme, host, port): after an
+outage the backlog drains at once rather than at each event's next retry slot. No body,
+token or URL is logged: only ids and statuses.
 """
 
 from __future__ import annotations
@@ -258,8 +260,8 @@ class PushDeliverer(StreamConsumer):
                 request.url, content=request.body, headers=request.headers
             )
         except httpx.HTTPError as exc:
-            if isinstance(exc.__cause__, OutboundRefused):
-                raise _GiveUp("the webhook URL is no longer allowed") from exc
+            if isinstance(exc.__cause__, OutboundRefused):  # names a host, never a path
+                raise _GiveUp(f"the webhook is not allowed: {exc.__cause__}") from exc
             log.info("webhook unreachable", extra={"error": type(exc).__name__})
             raise
         status = response.status_code
@@ -268,7 +270,7 @@ class PushDeliverer(StreamConsumer):
             raise WebhookRefused(status)
 
     def _headers(self, config: PushConfig, job: PushJob, body: bytes) -> dict[str, Any]:
-        signature = self._keys.sign(body, job.event_id, job.task_id)
+        signature = self._keys.sign(body, job.event_id, job.task_id, config.url)
         headers = {
             "Content-Type": "application/json"
             if config.version != "1.0"

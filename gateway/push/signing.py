@@ -1,9 +1,11 @@
 """The keys that sign webhook requests, and the JWKS document that publishes them.
 
 Each request carries a JWT (``ES256`` for EC P-256 keys, ``RS256`` for RSA) whose claims
-name the event (``jti``), the task, when it was signed, and the SHA-256 of the exact body
-(``request_body_sha256``, hex), so a receiver that checks the signature against the
-gateway's JWKS (``/.well-known/jwks.json``) knows the body came from the gateway, unchanged.
+name the gateway (``iss``: its public URL), the webhook it is for (``aud``: the config's
+URL, as set), the event (``jti``), the task, when it was signed, and the SHA-256 of the
+exact body (``request_body_sha256``, hex), so a receiver that checks the signature against
+the gateway's JWKS (``/.well-known/jwks.json``) knows the body came from the gateway,
+unchanged, for it (a request replayed to another webhook names another audience).
 
 Keys come from ``GATEWAY_PUSH_SIGNING_KEYS`` (PEM files): the first signs, all are
 published. Rotation without downtime: add the new key last (every replica publishes it),
@@ -92,11 +94,12 @@ class SigningKeys:
     def jwks(self) -> dict[str, Any]:
         return {"keys": [k.jwk for k in self._keys]}
 
-    def sign(self, body: bytes, event_id: str, task_id: str) -> str:
+    def sign(self, body: bytes, event_id: str, task_id: str, audience: str) -> str:
         key = self._keys[0]
         now = int(time.time())
         claims = {
             "iss": self._issuer,
+            "aud": audience,
             "iat": now,
             "exp": now + _LIFETIME,
             "jti": event_id,

@@ -1,7 +1,7 @@
 """Push notification configs of a principal's tasks: set, get, list, delete — and the
-config a send carries. Every webhook URL passes the outbound allowlist here (its name and
-every address it resolves to) before it is stored; the deliverer checks it again on each
-request."""
+config a send carries. Every webhook URL passes the webhook policy here (its scheme, host
+and port: ``push/destinations.py``) before it is stored; the deliverer checks it again on
+each request, and the addresses its name resolves to on each connection."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidParamsError, TaskNotFoundError
-from gateway.outbound import Allowlist, OutboundRefused
 from gateway.principal import Principal
 from gateway.push.configs import MAX_CONFIGS, PushConfig, Version, read_config
+from gateway.push.destinations import WebhookPolicy
 from gateway.store.keys import keys_of
 from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
@@ -27,7 +27,7 @@ def _config_not_found() -> TaskNotFoundError:
 class PushService:
     store: Store
     configs: PushStore
-    allowlist: Allowlist
+    policy: WebhookPolicy
     artifacts: bool = False  # configs also get artifact updates (GATEWAY_PUSH_ARTIFACTS)
 
     async def _context_of(self, principal: Principal, task_id: str) -> str:
@@ -39,13 +39,7 @@ class PushService:
     async def checked(self, raw: Any, task_id: str, version: Version, field: str) -> PushConfig:
         """A config read from a request, its URL allowed."""
         config = read_config(raw, task_id, version, artifacts=self.artifacts, field=field)
-        try:
-            await self.allowlist.check(config.url)
-        except OutboundRefused as exc:
-            raise InvalidParamsError(
-                "The webhook URL is not allowed",
-                data={"errors": [{"field": f"{field}.url", "reason": str(exc)}]},
-            ) from exc
+        self.policy.validate(config.url, f"{field}.url")
         return config
 
     async def for_send(
