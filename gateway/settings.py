@@ -8,6 +8,7 @@ fail fast: ``configuration.load_settings`` reports each by its variable, never i
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Literal
 
 import orjson
@@ -39,14 +40,32 @@ def _comma_list(value: object) -> object:
     return value
 
 
+_HOST_NAME = re.compile(
+    r"(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?",
+    re.IGNORECASE,
+)
+
+
 def _host_patterns(value: list[str]) -> list[str]:
-    """``host[:port]`` patterns whose port, if any, is a port or ``*``."""
+    """``host[:port]`` patterns: a host name (``*.`` for any subdomain), an IP address or a
+    CIDR block, and a port, if any, that is a port or ``*``."""
     for pattern in value:
-        port = pattern.rpartition("]")[2] if pattern.startswith("[") else pattern
-        if port.count(":") == 1:
-            number = port.partition(":")[2]
+        if pattern.startswith("["):
+            host, _, port = pattern[1:].partition("]")
+        else:
+            host, _, port = pattern.partition(":") if pattern.count(":") == 1 else (pattern, "", "")
+        if port:
+            number = port.removeprefix(":") if pattern.startswith("[") else port
             if number not in ("", "*") and not (number.isdigit() and 0 < int(number) < 65536):
                 raise ValueError("a pattern's port must be a number from 1 to 65535 or *")
+        try:
+            ipaddress.ip_network(host, strict=False)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(host):
+                raise ValueError(
+                    "a pattern's host must be a host name (*. for any subdomain), an IP "
+                    "address or a CIDR block"
+                ) from None
     return value
 
 
@@ -127,7 +146,9 @@ class Settings(BaseSettings):
     agent_plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # host[:port] patterns registered agents may reach (see outbound.py); empty: only the
     # hosts of this configuration (embedder, Cortadel).
-    outbound_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    outbound_allowlist: Annotated[
+        list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_patterns)
+    ] = Field(default_factory=list)
     agent_cache_seconds: float = Field(default=2.0, ge=0, le=300)
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
@@ -256,7 +277,6 @@ class Settings(BaseSettings):
 
     @field_validator(
         "agent_plugins",
-        "outbound_allowlist",
         "allowed_hosts",
         "cors_origins",
         "push_signing_keys",

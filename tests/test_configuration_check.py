@@ -98,3 +98,13 @@ def test_serve_reports_a_misspelt_variable_at_start(tmp_path: Path) -> None:
         assert entry["level"] == "warning"
         assert "did you mean GATEWAY_BLOCKING_TIMEOUT_SECONDS?" in entry["event"]
         assert "5" not in entry["event"].replace("GATEWAY_", "")
+
+
+def test_an_allowlist_pattern_that_is_no_host_is_refused() -> None:
+    for bad in ("exa mple.com", "host:99999", "[::1]:x", "https://model.example"):
+        done = _cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=f"vllm:8000,{bad}")
+        assert done.returncode == 2, bad
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("gateway: invalid configuration: GATEWAY_OUTBOUND_ALLOWLIST: ")
+    good = "*.example.com:443,10.0.0.0/8,[::1]:8080,localhost:*,127.0.0.1,vllm:8000"
+    assert _cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=good).returncode == 0
