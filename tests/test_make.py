@@ -35,3 +35,12 @@ def test_make_run_installs_the_runtime_dependencies_only(tmp_path: Path) -> None
 def test_make_test_installs_the_dev_tools(tmp_path: Path) -> None:
     syncs = _syncs(_planned("test", tmp_path))
     assert any("--no-dev" not in s for s in syncs), syncs
+
+
+def test_make_test_runs_the_linters(tmp_path: Path) -> None:
+    lines = _planned("test", tmp_path)
+    pytest_at = next(i for i, line in enumerate(lines) if "pytest" in line)
+    linters = [line for line in lines[:pytest_at] if "ruff" in line or "mypy" in line]
+    assert any("ruff check" in line for line in linters), lines
+    assert any("ruff format --check" in line for line in linters), lines
+    assert any("mypy" in line for line in linters), lines
