@@ -128,7 +128,8 @@ ALIASES = (
     r"^/agents/\{agent_id\}/(a2a|v1/(message:stream|tasks/\{task_id\}(:subscribe|/push)))"
     r"|\{tenant\}|^/(message:|tasks|extendedAgentCard)"
 )
-# Generous: it only matters when the run hangs (a normal one takes well under a minute).
+# Generous: it only matters when the run hangs (a normal one takes half a minute, a minute
+# on a busy 2-core machine).
 RUN_SECONDS = 200
 
 
