@@ -125,7 +125,7 @@ async def test_list_tasks_filters_and_bounds(client: httpx.AsyncClient) -> None:
     assert done["id"] not in {t["id"] for t in later["tasks"]}
     assert (await listed("statusTimestampAfter=2000-01-01T00:00:00Z"))["totalSize"] == 3
     for bad in ("pageSize=0", "pageSize=101", "status=DONE", "statusTimestampAfter=yesterday",
-                "pageToken=not-a-token"):  # fmt: skip
+                "statusTimestampAfter=2024-13-45T99:99:99Z", "pageToken=not-a-token"):  # fmt: skip
         r = await client.get(f"/a2a/tasks?{bad}")
         assert r.status_code == 400, bad
         assert r.json()["error"]["details"][0]["reason"] == "INVALID_PARAMS"

@@ -171,6 +171,17 @@ def _invalid(field: str, reason: str) -> InvalidParamsError:
     )
 
 
+def _instant(stamp: str) -> datetime:
+    """An RFC 3339 UTC timestamp (``Z``) as a datetime; one that names no instant (month 13,
+    hour 99, a leap second) is refused like any other malformed one."""
+    if _TIMESTAMP.fullmatch(stamp):
+        try:
+            return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00")
+        except ValueError:
+            pass
+    raise _invalid("statusTimestampAfter", "must be an RFC 3339 UTC timestamp")
+
+
 async def list_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     """ListTasks (A2A 1.0): the caller's tasks, newest status first, a page at a time; the
     answer in the 1.0 dialect. ``status``: a TaskState's name or number."""
@@ -183,11 +194,7 @@ async def list_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         state = STATE_FROM_V1.get(str(query.status))
         if state is None:
             raise _invalid("status", "must be a TaskState (TASK_STATE_...)")
-    after = None
-    if query.statusTimestampAfter is not None:
-        if not _TIMESTAMP.fullmatch(query.statusTimestampAfter):
-            raise _invalid("statusTimestampAfter", "must be an RFC 3339 UTC timestamp")
-        after = datetime.fromisoformat(query.statusTimestampAfter[:26].rstrip("Z") + "+00:00")
+    after = None if query.statusTimestampAfter is None else _instant(query.statusTimestampAfter)
     page_size = query.pageSize or 50
     page = await call.state.tasks.list(
         call.principal,
