@@ -46,6 +46,7 @@ from gateway.store.audit_store import AuditStore
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.jobs import JobStore
+from gateway.store.key_registry import KeyRegistry
 from gateway.store.keys import (
     EMBEDS,
     EMBEDS_DEAD,
@@ -111,6 +112,7 @@ class Runtime:
     indexer: Indexer | None
     inline: InlineEmbedding | None  # runs here embed their own messages
     allowlist: Allowlist
+    key_registry: KeyRegistry  # this process among those sealing and opening the store's data
     search: SearchService
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
     cortadel: Cortadel | None = None
@@ -322,6 +324,7 @@ class Runtime:
             indexer=indexer,
             inline=inline,
             allowlist=allowlist,
+            key_registry=KeyRegistry(client, store.sealer, consumer_name()),
             search=search,
             outbound=outbound,
             cortadel=cortadel,
@@ -332,7 +335,14 @@ class Runtime:
         )
 
     async def start(self) -> None:
+        """Start; ``ForeignKeyError`` (before any work is taken) when the encryption keys do
+        not open what the store holds (``key_registry.py``)."""
         await self.events.start(ready_within=self.settings.redis_timeout_seconds)
+        try:
+            await self.key_registry.join()
+        except BaseException:
+            await self.events.stop()
+            raise
         await self.queue.start()
         if self.indexer is not None:
             await self.indexer.start()
@@ -362,6 +372,7 @@ class Runtime:
         if self.pusher is not None:
             await self.pusher.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
+        await self.key_registry.leave()
         if self.cortadel is not None:
             with contextlib.suppress(Exception):
                 await self.cortadel.close()

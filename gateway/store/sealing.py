@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -162,18 +162,31 @@ class Sealer:
         return [self.seal_token(a, aad) for a in artifacts]
 
     def open_artifacts(
-        self, stored: bytes | None, aad: bytes, known: Mapping[bytes, bytes] | None = None
+        self,
+        stored: bytes | None,
+        aad: bytes,
+        known: Mapping[bytes, bytes] | None = None,
+        unreadable: Callable[[int], bytes] | None = None,
     ) -> bytes | None:
         """A task's stored artifact list (sealed tokens, clear objects, or both) as the
         clear JSON array; ``known``: tokens the caller has just sealed, with their clear
-        values (not opened again)."""
+        values (not opened again); ``unreadable``: the stand-in for the n-th artifact when
+        it does not open (None: ``StoredDataUnreadableError``)."""
         if stored is None or stored in (b"[]", b""):
             return stored
         if not stored.startswith(b"[") or TOKEN not in stored:
             return stored  # all clear
         items = split_artifacts(stored)
         known = known or {}
-        return b"[" + b",".join(known.get(i) or self.open(i, aad) for i in items) + b"]"
+        opened = []
+        for n, item in enumerate(items):
+            try:
+                opened.append(known.get(item) or self.open(item, aad))
+            except StoredDataUnreadableError:
+                if unreadable is None:
+                    raise
+                opened.append(unreadable(n))
+        return b"[" + b",".join(opened) + b"]"
 
     def reseal(self, value: bytes, aad: bytes) -> bytes:
         """``value`` sealed with the current key (opened first if sealed)."""
