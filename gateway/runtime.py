@@ -337,12 +337,12 @@ class Runtime:
     async def start(self) -> None:
         """Start; ``ForeignKeyError`` (before any work is taken) when the encryption keys do
         not open what the store holds (``key_registry.py``)."""
-        await self.events.start(ready_within=self.settings.redis_timeout_seconds)
         try:
             await self.key_registry.join()
         except BaseException:
-            await self.events.stop()
+            await self._close()
             raise
+        await self.events.start(ready_within=self.settings.redis_timeout_seconds)
         await self.queue.start()
         if self.indexer is not None:
             await self.indexer.start()
@@ -376,13 +376,17 @@ class Runtime:
         if self.cortadel is not None:
             with contextlib.suppress(Exception):
                 await self.cortadel.close()
+        await self.events.stop()
+        await self._close()
+
+    async def _close(self) -> None:
+        """Close the connections (to Redis, the embedder, agents and webhooks)."""
         clients: list[httpx.AsyncClient | httpx2.AsyncClient] = [*self.outbound]
         if self.push_http is not None:
             clients.append(self.push_http)
         for http in clients:
             with contextlib.suppress(Exception):
                 await http.aclose()
-        await self.events.stop()
         closing = getattr(self.embedder, "close", None)
         if closing is not None:
             with contextlib.suppress(Exception):
