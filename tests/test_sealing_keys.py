@@ -97,19 +97,22 @@ async def test_a_message_sealed_with_an_unknown_key_is_that_messages_error_only(
         tasks = {t["id"]: t for t in page.json()["items"]}
         assert tasks[first["id"]]["status"]["state"] == "completed"
         stand_in = tasks[poisoned["id"]]
-        assert stand_in["status"]["state"] == "unknown", stand_in
+        # the foreign replica's status, or, when a replica with the right keys took its run
+        # (the durable queue), the run's failure: it cannot read the message
+        assert stand_in["status"]["state"] in ("unknown", "failed"), stand_in
         (unread,) = stand_in["history"][:1]
         assert unread["metadata"]["unreadable"] == {
             "error": "StoredDataUnreadableError",
             "code": -32030,
         }
-        assert all(a["metadata"]["unreadable"] for a in stand_in["artifacts"]), stand_in
+        assert all(a["metadata"]["unreadable"] for a in stand_in.get("artifacts", [])), stand_in
         for path in (f"/v1/tasks/{poisoned['id']}", f"/a2a/tasks/{poisoned['id']}"):
             r = await c.get(path, params={"historyLength": 5})
             assert r.status_code == 200 and "SENTINEL-foreign" not in r.text, r.text
         rpc = {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": poisoned["id"]}}
         r = await c.post("/", json=rpc)
-        assert r.status_code == 200 and r.json()["result"]["status"]["state"] == "unknown"
+        assert r.status_code == 200 and "SENTINEL-foreign" not in r.text, r.text
+        assert r.json()["result"]["history"][0]["metadata"]["unreadable"], r.text
         # the conversation goes on: the run's history leaves out what does not open
         body = {"message": message("and then?", contextId=cid)}
         r = await c.post("/v1/message:send", json=body)
