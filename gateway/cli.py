@@ -60,8 +60,10 @@ Encryption keys of content at rest (GATEWAY_ENCRYPTION_KEYS: a JSON object key i
 of 32 bytes, the first one current, or the path of a file holding it). `generate-key` prints a
 keyring with a new key: put it first in GATEWAY_ENCRYPTION_KEYS, keeping the old keys after
 it, and restart; then `rotate-data` re-encrypts what the old keys sealed, in the background
-of a running gateway, resumable, and reports its progress. Without REDIS_URL it works on the
-embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs."""
+of a running gateway, resumable, and reports its progress; it refuses while a live gateway
+process does not have the current key. A process whose key of an id the stored data is
+sealed with is another key, or lacks such an id, refuses to start. Without REDIS_URL it works
+on the embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs."""
 
 # In the data directory, 0600: the generated keyring of a gateway on the embedded Redis
 # whose GATEWAY_ENCRYPTION_KEYS is unset.
