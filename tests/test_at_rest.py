@@ -427,13 +427,13 @@ async def test_context_memory_searches_sealed_vectors(
         for process in (c, early):
             found = await search(process, cid, "sprained ankle after falling", "vector")
             assert found[0]["text"] == "Ankle sprain from a fall on the stairs"
-        # sealed vectors moved into another context do not open there
+        # sealed vectors moved into another context do not open there: they match nothing
         other = (await send_sentinel(c, "SENTINEL-other"))["contextId"]
         await redis.set(UserKeys.of("default", "local").context(other).vectors, stored)
         meta = {"vfmt": "s", "vdim": "256", "vmodel": "hashing:256"}
         await redis.hset(UserKeys.of("default", "local").context(other).meta, mapping=meta)
         r = await c.post(f"/v1/contexts/{other}:search", json={"query": "penicillin"})
-        assert r.status_code == 500 and r.json()["error"] == "StoredDataUnreadableError"
+        assert r.status_code == 200 and "Allergic" not in r.text, r.text
 
 
 async def test_vectors_indexed_in_clear_keep_working_until_rotation_seals_them(

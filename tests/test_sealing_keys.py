@@ -18,7 +18,8 @@ from gateway.store.key_registry import ForeignKeyError
 from gateway.store.keys import KEYRING, UserKeys
 from tests.conftest import TEST_KEYRING, AppFactory, RawRedis, message
 from tests.processes import PROCESS_SECONDS, environment, slow_process_test
-from tests.test_at_rest import NEW_ONLY, OLD_ONLY, sealed_with, send_sentinel
+from tests.test_at_rest import NEW_ONLY, OLD_ONLY, indexed, sealed_with, send_sentinel
+from tests.waiting import until
 
 ANOTHER = base64.b64encode(b"another-key-0-another-key-0-abcd").decode()
 # The tests' ring with another key under the current key's id, or under the old key's.
@@ -82,15 +83,16 @@ async def test_a_message_sealed_with_an_unknown_key_is_that_messages_error_only(
     """A replica that wrote with another key (one started before the store named its keys)
     leaves values the others cannot open: each reads as a marked stand-in, the context and
     its other tasks read as ever, and the conversation goes on."""
-    async with make_app() as c:
+    async with make_app(embedder="hashing") as c:
         first = await send_sentinel(c, "SENTINEL-first")
         cid = first["contextId"]
         await redis.delete(KEYRING)  # as before the store named its keys
-        async with make_app(encryption_keys=FOREIGN) as foreign:
+        async with make_app(encryption_keys=FOREIGN, embedder="hashing") as foreign:
             body = {"message": message("SENTINEL-foreign note", contextId=cid)}
             r = await foreign.post("/v1/message:send", json=body)
             assert r.status_code == 200, r.text
             poisoned = r.json()["task"]
+            await until(lambda: indexed(c, cid), what="the messages to be indexed")
         page = await c.get(f"/v1/contexts/{cid}")
         assert page.status_code == 200, page.text
         assert "SENTINEL-foreign" not in page.text and "SENTINEL-first" in page.text
@@ -113,6 +115,11 @@ async def test_a_message_sealed_with_an_unknown_key_is_that_messages_error_only(
         r = await c.post("/", json=rpc)
         assert r.status_code == 200 and "SENTINEL-foreign" not in r.text, r.text
         assert r.json()["result"]["history"][0]["metadata"]["unreadable"], r.text
+        # search finds what opens, and not the rest
+        for mode in ("hybrid", "vector", "text"):
+            query = {"query": "SENTINEL note vitals", "topK": 5, "mode": mode}
+            r = await c.post(f"/v1/contexts/{cid}:search", json=query)
+            assert r.status_code == 200 and "SENTINEL-foreign" not in r.text, r.text
         # the conversation goes on: the run's history leaves out what does not open
         body = {"message": message("and then?", contextId=cid)}
         r = await c.post("/v1/message:send", json=body)

@@ -38,12 +38,14 @@ __all__ = [
     "context_of",
     "generate_keyring",
     "is_sealed",
+    "sealed_length",
     "sealer_for",
 ]
 
 MAGIC = b"\x00g1"
 TOKEN = b"g1:"
 _NONCE = 12
+_TAG = 16
 
 
 def sealer_for(settings: Any) -> Sealer:
@@ -72,6 +74,12 @@ def key_id_of(value: bytes) -> str | None:
     if value.startswith(TOKEN):
         return value[len(TOKEN) :].split(b":", 1)[0].decode()
     return None
+
+
+def sealed_length(view: memoryview) -> int:
+    """How long the clear value of a binary sealed value is (whether it opens or not)."""
+    header = len(MAGIC) + 1 + view[len(MAGIC)] if len(view) > len(MAGIC) else len(view)
+    return max(0, len(view) - header - _NONCE - _TAG)
 
 
 def context_of(prefix: str, context_id: str, field: str) -> bytes:
