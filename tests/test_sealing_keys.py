@@ -15,7 +15,7 @@ import pytest
 
 from gateway.embedded_redis import free_port
 from gateway.store.key_registry import ForeignKeyError
-from gateway.store.keys import KEYRING, UserKeys
+from gateway.store.keys import KEYRING, REPLICAS, UserKeys
 from tests.conftest import TEST_KEYRING, AppFactory, RawRedis, message
 from tests.processes import PROCESS_SECONDS, environment, slow_process_test
 from tests.test_at_rest import NEW_ONLY, OLD_ONLY, indexed, sealed_with, send_sentinel
@@ -67,6 +67,14 @@ async def test_a_process_lacking_a_key_the_data_is_sealed_with_refuses_to_start(
 ) -> None:
     async with make_app(encryption_keys=OLD_ONLY) as c:
         await send_sentinel(c, "SENTINEL-old")
+        # what Redis holds of the keys: ids and keyed fingerprints, never a key
+        named = [
+            *(await redis.hgetall(KEYRING)).values(),
+            *(await redis.hgetall(REPLICAS)).values(),
+        ]
+        k9 = orjson.loads(OLD_ONLY)["k9"]
+        assert len(named) == 2 and not [v for v in named if k9.encode() in v]
+        assert not [v for v in named if base64.b64decode(k9) in v]
     with pytest.raises(ForeignKeyError, match="k9"):
         async with make_app(encryption_keys=NEW_ONLY):
             pass
