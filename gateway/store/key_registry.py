@@ -182,12 +182,16 @@ class KeyRegistry:
         """The live processes (entries past their time are dropped)."""
         now, out, dead = _now_ms(), [], []
         for name, raw in _texts(await self.client.hgetall(REPLICAS)).items():
-            entry = orjson.loads(raw)
-            if int(entry.get("until", 0)) < now:
+            try:
+                entry = orjson.loads(raw)
+                until = int(entry.get("until", 0))
+                keys = {str(k): str(v) for k, v in dict(entry.get("keys", {})).items()}
+            except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+                until = 0  # not an entry this code wrote: dropped
+            if until < now:
                 dead.append(name)
                 continue
-            keys = {str(k): str(v) for k, v in dict(entry.get("keys", {})).items()}
-            out.append(Replica(name, keys, str(entry.get("current", "")), int(entry["until"])))
+            out.append(Replica(name, keys, str(entry.get("current", "")), until))
         if dead:
             await self.client.hdel(REPLICAS, *dead)
         return out
