@@ -71,8 +71,10 @@ Encryption keys of content at rest (GATEWAY_ENCRYPTION_KEYS: a JSON object key i
 of 32 bytes, the first one current, or the path of a file holding it). `generate-key` prints a
 keyring with a new key: put it first in GATEWAY_ENCRYPTION_KEYS, keeping the old keys after
 it, and restart; then `rotate-data` re-encrypts what the old keys sealed, in the background
-of a running gateway, resumable, and reports its progress. Without REDIS_URL it works on the
-embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs."""
+of a running gateway, resumable, and reports its progress; it refuses while a live gateway
+process does not have the current key. A process whose key of an id the stored data is
+sealed with is another key, or lacks such an id, refuses to start. Without REDIS_URL it works
+on the embedded redis-server that a `gateway serve` with the same GATEWAY_DATA_DIR runs."""
 
 # In the data directory, 0600: the generated keyring of a gateway on the embedded Redis
 # whose GATEWAY_ENCRYPTION_KEYS is unset.
@@ -225,6 +227,38 @@ def _keys_missing(settings: Settings) -> bool:
     return False
 
 
+async def _verify_keys(settings: Settings) -> None:
+    from gateway.store.connection import RedisTarget
+    from gateway.store.key_registry import KeyRegistry
+    from gateway.store.sealing import sealer_for
+
+    assert settings.redis_url is not None
+    client = RedisTarget.parse(settings.redis_url, settings.redis_cluster).client(
+        settings.redis_timeout_seconds
+    )
+    try:
+        await KeyRegistry(client, sealer_for(settings)).verify()
+    finally:
+        await client.aclose()
+
+
+def _keys_agree(settings: Settings) -> bool:
+    """Whether GATEWAY_ENCRYPTION_KEYS opens what the Redis holds (``key_registry.py``);
+    logged, in one line, when not. An unreachable Redis is the runtime's to report."""
+    from redis.exceptions import RedisError
+
+    from gateway.store.key_registry import ForeignKeyError
+
+    try:
+        asyncio.run(_verify_keys(settings))
+    except ForeignKeyError as exc:
+        log.error("refusing to start: %s", exc)
+        return False
+    except (RedisError, OSError):
+        pass
+    return True
+
+
 def _log_configuration(command: str, settings: Settings) -> None:
     log.info(
         "effective configuration",
@@ -258,7 +292,7 @@ def work(settings: Settings) -> int:
         return 2
     settings = settings.model_copy(update={"workers": True})
     attached = _attach(settings)
-    if attached is None:
+    if attached is None or not _keys_agree(attached):
         return 2
     _log_configuration("worker", attached)
     asyncio.run(_work(attached))
@@ -301,8 +335,13 @@ def encryption(settings: Settings, action: str, key_id: str) -> int:
         log.error("no keys to rotate to: GATEWAY_ENCRYPTION_KEYS is unset")
         return 2
     from gateway.store.rotation import rotate_data
+    from gateway.store.sealing import KeyringError
 
-    asyncio.run(rotate_data(attached))
+    try:
+        asyncio.run(rotate_data(attached))
+    except KeyringError as exc:
+        log.error("rotation refused: %s", exc)
+        return 2
     return 0
 
 
@@ -441,6 +480,8 @@ def serve(settings: Settings) -> int:
     redis = RedisSupervisor(embedded) if embedded is not None else None
     try:
         _log_configuration("serve", settings)
+        if not _keys_agree(settings):
+            return 2
         if not settings.serve_embeds and settings.embedder != "none":
             log.warning(
                 "GATEWAY_SERVE_EMBEDS is false: user messages are embedded (searchable) once "

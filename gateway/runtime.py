@@ -47,6 +47,7 @@ from gateway.store.audit_store import AuditStore
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.jobs import JobStore
+from gateway.store.key_registry import KeyRegistry
 from gateway.store.keys import (
     EMBEDS,
     EMBEDS_DEAD,
@@ -112,6 +113,7 @@ class Runtime:
     indexer: Indexer | None
     inline: InlineEmbedding | None  # runs here embed their own messages
     allowlist: Allowlist
+    key_registry: KeyRegistry  # this process among those sealing and opening the store's data
     search: SearchService
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
     cortadel: Cortadel | None = None
@@ -326,6 +328,7 @@ class Runtime:
             indexer=indexer,
             inline=inline,
             allowlist=allowlist,
+            key_registry=KeyRegistry(client, store.sealer, consumer_name()),
             search=search,
             outbound=outbound,
             cortadel=cortadel,
@@ -337,6 +340,13 @@ class Runtime:
         )
 
     async def start(self) -> None:
+        """Start; ``ForeignKeyError`` (before any work is taken) when the encryption keys do
+        not open what the store holds (``key_registry.py``)."""
+        try:
+            await self.key_registry.join()
+        except BaseException:
+            await self._close()
+            raise
         await self.events.start(ready_within=self.settings.redis_timeout_seconds)
         await self.queue.start()
         if self.indexer is not None:
@@ -367,16 +377,21 @@ class Runtime:
         if self.pusher is not None:
             await self.pusher.stop()
         await self.queue.stop(self.settings.shutdown_grace_seconds)
+        await self.key_registry.leave()
         if self.cortadel is not None:
             with contextlib.suppress(Exception):
                 await self.cortadel.close()
+        await self.events.stop()
+        await self._close()
+
+    async def _close(self) -> None:
+        """Close the connections (to Redis, the embedder, agents and webhooks)."""
         clients: list[httpx.AsyncClient | httpx2.AsyncClient] = [*self.outbound]
         if self.push_http is not None:
             clients.append(self.push_http)
         for http in clients:
             with contextlib.suppress(Exception):
                 await http.aclose()
-        await self.events.stop()
         closing = getattr(self.embedder, "close", None)
         if closing is not None:
             with contextlib.suppress(Exception):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import re
 import secrets
 from collections.abc import Mapping
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-__all__ = ["Keyring", "KeyringError", "generate_keyring"]
+__all__ = ["Keyring", "KeyringError", "fingerprint", "generate_keyring"]
 
 _KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,32}")
 
@@ -57,6 +59,17 @@ class Keyring:
                 raise KeyringError(f"key {key_id} must be 32 bytes (256 bits)")
             keys[key_id] = key
         return cls(keys, next(iter(keys)))
+
+    def fingerprints(self) -> dict[str, str]:
+        """Key id -> ``fingerprint`` of each key."""
+        return {key_id: fingerprint(key_id, key) for key_id, key in self.keys.items()}
+
+
+def fingerprint(key_id: str, key: bytes) -> str:
+    """What tells two keys of one id apart without revealing either: an HMAC keyed by the
+    key itself (of a fixed label and the id), so it helps no guess of the key."""
+    label = b"gateway key fingerprint|" + key_id.encode()
+    return hmac.new(key, label, hashlib.sha256).hexdigest()
 
 
 def generate_keyring(key_id: str = "k1", existing: str | None = None) -> str:

@@ -90,7 +90,7 @@ class EventLog:
         history: list[bytes] = []
         if wanted:
             found = await self._store.client.hmget(ck.msgs, wanted)
-            history = self._store._history(keys, context_id, found)
+            history = self._store._history(keys, context_id, wanted, found)
         stored = (reply.status, reply.artifacts, reply.metadata, reply.agent_metadata)
         task = self._store._task(keys, context_id, task_id, stored, history, reply.open_artifact)
         return task, reply.last_event

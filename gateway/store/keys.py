@@ -56,9 +56,13 @@ Global keys share the hash tag ``{jobs}`` (one slot, so they can change together
 work (turns to store in Cortadel, memories to delete); ``gw:{jobs}:leader`` names the
 process that runs the maintenance sweeps; ``gw:{jobs}:push`` (group ``notifiers``, with its
 ``:dead`` stream) queues webhook deliveries, ``gw:{jobs}:push:key`` holds the generated key
-that signs them when none is configured. Rate limits: ``gw:{rl:<tenant digest>}:u:<user
-tag>`` and ``gw:{rl:<tenant digest>}:t`` (strings, a GCRA arrival time each, expiring when
-replenished), ``gw:{af}:<address>`` for failed authentications. Channels: ``gw:ev:<tid>``
+that signs them when none is configured. Encryption at rest: ``gw:{jobs}:keyring`` (hash)
+names the keys the stored data is sealed with, key id -> fingerprint, and
+``gw:{jobs}:replicas`` (hash) the keys each live process has (see ``key_registry.py``);
+``gw:{jobs}:rotation`` (hash) is where `rotate-data` is. Rate limits:
+``gw:{rl:<tenant digest>}:u:<user tag>`` and ``gw:{rl:<tenant digest>}:t`` (strings, a GCRA
+arrival time each, expiring when replenished), ``gw:{af}:<address>`` for failed
+authentications. Channels: ``gw:ev:<tid>``
 carries a task's new state on every change.
 """
 
@@ -81,6 +85,7 @@ __all__ = [
     "EVENT_STREAM",
     "JOBS",
     "JOBS_GROUP",
+    "KEYRING",
     "MAINTENANCE_LEADER",
     "OUTBOX",
     "OUTBOX_DEAD",
@@ -90,7 +95,9 @@ __all__ = [
     "PUSH_CONTEXTS",
     "PUSH_DEAD",
     "PUSH_GROUP",
+    "REPLICAS",
     "REWRITE_DUE",
+    "ROTATION",
     "SIGNAL_ARTIFACT",
     "SIGNAL_INTERRUPTED",
     "SIGNAL_NEXT",
@@ -149,6 +156,11 @@ DEAD_LETTERS = "gw:{jobs}:dead"
 MAINTENANCE_LEADER = "gw:{jobs}:leader"
 # When the Redis files are next rewritten (ms), set by the first scrub since the last rewrite.
 REWRITE_DUE = "gw:{jobs}:rewrite"
+# Encryption at rest: the keys stored data is sealed with (id -> fingerprint), the keys each
+# live process has (see key_registry.py), and where `rotate-data` is.
+KEYRING = "gw:{jobs}:keyring"
+REPLICAS = "gw:{jobs}:replicas"
+ROTATION = "gw:{jobs}:rotation"
 
 
 # How many of ``ContextKeys.all()`` belong to the user and context (the rest are global

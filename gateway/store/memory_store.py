@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import StoredDataUnreadableError
 from gateway.store import fields as f
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
 from gateway.store.redis_store import Store
@@ -29,7 +30,7 @@ from gateway.store.scripts import (
     RewriteVectorsArgs,
     argv,
 )
-from gateway.store.sealing import context_of
+from gateway.store.sealing import context_of, sealed_length
 from gateway.store.translate import translated as _translated
 from gateway.store.vector_rows import VECTORS_FIELD, frame, frames_of, vector_rows
 
@@ -106,9 +107,20 @@ class MemoryStore:
                     pipe.hget(key, seq)
                 raw = await pipe.execute()
         return [
-            orjson.loads(self._store.open_message(keys, context_id, m)) if m is not None else None
+            self._readable(keys, context_id, m)
             for (keys, context_id, _), m in zip(wanted, raw, strict=True)
         ]
+
+    def _readable(self, keys: UserKeys, context_id: str, raw: Any) -> dict[str, Any] | None:
+        """A stored message, parsed; None when it is gone or does not open here (its key is
+        not configured, or it was moved): neither indexed nor found, the others are."""
+        if raw is None:
+            return None
+        try:
+            message: dict[str, Any] = orjson.loads(self._store.open_message(keys, context_id, raw))
+        except StoredDataUnreadableError:
+            return None
+        return message
 
     def _rows(self, b: VectorBatch, sealed: bool) -> list[Any]:
         """One context's part of the add-vectors script's ARGV."""
@@ -185,12 +197,8 @@ class MemoryStore:
                 pipe.hmget(msgs, [str(s) for s in seqs[start : start + 1000]])
             chunks = await pipe.execute()
         raw = [m for chunk in chunks for m in chunk]
-        opened = self._store.open_message
-        return [
-            (s, orjson.loads(opened(keys, context_id, m)))
-            for s, m in zip(seqs, raw, strict=True)
-            if m is not None
-        ]
+        opened = ((s, self._readable(keys, context_id, m)) for s, m in zip(seqs, raw, strict=True))
+        return [(s, m) for s, m in opened if m is not None]
 
     @_translated
     async def vectors(
@@ -245,8 +253,12 @@ class MemoryStore:
         width, count = 4 * stored.dimensions, len(stored.seqs) // 4
         opened: list[bytes] = []
         rows = used = 0
+        unreadable = False
         for sealed in frames_of(stored.vectors):
-            plain = self._store.sealer.open_view(sealed, aad)
+            try:
+                plain = self._store.sealer.open_view(sealed, aad)
+            except StoredDataUnreadableError:  # its rows read as zeros: they match nothing
+                plain, unreadable = bytes(sealed_length(sealed)), True
             n = len(plain) // width if width else 0
             if rows + n > count:
                 break
@@ -257,7 +269,8 @@ class MemoryStore:
         result = replace(
             stored, vectors=vectors, seqs=stored.seqs[: 4 * rows], end=stored.end + used
         )
-        if stored.end == 0 and len(opened) > _COMPACT_AFTER and used == len(stored.vectors):
+        whole = used == len(stored.vectors) and not unreadable
+        if stored.end == 0 and len(opened) > _COMPACT_AFTER and whole:
             merged = frame(self._store.sealer.seal(vectors, aad))
             ck = keys.context(context_id)
             generation = int(

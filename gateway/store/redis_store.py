@@ -8,7 +8,7 @@ out (``sealing.py``): nothing above the store sees ciphertext, nothing below it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ from gateway.errors import (
     IdempotencyConflictError,
     InvalidParamsError,
     QuotaExceededError,
+    StoredDataUnreadableError,
     StoreUnavailableError,
     TaskBusyError,
     TaskNotContinuableError,
@@ -30,6 +31,7 @@ from gateway.errors import (
 )
 from gateway.models import ContextPage, ContextSummary, RawJson, ScrubReport, Task
 from gateway.store import fields as f
+from gateway.store import unreadable
 from gateway.store.assembly import (
     assemble_task,
     message_seqs,
@@ -277,6 +279,15 @@ class Store:
             return raw
         return self.sealer.open(raw, context_of(keys.prefix, context_id, field))
 
+    def _open_or(
+        self, keys: UserKeys, context_id: str, field: str, raw: Any, stand_in: Callable[[], bytes]
+    ) -> Any:
+        """``_open``, or ``stand_in()`` (``unreadable.py``) when the value does not open."""
+        try:
+            return self._open(keys, context_id, field, raw)
+        except StoredDataUnreadableError:
+            return stand_in()
+
     def _open_artifacts(
         self,
         keys: UserKeys,
@@ -286,7 +297,7 @@ class Store:
         known: Mapping[bytes, bytes] | None = None,
     ) -> Any:
         aad = context_of(keys.prefix, context_id, task_field(task_id, f.ARTIFACTS))
-        return self.sealer.open_artifacts(raw, aad, known)
+        return self.sealer.open_artifacts(raw, aad, known, unreadable.artifact)
 
     def _task(
         self,
@@ -298,24 +309,46 @@ class Store:
         streamed: Any = None,
     ) -> Task:
         """A task from its stored (sealed) status, artifacts, metadata and agent metadata;
-        ``streamed``: the artifact a run is streaming, shown after the others."""
+        ``streamed``: the artifact a run is streaming, shown after the others. A value that
+        does not open is shown as its stand-in (``unreadable.py``)."""
         status, arts, metadata, extra = fields
+
+        def opened(suffix: str, raw: Any, stand_in: Callable[[], bytes]) -> Any:
+            return self._open_or(keys, context_id, task_field(task_id, suffix), raw, stand_in)
+
         arts = self._open_artifacts(keys, context_id, task_id, arts)
-        arts = with_open_artifact(
-            arts, self._open(keys, context_id, task_field(task_id, f.OPEN_ARTIFACT), streamed)
-        )
+        streamed = opened(f.OPEN_ARTIFACT, streamed, lambda: unreadable.artifact("streamed"))
         return assemble_task(
             task_id,
             context_id,
-            self._open(keys, context_id, task_field(task_id, f.STATUS), status),
-            arts,
+            opened(f.STATUS, status, lambda: unreadable.status(context_id)),
+            with_open_artifact(arts, streamed),
             history,
-            self._open(keys, context_id, task_field(task_id, f.METADATA), metadata),
-            self._open(keys, context_id, task_field(task_id, f.AGENT_METADATA), extra),
+            opened(f.METADATA, metadata, unreadable.metadata),
+            opened(f.AGENT_METADATA, extra, unreadable.metadata),
         )
 
-    def _history(self, keys: UserKeys, context_id: str, raw: Sequence[Any]) -> list[bytes]:
-        return [self.open_message(keys, context_id, m) for m in raw if m is not None]
+    def _history(
+        self,
+        keys: UserKeys,
+        context_id: str,
+        seqs: Sequence[Any],
+        raw: Sequence[Any],
+        *,
+        stand_ins: bool = True,
+    ) -> list[bytes]:
+        """The stored messages ``raw`` (at ``seqs``), opened; one that does not open is its
+        stand-in (``unreadable.py``), or left out without ``stand_ins``."""
+        out = []
+        for seq, m in zip(seqs, raw, strict=True):
+            if m is None:
+                continue
+            try:
+                out.append(self.open_message(keys, context_id, m))
+            except StoredDataUnreadableError:
+                if stand_ins:
+                    out.append(unreadable.message(context_id, seq))
+        return out
 
     def _run_inputs(
         self,
@@ -741,7 +774,8 @@ class Store:
         wanted = message_seqs(seqs, history_length)
         if wanted:
             # Messages may be large: their read keeps a pooled connection of its own.
-            history = self._history(keys, context_id, await self.client.hmget(ck.msgs, wanted))
+            found = await self.client.hmget(ck.msgs, wanted)
+            history = self._history(keys, context_id, wanted, found)
         elif history_length is None or history_length > 0:
             history = []
         stored = (status, arts, metadata, extra)
@@ -789,7 +823,10 @@ class Store:
         if not seqs:
             return []
         raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
-        return [RawJson(m) for m in self._history(keys, context_id, raw)]
+        found = self._history(keys, context_id, seqs, raw, stand_ins=False)
+        if len(found) < len([m for m in raw if m is not None]):
+            log.warning("messages left out of a run's history: they do not decrypt here")
+        return [RawJson(m) for m in found]
 
     @_translated
     async def list_contexts(
@@ -848,7 +885,7 @@ class Store:
         tasks, pos = [], 0
         for n, seqs in enumerate(all_seqs):
             status, arts, _, metadata, extra = raw[width * n : width * n + width]
-            history = self._history(keys, context_id, msgs[pos : pos + len(seqs)])
+            history = self._history(keys, context_id, seqs, msgs[pos : pos + len(seqs)])
             pos += len(seqs)
             if status is not None:
                 tid = _text(tids[n])

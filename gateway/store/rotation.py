@@ -32,6 +32,8 @@ from gateway.settings import Settings
 from gateway.store import fields as f
 from gateway.store.agents_store import entry_aad
 from gateway.store.assembly import text_of
+from gateway.store.key_registry import ForeignKeyError, KeyRegistry
+from gateway.store.keys import ROTATION
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.push_records import is_current, open_config, seal_config
 from gateway.store.scripts import (
@@ -42,13 +44,20 @@ from gateway.store.scripts import (
     SwapStringArgs,
     argv,
 )
-from gateway.store.sealing import Sealer, context_of, key_id_of, sealer_for, split_artifacts
+from gateway.store.sealing import (
+    KeyringError,
+    Sealer,
+    context_of,
+    key_id_of,
+    sealer_for,
+    split_artifacts,
+)
 
-__all__ = ["Rotation", "RotationFigures", "rotate_data"]
+__all__ = ["ReplicasLackKeyError", "Rotation", "RotationFigures", "rotate_data"]
 
 log = logging.getLogger("gateway.rotation")
 
-STATE = "gw:{jobs}:rotation"
+STATE = ROTATION
 _MATCH = "gw:{*}:*"
 _HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
 _AGENT = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")  # a registered agent's entry (a string)
@@ -287,12 +296,21 @@ class Rotation:
         return int(next(iter(cursors.values()))), keys
 
     async def run(self, *, report_every: float = 2.0) -> RotationFigures:
+        """Re-seal everything; ``ForeignKeyError`` (nothing done) when a key of this keyring
+        is another key than the one of its id that sealed stored data. Once a whole pass
+        leaves nothing unreadable, the key registry keeps only the ids still in use."""
+        registry = KeyRegistry(self.client, self.sealer)
+        problems = await registry.check()
+        if problems.foreign:
+            raise ForeignKeyError(problems.message())
+        await registry.register(self.target or "")
         figures = RotationFigures()
         state = await self.client.hgetall(STATE)
         saved: dict[str, str] = {}
         if state and text_of(state.get(b"target", b"")) == (self.target or "-"):
             saved = {text_of(k): text_of(v) for k, v in state.items()}
             figures.resealed = int(saved.get("resealed", 0))
+            figures.unreadable = int(saved.get("unreadable", 0))
             log.info("resuming rotation", extra={"resealed": figures.resealed})
         started = last = time.monotonic()
         for node in self._nodes():
@@ -309,6 +327,7 @@ class Rotation:
                     "target": self.target or "-",
                     field: cursor or "done",
                     "resealed": figures.resealed,
+                    "unreadable": figures.unreadable,
                 }
                 await self.client.hset(STATE, mapping=mapping)
                 if time.monotonic() - last >= report_every:
@@ -318,6 +337,8 @@ class Rotation:
                     break
         await self.client.delete(STATE)
         log.info("rotation done", extra=_shown(figures))
+        if figures.unreadable == 0:  # no value is sealed with another key any more
+            await registry.retire([self.target or ""])
         return figures
 
 
@@ -334,13 +355,28 @@ def _shown(figures: RotationFigures) -> dict[str, Any]:
     }
 
 
+class ReplicasLackKeyError(KeyringError):
+    """Live gateway processes do not have the key `rotate-data` would re-seal with."""
+
+
 async def rotate_data(settings: Settings) -> RotationFigures:
+    """``Rotation.run``, refused (``ReplicasLackKeyError``) while a live gateway process does
+    not have the target key: it could not open what the rotation re-seals."""
     from gateway.store.connection import RedisTarget
 
     assert settings.redis_url
     target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
     client = target.client(settings.redis_timeout_seconds)
     try:
-        return await Rotation(client, sealer_for(settings)).run()
+        rotation = Rotation(client, sealer_for(settings))
+        if rotation.target:
+            lacking = await KeyRegistry(client, rotation.sealer).lacking(rotation.target)
+            if lacking:
+                raise ReplicasLackKeyError(
+                    f"{len(lacking)} live gateway process(es) do not have key "
+                    f"{rotation.target} of GATEWAY_ENCRYPTION_KEYS: restart them with this "
+                    f"keyring first ({', '.join(sorted(r.name for r in lacking))})"
+                )
+        return await rotation.run()
     finally:
         await client.aclose()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -38,12 +38,14 @@ __all__ = [
     "context_of",
     "generate_keyring",
     "is_sealed",
+    "sealed_length",
     "sealer_for",
 ]
 
 MAGIC = b"\x00g1"
 TOKEN = b"g1:"
 _NONCE = 12
+_TAG = 16
 
 
 def sealer_for(settings: Any) -> Sealer:
@@ -72,6 +74,12 @@ def key_id_of(value: bytes) -> str | None:
     if value.startswith(TOKEN):
         return value[len(TOKEN) :].split(b":", 1)[0].decode()
     return None
+
+
+def sealed_length(view: memoryview) -> int:
+    """How long the clear value of a binary sealed value is (whether it opens or not)."""
+    header = len(MAGIC) + 1 + view[len(MAGIC)] if len(view) > len(MAGIC) else len(view)
+    return max(0, len(view) - header - _NONCE - _TAG)
 
 
 def context_of(prefix: str, context_id: str, field: str) -> bytes:
@@ -162,18 +170,31 @@ class Sealer:
         return [self.seal_token(a, aad) for a in artifacts]
 
     def open_artifacts(
-        self, stored: bytes | None, aad: bytes, known: Mapping[bytes, bytes] | None = None
+        self,
+        stored: bytes | None,
+        aad: bytes,
+        known: Mapping[bytes, bytes] | None = None,
+        unreadable: Callable[[int], bytes] | None = None,
     ) -> bytes | None:
         """A task's stored artifact list (sealed tokens, clear objects, or both) as the
         clear JSON array; ``known``: tokens the caller has just sealed, with their clear
-        values (not opened again)."""
+        values (not opened again); ``unreadable``: the stand-in for the n-th artifact when
+        it does not open (None: ``StoredDataUnreadableError``)."""
         if stored is None or stored in (b"[]", b""):
             return stored
         if not stored.startswith(b"[") or TOKEN not in stored:
             return stored  # all clear
         items = split_artifacts(stored)
         known = known or {}
-        return b"[" + b",".join(known.get(i) or self.open(i, aad) for i in items) + b"]"
+        opened = []
+        for n, item in enumerate(items):
+            try:
+                opened.append(known.get(item) or self.open(item, aad))
+            except StoredDataUnreadableError:
+                if unreadable is None:
+                    raise
+                opened.append(unreadable(n))
+        return b"[" + b",".join(opened) + b"]"
 
     def reseal(self, value: bytes, aad: bytes) -> bytes:
         """``value`` sealed with the current key (opened first if sealed)."""
