@@ -11,7 +11,7 @@ import ipaddress
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.options.identity import JwtIssuer
@@ -84,6 +84,19 @@ class Settings(BaseSettings):
     # hosts of this configuration (embedder, Cortadel).
     outbound_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=list)
     agent_cache_seconds: float = Field(default=2.0, ge=0, le=300)
+    # The environment variables a registered agent's apiKeyEnv may name (agents/key_env.py):
+    # those starting with the prefix (empty: none) and those listed (comma-separated); never
+    # a variable of the gateway's own configuration (GATEWAY_*, REDIS_*, OTEL_*).
+    agent_key_env_prefix: str = Field(
+        default="AGENT_SECRET_", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,63})?$"
+    )
+    agent_key_env_names: Annotated[
+        list[str],
+        NoDecode,
+        BeforeValidator(
+            lambda v: [n.strip() for n in v.split(",") if n.strip()] if isinstance(v, str) else v
+        ),
+    ] = Field(default_factory=list)
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     # What a client may hold open before it is even authenticated (gateway serve).

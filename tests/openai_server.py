@@ -94,6 +94,7 @@ class ChatServer(ServedDouble):
         self.errors: list[str] = []
         self.script: list[dict[str, Any]] = []
         self.auth: list[str | None] = []
+        self.headers: list[dict[str, str]] = []
         self.streamed: list[str] = []
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
         self.serve(app)
@@ -107,6 +108,7 @@ class ChatServer(ServedDouble):
         body = await request.json()
         self.requests.append(body)
         self.auth.append(request.headers.get("authorization"))
+        self.headers.append(dict(request.headers))
         problems = problems_of(body, self.model)
         if problems:
             self.errors.extend(problems)
