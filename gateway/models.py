@@ -65,6 +65,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
 
+class _Body(_Model):
+    # The gateway's own request bodies (not the protocol's objects): a field it does not
+    # know is refused, so a misspelt one ({"grace": 2}) is not silently ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 class TextPart(_Model):
     kind: Literal["text"] = "text"
     text: str
@@ -152,7 +158,7 @@ class SendMessageRequest(_Model):
     metadata: dict[str, Any] | None = None
 
 
-class SearchRequest(_Model):
+class SearchRequest(_Body):
     query: str = Field(min_length=1, max_length=10_000)
     topK: JsonInt = Field(default=5, ge=1, le=50)
     minScore: float | None = Field(default=None, ge=-1.0, le=1.0)
@@ -162,7 +168,7 @@ class SearchRequest(_Model):
 _ROLE = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
 
 
-class KeyCreateRequest(_Model):
+class KeyCreateRequest(_Body):
     """``POST /keys``: a key for a user of the admin's tenant."""
 
     user: str = Field(min_length=1, max_length=256)
@@ -171,7 +177,7 @@ class KeyCreateRequest(_Model):
     expiresInSeconds: JsonInt | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)
 
 
-class KeyRotateRequest(_Model):
+class KeyRotateRequest(_Body):
     """``POST /keys/{id}:rotate``: how long the old key keeps working (0: not at all)."""
 
     graceSeconds: JsonInt = Field(default=0, ge=0, le=30 * 24 * 3600)

@@ -216,6 +216,30 @@ async def test_a_cancel_needs_no_body_and_no_content_type(
     assert r.status_code == 200 and r.json()["status"]["state"] == "canceled"
 
 
+async def test_the_gateways_own_bodies_refuse_unknown_fields(make_app: AppFactory) -> None:
+    """A misspelt field is a 400 naming it, never ignored: ``{"grace": 2}`` on a rotation
+    used to end the old key at once."""
+    keys = orjson.dumps(API_KEYS).decode()
+    async with make_app(api_keys=keys, api_key_secret="s" * 20) as c:
+        admin = auth("admin")
+        created = await c.post("/keys", json={"user": "ehr", "name": "ehr"}, headers=admin)
+        assert created.status_code == 201, created.text
+        old = created.json()
+        rotated = await c.post(f"/keys/{old['id']}:rotate", json={"grace": 2}, headers=admin)
+        assert rotated.status_code == 400
+        assert rotated.json()["data"]["errors"][0]["field"] == "grace"
+        still = await c.get("/v1/contexts", headers={"Authorization": f"Bearer {old['key']}"})
+        assert still.status_code == 200
+        for path, body in [
+            ("/keys", {"user": "x", "role": "admin"}),
+            ("/v1/contexts/c:search", {"query": "x", "k": 3}),
+            ("/agents", {"name": "x", "type": "echo", "kind": "echo"}),
+        ]:
+            r = await c.post(path, json=body, headers=admin)
+            assert r.status_code == 400, (path, r.text)
+            assert r.json()["error"] == "InvalidParamsError", path
+
+
 # --- 5. no input echoed --------------------------------------------------------------------
 
 
