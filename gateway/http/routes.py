@@ -31,7 +31,7 @@ from gateway.errors import (
     UnsupportedOperationError,
 )
 from gateway.http import push
-from gateway.http.audit import note_ids, note_receipt
+from gateway.http.audit import audit_request_id, note_ids, note_receipt
 from gateway.http.cards import agent_card
 from gateway.http.params import (
     json_body,
@@ -163,7 +163,7 @@ async def read_context(request: Request) -> Response:
 
 async def delete_context(request: Request) -> Response:
     state = await _served(request)
-    request_id = request.scope.get("state", {}).get("request_id", "")
+    request_id = audit_request_id(request.scope)  # the forget job's entry names the scrub
     receipt = await state.contexts.delete(
         _principal(request), request.path_params["context_id"], request_id
     )
