@@ -169,9 +169,10 @@ _ROLE = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_
 
 
 class KeyCreateRequest(_Body):
-    """``POST /keys``: a key for a user of the admin's tenant."""
+    """``POST /keys``: a key of the admin's tenant, for the admin itself (``user`` left out
+    or its own) or a service user (see ``service/keys.py``)."""
 
-    user: str = Field(min_length=1, max_length=256)
+    user: str | None = Field(default=None, min_length=1, max_length=256)
     roles: list[_ROLE] = Field(default_factory=list, max_length=32)
     name: str = Field(default="", max_length=200)
     expiresInSeconds: JsonInt | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)

@@ -28,6 +28,7 @@ ID_FIELDS = {
     "agent": "agentId",
     "key": "keyId",
     "scrub": "scrubOf",
+    "subject": "actingFor",  # the user a key was made for by someone else (impersonation)
 }
 
 

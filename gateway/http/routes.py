@@ -31,7 +31,7 @@ from gateway.errors import (
     UnsupportedOperationError,
 )
 from gateway.http import push
-from gateway.http.audit import audit_request_id, note_ids, note_receipt
+from gateway.http.audit import audit_request_id, note_ids, note_operation, note_receipt
 from gateway.http.cards import agent_card
 from gateway.http.params import (
     json_body,
@@ -49,7 +49,7 @@ from gateway.models import KeyCreateRequest, KeyRotateRequest, SearchRequest, Se
 from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
 from gateway.service.audit import AuditQuery
-from gateway.service.keys import KeyService, admin_tenant
+from gateway.service.keys import Issued, KeyService, admin_tenant
 
 __all__ = [
     "agent_routes",
@@ -294,17 +294,28 @@ async def list_keys(request: Request) -> Response:
     return JSONResponse(key_list_json(await service.list(tenant)))
 
 
-async def create_key(request: Request) -> Response:
-    service, tenant = _keys(request)
-    body = validated(KeyCreateRequest, await json_body(request))
-    created = await service.create(
-        tenant, body.user, list(body.roles), body.name, body.expiresInSeconds
-    )
+def _issued(request: Request, issued: Issued, operation: str) -> Response:
+    """A key made over HTTP; its audit entry names it, and the user it acts for when that
+    is another's (the operation then says so: ``<operation>_for_user``)."""
+    created = issued.created
+    note_ids(request.scope, key=created.record.id)
+    if issued.acting_for is not None:
+        note_ids(request.scope, subject=issued.acting_for)
+        note_operation(request.scope, f"{operation}_for_user")
     return JSONResponse(
         created_key_json(created),
         status_code=201,
         headers={"Location": f"/keys/{created.record.id}"},
     )
+
+
+async def create_key(request: Request) -> Response:
+    service, _ = _keys(request)
+    body = validated(KeyCreateRequest, await json_body(request))
+    issued = await service.issue(
+        _principal(request), body.user, list(body.roles), body.name, body.expiresInSeconds
+    )
+    return _issued(request, issued, "create_key")
 
 
 async def read_key(request: Request) -> Response:
@@ -319,14 +330,11 @@ async def revoke_key(request: Request) -> Response:
 
 
 async def rotate_key(request: Request) -> Response:
-    service, tenant = _keys(request)
+    service, _ = _keys(request)
     body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
-    created = await service.rotate(tenant, request.path_params["key_id"], body.graceSeconds)
-    return JSONResponse(
-        created_key_json(created),
-        status_code=201,
-        headers={"Location": f"/keys/{created.record.id}"},
-    )
+    key_id = request.path_params["key_id"]
+    issued = await service.reissue(_principal(request), key_id, body.graceSeconds)
+    return _issued(request, issued, "rotate_key")
 
 
 def key_routes() -> list[BaseRoute]:
