@@ -177,6 +177,14 @@ class KeyCreateRequest(_Body):
     name: str = Field(default="", max_length=200)
     expiresInSeconds: JsonInt | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)
 
+    @field_validator("user")
+    @classmethod
+    def _not_null(cls, value: str | None) -> str:
+        # Left out means the caller; null is no user at all.
+        if value is None:
+            raise ValueError("may be left out, but not null")
+        return value
+
 
 class KeyRotateRequest(_Body):
     """``POST /keys/{id}:rotate``: how long the old key keeps working (0: not at all)."""
