@@ -261,3 +261,17 @@ async def test_an_admin_makes_keys_for_itself_and_new_service_users_only(
 
         (entry,) = await until(recorded, what="the impersonation's audit entry")
         assert (entry["user"], entry["actingFor"], entry["keyId"]) == ("boss", "alice", made["id"])
+
+
+async def test_a_user_with_data_is_not_a_new_service_user(make_app: AppFactory) -> None:
+    """A user whose static key is gone (or a token user from before users were namespaced)
+    still owns their contexts: no admin key may be made for them over HTTP."""
+    gone = {"tenant": "t1", "user": "gone"}
+    with_gone = orjson.dumps({**API_KEYS, "key-gone": gone}).decode()
+    async with make_app(api_keys=with_gone, api_key_secret=SECRET) as before:
+        await send_task(before, "x", headers=auth("gone"))
+    async with make_app(api_keys=KEYS, api_key_secret=SECRET) as gw:
+        r = await gw.post("/keys", json={"user": "gone"}, headers=auth("admin"))
+        assert r.status_code == 403 and r.json()["error"] == "ForbiddenError"
+        fresh = await gw.post("/keys", json={"user": "never-seen"}, headers=auth("admin"))
+        assert fresh.status_code == 201

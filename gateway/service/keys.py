@@ -3,7 +3,8 @@
 Over HTTP an ``admin`` principal manages its own tenant's keys; the command line
 (``gateway keys``) manages any tenant's. Over HTTP a key may be made (or rotated) for the
 caller itself or for a service user — one no other credential names: no static key, no
-token (``jwt:`` users), no key the operator made — and carry only roles the caller holds.
+token (``jwt:`` users), no key the operator made, and no data of a user without keys made
+over HTTP (a static key since removed) — and carry only roles the caller holds.
 A key for a user who exists otherwise is acting for that user: it needs the
 ``impersonate`` role, which only the operator grants, and its audit entry says so.
 """
@@ -18,6 +19,8 @@ from gateway.errors import ApiKeyNotFoundError, ForbiddenError
 from gateway.principal import IMPERSONATE, JWT_USER_PREFIX, Principal
 from gateway.store.apikeys_store import ApiKeyStore
 from gateway.store.assembly import now_ms
+from gateway.store.keys import keys_of
+from gateway.store.redis_store import Store
 
 __all__ = ["Issued", "KeyService"]
 
@@ -45,6 +48,8 @@ class KeyService:
     secret: bytes
     # (tenant, user) of every key of GATEWAY_API_KEYS
     static_users: Set[tuple[str, str]] = field(default_factory=frozenset)
+    # where users' contexts are (None: the command line, which needs no such check)
+    contexts: Store | None = None
 
     async def create(
         self,
@@ -77,7 +82,13 @@ class KeyService:
         """Whether a credential other than tenant admins' keys names the user."""
         if user.startswith(JWT_USER_PREFIX) or (tenant, user) in self.static_users:
             return True
-        return any(r.user == user and r.origin != HTTP for r in await self.store.list(tenant))
+        records = [r for r in await self.store.list(tenant) if r.user == user]
+        if any(r.origin != HTTP for r in records):
+            return True
+        if records or self.contexts is None:
+            return False
+        _, stored = await self.contexts.list_contexts(keys_of(Principal(tenant, user)), 1, 0)
+        return stored > 0
 
     async def _may_issue(self, principal: Principal, user: str, roles: Set[str]) -> str | None:
         """Refuses a key the caller may not have made; the user it acts for, if another's."""
