@@ -244,7 +244,8 @@ async def test_an_admin_makes_keys_for_itself_and_new_service_users_only(
         for roles in (["impersonate"], ["auditor"]):
             r = await gw.post("/keys", json={"user": "svc-2", "roles": roles}, headers=admin)
             assert r.status_code == 403, roles
-        # The operator's impersonate role acts for alice, and the trail says so.
+        # The operator's impersonate role acts for alice, and the trail says so; keys made
+        # for oneself or a service user name no one else.
         r = await gw.post("/keys", json={"user": "alice"}, headers=auth("boss"))
         assert r.status_code == 201, r.text
         made = r.json()
@@ -253,7 +254,7 @@ async def test_an_admin_makes_keys_for_itself_and_new_service_users_only(
         ).status_code == 200
 
         async def recorded() -> list[dict[str, Any]]:
-            params = {"operation": "create_key_for_user"}
+            params = {"operation": "create_key", "user": "boss"}
             items: list[dict[str, Any]] = (
                 await gw.get("/audit", params=params, headers=admin)
             ).json()["items"]
@@ -261,6 +262,8 @@ async def test_an_admin_makes_keys_for_itself_and_new_service_users_only(
 
         (entry,) = await until(recorded, what="the impersonation's audit entry")
         assert (entry["user"], entry["actingFor"], entry["keyId"]) == ("boss", "alice", made["id"])
+        mine = (await gw.get("/audit", params={"user": "root"}, headers=admin)).json()["items"]
+        assert mine and not [e for e in mine if "actingFor" in e]
 
 
 async def test_a_user_with_data_is_not_a_new_service_user(make_app: AppFactory) -> None:

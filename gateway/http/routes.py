@@ -31,7 +31,7 @@ from gateway.errors import (
     UnsupportedOperationError,
 )
 from gateway.http import push
-from gateway.http.audit import audit_request_id, note_ids, note_operation, note_receipt
+from gateway.http.audit import audit_request_id, note_ids, note_receipt
 from gateway.http.cards import agent_card
 from gateway.http.params import (
     json_body,
@@ -294,14 +294,13 @@ async def list_keys(request: Request) -> Response:
     return JSONResponse(key_list_json(await service.list(tenant)))
 
 
-def _issued(request: Request, issued: Issued, operation: str) -> Response:
+def _issued(request: Request, issued: Issued) -> Response:
     """A key made over HTTP; its audit entry names it, and the user it acts for when that
-    is another's (the operation then says so: ``<operation>_for_user``)."""
+    is another's (``actingFor``)."""
     created = issued.created
     note_ids(request.scope, key=created.record.id)
     if issued.acting_for is not None:
         note_ids(request.scope, subject=issued.acting_for)
-        note_operation(request.scope, f"{operation}_for_user")
     return JSONResponse(
         created_key_json(created),
         status_code=201,
@@ -315,7 +314,7 @@ async def create_key(request: Request) -> Response:
     issued = await service.issue(
         _principal(request), body.user, list(body.roles), body.name, body.expiresInSeconds
     )
-    return _issued(request, issued, "create_key")
+    return _issued(request, issued)
 
 
 async def read_key(request: Request) -> Response:
@@ -334,7 +333,7 @@ async def rotate_key(request: Request) -> Response:
     body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
     key_id = request.path_params["key_id"]
     issued = await service.reissue(_principal(request), key_id, body.graceSeconds)
-    return _issued(request, issued, "rotate_key")
+    return _issued(request, issued)
 
 
 def key_routes() -> list[BaseRoute]:
