@@ -52,6 +52,9 @@ class KeyRecord:
     revoked_ms: int = 0  # 0: not revoked
     last_used_ms: int = 0
     replaced_by: str = ""  # the id of the key a rotation made
+    # Who made it: "http" (a tenant admin, over /keys) or "cli" (the operator, `gateway
+    # keys`); "" for keys made before this was recorded, treated as the operator's.
+    origin: str = ""
 
     def matches(self, secret: bytes, key: str) -> bool:
         return hmac.compare_digest(self.mac, key_mac(secret, key))

@@ -157,7 +157,8 @@ def create_app(
     if settings.api_key_secret is not None:
         secret = settings.api_key_secret.get_secret_value().encode()
         key_store = ApiKeyStore(runtime.client, runtime.store.scripts)
-        state.keys = KeyService(key_store, secret)
+        static_users = {(e.tenant, e.user) for e in settings.api_keys.values()}
+        state.keys = KeyService(key_store, secret, frozenset(static_users), runtime.store)
         managed = ManagedKeys(key_store, secret, settings.api_key_cache_seconds)
     authenticator = Authenticator(settings.api_keys, tokens, managed)
     limiter = RateLimiter(settings, RateStore(runtime.store.scripts, runtime.store.hot))

@@ -63,8 +63,10 @@ never a value; exit 2 when there is any, else print the effective configuration 
 
 _KEYS = """\
 Manage the API keys kept in Redis (GATEWAY_API_KEY_SECRET must be the servers' own). A
-created or rotated key is printed once, as JSON; only its keyed hash is stored. Uses
-REDIS_URL, or the embedded redis-server a `gateway serve` runs for GATEWAY_DATA_DIR."""
+created or rotated key is printed once, as JSON; only its keyed hash is stored. Keys may be
+made for any user, and carry any role: `--role impersonate` lets a tenant admin's key make
+keys for that tenant's existing users over /keys. Uses REDIS_URL, or the embedded
+redis-server a `gateway serve` runs for GATEWAY_DATA_DIR."""
 
 _ENCRYPTION = """\
 Encryption keys of content at rest (GATEWAY_ENCRYPTION_KEYS: a JSON object key id -> base64

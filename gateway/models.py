@@ -65,6 +65,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
 
+class _Body(_Model):
+    # The gateway's own request bodies (not the protocol's objects): a field it does not
+    # know is refused, so a misspelt one ({"grace": 2}) is not silently ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
 class TextPart(_Model):
     kind: Literal["text"] = "text"
     text: str
@@ -152,7 +158,7 @@ class SendMessageRequest(_Model):
     metadata: dict[str, Any] | None = None
 
 
-class SearchRequest(_Model):
+class SearchRequest(_Body):
     query: str = Field(min_length=1, max_length=10_000)
     topK: JsonInt = Field(default=5, ge=1, le=50)
     minScore: float | None = Field(default=None, ge=-1.0, le=1.0)
@@ -162,16 +168,25 @@ class SearchRequest(_Model):
 _ROLE = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
 
 
-class KeyCreateRequest(_Model):
-    """``POST /keys``: a key for a user of the admin's tenant."""
+class KeyCreateRequest(_Body):
+    """``POST /keys``: a key of the admin's tenant, for the admin itself (``user`` left out
+    or its own) or a service user (see ``service/keys.py``)."""
 
-    user: str = Field(min_length=1, max_length=256)
+    user: str | None = Field(default=None, min_length=1, max_length=256)
     roles: list[_ROLE] = Field(default_factory=list, max_length=32)
     name: str = Field(default="", max_length=200)
     expiresInSeconds: JsonInt | None = Field(default=None, ge=1, le=10 * 365 * 24 * 3600)
 
+    @field_validator("user")
+    @classmethod
+    def _not_null(cls, value: str | None) -> str:
+        # Left out means the caller; null is no user at all.
+        if value is None:
+            raise ValueError("may be left out, but not null")
+        return value
 
-class KeyRotateRequest(_Model):
+
+class KeyRotateRequest(_Body):
     """``POST /keys/{id}:rotate``: how long the old key keeps working (0: not at all)."""
 
     graceSeconds: JsonInt = Field(default=0, ge=0, le=30 * 24 * 3600)

@@ -1,11 +1,18 @@
 """Who is calling: a user within a tenant. The keys of their data are the store's to name
-(``gateway.store.keys.keys_of``)."""
+(``gateway.store.keys.keys_of``). Users of different credential sources never merge by
+accident: a token's user carries its issuer's namespace."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Principal"]
+__all__ = ["IMPERSONATE", "JWT_USER_PREFIX", "Principal"]
+
+# The role that lets a tenant admin make keys for a user who exists already (over /keys);
+# only the operator grants it (GATEWAY_API_KEYS, `gateway keys`), never a token.
+IMPERSONATE = "impersonate"
+# A token's user is ``jwt:<issuer namespace>:<claim>``: no key names the same principal.
+JWT_USER_PREFIX = "jwt:"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from gateway import tracing
 from gateway.agents.base import Agent
+from gateway.agents.key_env import KeyEnvPolicy
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
@@ -174,7 +175,11 @@ class Runtime:
         agents = AgentRegistry(
             [*load_agents(settings.agent_plugins), *extra_agents],
             AgentStore(client, settings.context_ttl_seconds, store.sealer),
-            AgentFactory(allowlist, *outbound),
+            AgentFactory(
+                allowlist,
+                *outbound,
+                KeyEnvPolicy.of(settings.agent_key_env_prefix, settings.agent_key_env_names),
+            ),
             cache_seconds=settings.agent_cache_seconds,
         )
         agents.get(settings.default_agent)

@@ -150,6 +150,19 @@ class Settings(BaseSettings):
         list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_patterns)
     ] = Field(default_factory=list)
     agent_cache_seconds: float = Field(default=2.0, ge=0, le=300)
+    # The environment variables a registered agent's apiKeyEnv may name (agents/key_env.py):
+    # those starting with the prefix (empty: none) and those listed (comma-separated); never
+    # a variable of the gateway's own configuration (GATEWAY_*, REDIS_*, OTEL_*).
+    agent_key_env_prefix: str = Field(
+        default="AGENT_SECRET_", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,63})?$"
+    )
+    agent_key_env_names: Annotated[
+        list[str],
+        NoDecode,
+        BeforeValidator(
+            lambda v: [n.strip() for n in v.split(",") if n.strip()] if isinstance(v, str) else v
+        ),
+    ] = Field(default_factory=list)
     default_agent: str = "echo"
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     # What a client may hold open before it is even authenticated (gateway serve).

@@ -213,3 +213,68 @@ async def test_key_answers_conform_to_the_contract(
     conform(await a.get("/keys/000000000000", headers=auth("admin")), "/keys/{key_id}")
     conform(await a.post("/keys", json={"user": ""}, headers=auth("admin")), "/keys")
     conform(await a.get("/keys", headers=auth("alice")), "/keys")
+
+
+async def test_an_admin_makes_keys_for_itself_and_new_service_users_only(
+    make_app: AppFactory, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant admin cannot mint a key that reads another user's data: only the operator
+    grants ``impersonate``, and its use is on the record."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("GATEWAY_API_KEY_SECRET", SECRET)
+    ops = await asyncio.to_thread(_cli, "create", "--tenant", "t1", "--user", "ops")
+    boss = {"tenant": "t1", "user": "boss", "roles": ["admin", "impersonate"]}
+    keys = orjson.dumps({**API_KEYS, "key-boss": boss}).decode()
+    async with make_app(api_keys=keys, api_key_secret=SECRET) as gw:
+        task = await send_task(gw, "x", headers=auth("alice"))
+        admin = auth("admin")
+        # Users who exist: a static key's, one the operator made a key for, a token's.
+        for user in ("alice", "ops", "jwt:0123456789ab:alice"):
+            r = await gw.post("/keys", json={"user": user}, headers=admin)
+            assert r.status_code == 403 and r.json()["error"] == "ForbiddenError", user
+        # A rotation hands over a key for the same user: the same rule.
+        assert (await gw.post(f"/keys/{ops['id']}:rotate", headers=admin)).status_code == 403
+        # For itself, and for a new service user (which stays the admins' to manage).
+        own = await gw.post("/keys", json={}, headers=admin)
+        assert own.status_code == 201 and own.json()["user"] == "root"
+        svc = (await gw.post("/keys", json={"user": "svc-ehr"}, headers=admin)).json()
+        assert (await gw.post("/keys", json={"user": "svc-ehr"}, headers=admin)).status_code == 201
+        assert (await gw.post(f"/keys/{svc['id']}:rotate", headers=admin)).status_code == 201
+        # No role its maker lacks, and never impersonate over HTTP.
+        for roles in (["impersonate"], ["auditor"]):
+            r = await gw.post("/keys", json={"user": "svc-2", "roles": roles}, headers=admin)
+            assert r.status_code == 403, roles
+        # The operator's impersonate role acts for alice, and the trail says so; keys made
+        # for oneself or a service user name no one else.
+        r = await gw.post("/keys", json={"user": "alice"}, headers=auth("boss"))
+        assert r.status_code == 201, r.text
+        made = r.json()
+        assert (
+            await gw.get(f"/v1/tasks/{task['id']}", headers=bearer(made["key"]))
+        ).status_code == 200
+
+        async def recorded() -> list[dict[str, Any]]:
+            params = {"operation": "create_key", "user": "boss"}
+            items: list[dict[str, Any]] = (
+                await gw.get("/audit", params=params, headers=admin)
+            ).json()["items"]
+            return items
+
+        (entry,) = await until(recorded, what="the impersonation's audit entry")
+        assert (entry["user"], entry["actingFor"], entry["keyId"]) == ("boss", "alice", made["id"])
+        mine = (await gw.get("/audit", params={"user": "root"}, headers=admin)).json()["items"]
+        assert mine and not [e for e in mine if "actingFor" in e]
+
+
+async def test_a_user_with_data_is_not_a_new_service_user(make_app: AppFactory) -> None:
+    """A user whose static key is gone (or a token user from before users were namespaced)
+    still owns their contexts: no admin key may be made for them over HTTP."""
+    gone = {"tenant": "t1", "user": "gone"}
+    with_gone = orjson.dumps({**API_KEYS, "key-gone": gone}).decode()
+    async with make_app(api_keys=with_gone, api_key_secret=SECRET) as before:
+        await send_task(before, "x", headers=auth("gone"))
+    async with make_app(api_keys=KEYS, api_key_secret=SECRET) as gw:
+        r = await gw.post("/keys", json={"user": "gone"}, headers=auth("admin"))
+        assert r.status_code == 403 and r.json()["error"] == "ForbiddenError"
+        fresh = await gw.post("/keys", json={"user": "never-seen"}, headers=auth("admin"))
+        assert fresh.status_code == 201

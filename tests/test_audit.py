@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import orjson
 
+from gateway.audit.entry import hashed_id
 from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, post_message, send_task
 from tests.test_jsonrpc import rpc
 from tests.test_openapi import conform
@@ -86,9 +87,13 @@ async def test_each_operation_and_each_denied_attempt_is_recorded_without_conten
         assert send["taskId"] == tid and send["contextId"] == cid and send["tenant"] == "t1"
         assert send["credential"].startswith("static:") and send["requestId"]
         assert all(e["contextId"] == cid for e in reversed(entries) if e["operation"] in
-                   ("send_message", "get_task", "read_context", "search_context", "delete_context"))  # fmt: skip
+                   ("send_message", "get_task", "read_context", "search_context", "delete_context")
+                   and e["status"] < 400)  # fmt: skip
         (denied,) = [e for e in entries if e["operation"] == "read_context" and e["status"] == 403]
-        assert denied["contextId"] == cid and denied["user"] == "alice"
+        # The refused request's ids are kept as digests: found by the context filter.
+        assert denied["contextId"] == hashed_id(cid) and denied["user"] == "alice"
+        found = await _entries(gw, 1, context=cid, operation="read_context")
+        assert {e["status"] for e in found} == {200, 403}
         # The 401 has no tenant: it is in the stream of unauthenticated attempts.
         anonymous = await redis.xrange("gw:{au:-}:audit")
         assert [f[b"status"] for _, f in anonymous] == [b"401"]
@@ -188,3 +193,27 @@ async def test_every_binding_records_its_operation_and_ids(make_app: AppFactory)
         assert proto["taskId"] == rest["id"] and proto["contextId"] == rest["contextId"]
         page = await gw.get("/audit", headers=auth("admin"))
         assert SENTINEL not in page.text
+
+
+async def test_strings_a_client_chose_are_kept_as_digests(
+    make_app: AppFactory, redis: RawRedis
+) -> None:
+    """Unknown ids and a client's own request id are the client's words: the trail keeps
+    their digests, and the ids of what exists as they are."""
+    chosen = "Jane-Doe-1970-04-02"
+    async with make_app(api_keys=KEYS) as gw:
+        alice = {**auth("alice"), "X-Request-Id": chosen}
+        task = await send_task(gw, "x", headers=alice)
+        missing = await gw.get(f"/v1/contexts/ctx-{chosen}", headers=alice)
+        assert missing.status_code == 404 and missing.headers["x-request-id"] == chosen
+        assert (await gw.get(f"/v1/tasks/task-{chosen}", headers=alice)).status_code == 404
+        entries = await _entries(gw, 3, user="alice")
+        by_op = {e["operation"]: e for e in entries}
+        assert by_op["send_message"]["taskId"] == task["id"]
+        assert by_op["send_message"]["contextId"] == task["contextId"]
+        assert by_op["read_context"]["contextId"] == hashed_id(f"ctx-{chosen}")
+        assert by_op["get_task"]["taskId"] == hashed_id(f"task-{chosen}")
+        assert {e["requestId"] for e in entries} == {hashed_id(chosen)}
+        page = await gw.get("/audit", headers=auth("admin"))
+        assert chosen not in page.text
+    assert chosen.encode() not in await _raw_streams(redis)

@@ -15,14 +15,11 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 import pytest
-from mcp.server.transport_security import TransportSecurityMiddleware
-from starlette.requests import Request
 from starlette.types import Message, Receive, Scope
 from starlette.types import Send as ASGISend
 
 from gateway.errors import PayloadTooLargeError
 from gateway.http.access_log import AccessLogMiddleware
-from gateway.http.browser import HostRule
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.params import MAX_JSON_DEPTH
 from gateway.http.server import _HeadWithBody
@@ -216,6 +213,30 @@ async def test_a_cancel_needs_no_body_and_no_content_type(
     assert r.status_code == 200 and r.json()["status"]["state"] == "canceled"
 
 
+async def test_the_gateways_own_bodies_refuse_unknown_fields(make_app: AppFactory) -> None:
+    """A misspelt field is a 400 naming it, never ignored: ``{"grace": 2}`` on a rotation
+    used to end the old key at once."""
+    keys = orjson.dumps(API_KEYS).decode()
+    async with make_app(api_keys=keys, api_key_secret="s" * 20) as c:
+        admin = auth("admin")
+        created = await c.post("/keys", json={"user": "ehr", "name": "ehr"}, headers=admin)
+        assert created.status_code == 201, created.text
+        old = created.json()
+        rotated = await c.post(f"/keys/{old['id']}:rotate", json={"grace": 2}, headers=admin)
+        assert rotated.status_code == 400
+        assert rotated.json()["data"]["errors"][0]["field"] == "grace"
+        still = await c.get("/v1/contexts", headers={"Authorization": f"Bearer {old['key']}"})
+        assert still.status_code == 200
+        for path, body in [
+            ("/keys", {"user": "x", "role": "admin"}),
+            ("/v1/contexts/c:search", {"query": "x", "k": 3}),
+            ("/agents", {"name": "x", "type": "echo", "kind": "echo"}),
+        ]:
+            r = await c.post(path, json=body, headers=admin)
+            assert r.status_code == 400, (path, r.text)
+            assert r.json()["error"] == "InvalidParamsError", path
+
+
 # --- 5. no input echoed --------------------------------------------------------------------
 
 
@@ -331,25 +352,47 @@ async def test_with_api_keys_any_host_is_answered_unless_hosts_are_named(
         assert r.status_code == 421
 
 
-def test_mcp_rebinding_protection_follows_the_host_rule() -> None:
-    def verdict(rule: HostRule, host: str, origin: str | None = None) -> int | None:
-        headers = [(b"host", host.encode()), (b"content-type", b"application/json")]
-        if origin:
-            headers.append((b"origin", origin.encode()))
-        request = Request({"type": "http", "method": "POST", "headers": headers})
-        answer = asyncio.run(
-            TransportSecurityMiddleware(rule.mcp_security()).validate_request(request, is_post=True)
-        )
-        return None if answer is None else answer.status_code
+MCP_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
-    local = HostRule.build(open_mode=True, allowed_hosts=[], cors_origins=[])
-    assert local.mcp_security().enable_dns_rebinding_protection
-    assert verdict(local, "127.0.0.1:8000") is None
-    assert verdict(local, "localhost:8000", "http://localhost:3000") is None
-    assert verdict(local, "attacker.example:8000") == 421
-    assert verdict(local, "127.0.0.1:8000", "http://attacker.example") == 403
-    named = HostRule.build(open_mode=False, allowed_hosts=["gw.example"], cors_origins=[])
-    assert verdict(named, "gw.example") is None and verdict(named, "other.example") == 421
+
+@pytest.mark.parametrize(
+    ("host", "origin", "allowed"),
+    [
+        ("LOCALHOST", None, True),
+        ("LocalHost:8000", "HTTP://LOCALHOST:3000", True),
+        ("127.0.0.1:8000", "http://[::1]:5173", True),
+        ("GW.example", None, True),  # a configured name, in another case
+        ("Attacker.Example", None, False),
+        ("localhost", "http://Attacker.Example", False),
+    ],
+)
+async def test_every_surface_answers_the_same_hosts_and_origins(
+    make_app: AppFactory, host: str, origin: str | None, allowed: bool
+) -> None:
+    """REST, JSON-RPC and MCP follow one host rule, case-insensitively, and refuse alike."""
+    headers = {"Host": host, **({"Origin": origin} if origin else {})}
+    async with make_app(allowed_hosts=["gw.example"]) as c:
+        rest = await c.get("/v1/contexts", headers=headers)
+        rpc = await c.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+                                      "params": {"id": "t"}}, headers=headers)  # fmt: skip
+        mcp = await c.post("/mcp", json=MCP_INIT, headers={**headers, **MCP_HEADERS})
+        answers = [rest, rpc, mcp]
+        if allowed:
+            assert [r.status_code for r in answers] == [200, 200, 200], mcp.text
+        else:
+            assert {r.status_code for r in answers} == {421}
+            assert rest.json() == rpc.json() == mcp.json()
+            assert rest.json()["error"] == "HostNotAllowedError"
 
 
 async def test_answers_are_not_cached_or_sniffed(keyed: httpx.AsyncClient, send: Send) -> None:

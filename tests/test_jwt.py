@@ -4,6 +4,7 @@ token that fails a check is refused with 401 and a reason that quotes none of it
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -50,7 +51,7 @@ async def test_a_valid_token_of_each_algorithm_is_a_principal(
 ) -> None:
     token = idp.token(kid, sub="dr-house", tenant="t1")
     task = await send_task(gw, "x", headers=bearer(token))
-    # The token's tenant and subject are the principal: the same user by API key sees it.
+    # The token's tenant and subject are the principal: another token of the subject sees it.
     same = await gw.get(f"/v1/tasks/{task['id']}", headers=bearer(idp.token(kid, sub="dr-house")))
     assert same.status_code == 200
     other = await gw.get(f"/v1/tasks/{task['id']}", headers=bearer(idp.token(kid, sub="other")))
@@ -174,3 +175,28 @@ async def test_an_unreachable_provider_is_503_not_401(make_app: AppFactory) -> N
     async with make_app(jwt_issuers=orjson.dumps([issuer]).decode()) as gw:
         r = await gw.get("/v1/contexts", headers=bearer(provider.token("r1")))
     assert r.status_code == 503 and r.headers["retry-after"]
+
+
+async def test_a_tokens_user_is_not_the_api_key_user_of_the_same_name(
+    make_app: AppFactory, idp: IdentityProvider
+) -> None:
+    """Principals of different credential sources never merge: a token with ``sub=alice``
+    is not the API key's alice, and a token cannot carry ``impersonate``."""
+    async with make_app(
+        jwt_issuers=orjson.dumps([idp.issuer()]).decode(),
+        api_keys=orjson.dumps(API_KEYS).decode(),
+        api_key_secret="s" * 20,
+    ) as gw:
+        task = await send_task(gw, "x", headers=auth("alice"))
+        token = idp.token(sub="alice", tenant="t1", roles=["admin", "impersonate"])
+        assert (await gw.get(f"/v1/tasks/{task['id']}", headers=bearer(token))).status_code == 404
+        own = await send_task(gw, "y", headers=bearer(token))
+        assert (await gw.get(f"/v1/tasks/{own['id']}", headers=auth("alice"))).status_code == 404
+        r = await gw.post("/keys", json={"user": "alice"}, headers=bearer(token))
+        assert r.status_code == 403
+        mine = await gw.post("/keys", json={}, headers=bearer(token))
+        assert mine.status_code == 201, mine.text
+        namespace = hashlib.sha256(ISSUER.encode()).hexdigest()[:12]
+        assert mine.json()["user"] == f"jwt:{namespace}:alice"
+        key = {"Authorization": f"Bearer {mine.json()['key']}"}
+        assert (await gw.get(f"/v1/tasks/{own['id']}", headers=key)).status_code == 200

@@ -33,6 +33,7 @@ from gateway.agents.base import (
     ReplyUpdate,
     StatusUpdate,
 )
+from gateway.agents.key_env import KeyEnvPolicy
 from gateway.agents.prompt import build_messages
 from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, OpenAIConfig
@@ -88,6 +89,18 @@ def _wants_json(accepted: Sequence[str]) -> bool:
     )
 
 
+class _TenantOpenAI(AsyncOpenAI):
+    """The SDK's client with nothing of the gateway's environment. The SDK would take
+    OPENAI_ORG_ID, OPENAI_PROJECT_ID, OPENAI_ADMIN_KEY and OPENAI_CUSTOM_HEADERS from it and
+    send them along, here to a base URL a tenant chose."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.organization = self.project = self.admin_api_key = self.webhook_secret = None
+        self._custom_headers = {}
+        self._ambient_authorizations = frozenset()
+
+
 class OpenAIAgent(RegisteredAgent):
     def __init__(
         self,
@@ -95,15 +108,16 @@ class OpenAIAgent(RegisteredAgent):
         config: OpenAIConfig,
         allowlist: Allowlist,
         http: httpx2.AsyncClient,
+        key_env: KeyEnvPolicy,
     ) -> None:
         super().__init__(entry)
         self._entry, self._config = entry, config
-        self._allowlist, self._http = allowlist, http
+        self._allowlist, self._http, self._key_env = allowlist, http, key_env
 
     def _api_key(self) -> str | None:
         if self._config.apiKey is None and self._config.apiKeyEnv is None:
             return "unused"  # local servers (Ollama, vLLM) take any key; the SDK needs one
-        return self._config.key()
+        return self._config.key(self._key_env)
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
         config = self._config
@@ -116,7 +130,7 @@ class OpenAIAgent(RegisteredAgent):
         if key is None:
             yield StatusUpdate("failed", NO_KEY_TEXT)
             return
-        client = AsyncOpenAI(
+        client = _TenantOpenAI(
             base_url=config.baseUrl,
             api_key=key,
             timeout=config.timeoutSeconds,

@@ -17,6 +17,7 @@ import orjson
 
 from gateway.agents.base import Agent
 from gateway.agents.echo import EchoAgent
+from gateway.agents.key_env import KeyEnvPolicy
 from gateway.agents.openai_agent import OpenAIAgent
 from gateway.agents.registered import skills_of
 from gateway.agents.remote import RemoteAgent
@@ -45,18 +46,23 @@ class AgentFactory:
     """Builds the agent object of a registry entry."""
 
     def __init__(
-        self, allowlist: Allowlist, http: httpx.AsyncClient, http2: httpx2.AsyncClient
+        self,
+        allowlist: Allowlist,
+        http: httpx.AsyncClient,
+        http2: httpx2.AsyncClient,
+        key_env: KeyEnvPolicy | None = None,
     ) -> None:
         """``http`` serves remote A2A agents, ``http2`` the ``openai`` SDK; both check every
-        request against the allowlist."""
+        request against the allowlist. ``key_env``: the variables ``apiKeyEnv`` may name."""
         self.allowlist, self.http, self.http2 = allowlist, http, http2
+        self.key_env = key_env or KeyEnvPolicy()
 
     def build(self, entry: AgentEntry) -> Agent:
         config = entry.typed_config()
         if entry.type == "openai":
-            return OpenAIAgent(entry, config, self.allowlist, self.http2)
+            return OpenAIAgent(entry, config, self.allowlist, self.http2, self.key_env)
         if entry.type == "a2a-remote":
-            return RemoteAgent(entry, config, self.allowlist, self.http)
+            return RemoteAgent(entry, config, self.allowlist, self.http, self.key_env)
         return ConfiguredEcho(entry)
 
 
@@ -73,6 +79,7 @@ class AgentRegistry:
         for agent in agents:
             self._builtin[agent.id] = agent
         self.store, self._factory, self._cache_seconds = store, factory, cache_seconds
+        self.key_env = factory.key_env
         # (tenant, id) -> (read at, revision, agent)
         self._cache: dict[tuple[str, str], tuple[float, int, Agent]] = {}
 

@@ -37,6 +37,7 @@ from gateway.agents.base import (
     ReplyUpdate,
     StatusUpdate,
 )
+from gateway.agents.key_env import KeyEnvPolicy
 from gateway.agents.registered import RegisteredAgent
 from gateway.agents.remote_v1 import Relay, RemoteCallError, RemoteV1, v1_interface
 from gateway.agents.specs import AgentEntry, RemoteConfig
@@ -78,13 +79,19 @@ class RemoteAgent(RegisteredAgent):
     uses_recall = False
 
     def __init__(
-        self, entry: AgentEntry, config: RemoteConfig, allowlist: Allowlist, http: httpx.AsyncClient
+        self,
+        entry: AgentEntry,
+        config: RemoteConfig,
+        allowlist: Allowlist,
+        http: httpx.AsyncClient,
+        key_env: KeyEnvPolicy,
     ) -> None:
         super().__init__(entry)
         self._config, self._allowlist, self._http = config, allowlist, http
+        self._key_env = key_env
 
     def _headers(self) -> dict[str, str]:
-        key = self._config.key()
+        key = self._config.key(self._key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     async def _card(self) -> dict[str, Any]:

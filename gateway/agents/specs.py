@@ -2,12 +2,12 @@
 
 Secrets (``apiKey``) are write-only: kept with the entry, never returned (the view says
 ``apiKeySet`` instead). ``apiKeyEnv`` names an environment variable of the gateway
-holding the key, so the registry need not hold it at all.
+holding the key, so the registry need not hold it at all — one the operator allows
+(``key_env.py``).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from gateway.agents.key_env import KeyEnvPolicy
 from gateway.models import AgentView
 from gateway.options.longterm import MemoryOptions
 from gateway.validation import JsonInt
@@ -83,11 +84,12 @@ class _Keyed(_Config):
     apiKey: SecretStr | None = Field(default=None, max_length=4096)
     apiKeyEnv: str | None = Field(default=None, pattern=ENV_NAME)
 
-    def key(self) -> str | None:
-        """The backend's key: the stored one, or the named environment variable's value."""
+    def key(self, env: KeyEnvPolicy) -> str | None:
+        """The backend's key: the stored one, or the value of the named environment
+        variable when ``env`` allows the name (None: no key)."""
         if self.apiKey is not None:
             return self.apiKey.get_secret_value()
-        return os.environ.get(self.apiKeyEnv) if self.apiKeyEnv else None
+        return env.read(self.apiKeyEnv)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> _Keyed:

@@ -4,18 +4,22 @@ An entry holds ids and outcomes only: the principal (tenant, user, the credentia
 a managed key's id, a static key's digest prefix, a token's subject), the operation (the
 route's name), the ids it named (task, context, agent, key), the HTTP status, the request
 id and the client address; a scrub's entry adds what it removed (its receipt). Never a
-message, a query, a body or a query string.
+message, a query, a body or a query string. A string a client chose that is not known to
+name something that exists (an id of a refused or failed request, the client's own
+``X-Request-Id``) is kept as its digest (``hashed_id``), so nothing a client writes reaches
+the trail verbatim.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.models import AuditRecord
 
-__all__ = ["ID_FIELDS", "AuditEntry", "outcome_of", "record_of"]
+__all__ = ["HASHED", "ID_FIELDS", "AuditEntry", "hashed_id", "outcome_of", "record_of"]
 
 # The ids an entry may name, by stream field -> the name shown.
 ID_FIELDS = {
@@ -24,7 +28,18 @@ ID_FIELDS = {
     "agent": "agentId",
     "key": "keyId",
     "scrub": "scrubOf",
+    "subject": "actingFor",  # the user a key was made for by someone else (impersonation)
 }
+
+
+HASHED = "sha256:"
+
+
+def hashed_id(value: str) -> str:
+    """How the trail keeps a client's string: ``sha256:`` and the first 32 hex digits of
+    its SHA-256 (anyone holding the string can find its entries; the trail does not hold
+    the string)."""
+    return HASHED + hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
 def outcome_of(status: int) -> str:

@@ -82,11 +82,14 @@ class AccessLogMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = next(
+        given = next(
             (v for k, v in scope["headers"] if k == b"x-request-id" and _SAFE_ID.fullmatch(v)),
-            random_bytes(16).hex().encode(),
+            None,
         )
-        scope.setdefault("state", {})["request_id"] = request_id.decode()
+        request_id = given or random_bytes(16).hex().encode()
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id.decode()
+        state["request_id_given"] = given is not None  # the audit trail keeps its digest
         began = time.perf_counter()
         error_body: list[bytes] = []
 

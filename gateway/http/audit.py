@@ -4,7 +4,9 @@ attempt refused for its credentials (401, or 403/429 at authentication).
 The operation is the matched route's name (``send_message``, ``delete_context``, ...), or
 the JSON-RPC methods a call named (``jsonrpc:message/send``; a batch's joined by commas);
 the ids are the route's path parameters plus those a route notes (``note_ids``: a send's
-new task and context, the context of a task read or canceled). Entries go to
+new task and context, the context of a task read or canceled). Path parameters are kept as
+they are when the request succeeded (they named something that exists), as digests
+otherwise; so is a request id the client chose (``audit.entry.hashed_id``). Entries go to
 ``AuditLog.record`` after the response, without waiting for Redis. Public paths and
 anonymous card reads are not recorded.
 """
@@ -15,14 +17,14 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.audit.entry import AuditEntry
+from gateway.audit.entry import AuditEntry, hashed_id
 from gateway.audit.log import AuditLog
 from gateway.http.access_log import matched_route
 from gateway.http.operations import noted
 from gateway.http.response_start import status_of
 from gateway.store.assembly import now_ms
 
-__all__ = ["AuditMiddleware", "note_ids", "note_receipt"]
+__all__ = ["AuditMiddleware", "audit_request_id", "note_ids", "note_receipt"]
 
 _PATH_IDS = {"task_id": "task", "context_id": "context", "agent_id": "agent", "key_id": "key"}
 _DENIED = frozenset({401, 403, 429})
@@ -38,6 +40,13 @@ def note_receipt(scope: Scope, counts: dict[str, int]) -> None:
     scope.setdefault("state", {})["audit_receipt"] = counts
 
 
+def audit_request_id(scope: Scope) -> str:
+    """The request's id as the audit trail records it (a client's own: its digest)."""
+    state: dict[str, Any] = scope.get("state", {})
+    request_id: str = state.get("request_id", "")
+    return hashed_id(request_id) if request_id and state.get("request_id_given") else request_id
+
+
 def _entry(scope: Scope, status: int) -> AuditEntry | None:
     state: dict[str, Any] = scope.get("state", {})
     principal = state.get("principal") or state.get("caller")
@@ -47,7 +56,12 @@ def _entry(scope: Scope, status: int) -> AuditEntry | None:
     params = scope.get("path_params")
     if params is None and route is not None:  # refused before routing: the ids it named
         params = route.matches(scope)[1].get("path_params", {})
-    ids = {_PATH_IDS[k]: str(v) for k, v in (params or {}).items() if k in _PATH_IDS}
+    exists = status < 400
+    ids = {
+        _PATH_IDS[k]: str(v) if exists else hashed_id(str(v))
+        for k, v in (params or {}).items()
+        if k in _PATH_IDS
+    }
     ids.update(state.get("audit_ids", {}))
     client = scope.get("client")
     return AuditEntry(
@@ -60,7 +74,7 @@ def _entry(scope: Scope, status: int) -> AuditEntry | None:
         or "unmatched",
         method=scope["method"],
         status=status,
-        request_id=state.get("request_id", ""),
+        request_id=audit_request_id(scope),
         client=client[0] if client else "",
         ids=ids,
         receipt=state.get("audit_receipt", {}),

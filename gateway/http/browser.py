@@ -5,7 +5,8 @@ In open mode (no API keys) every caller is the local operator, so no web page ma
 gateway: neither a page of another site (its ``Origin``) nor a name an attacker's DNS points
 at 127.0.0.1 (DNS rebinding: the ``Host`` is the attacker's name). Only loopback names are
 answered, plus ``GATEWAY_ALLOWED_HOSTS``. With API keys a browser holds no ambient
-credential, so any Host is answered unless ``GATEWAY_ALLOWED_HOSTS`` names the hosts.
+credential, so any Host is answered unless ``GATEWAY_ALLOWED_HOSTS`` names the hosts. Names
+compare case-insensitively, and one rule serves every surface (REST, JSON-RPC, MCP).
 """
 
 from __future__ import annotations
@@ -78,23 +79,12 @@ class HostRule:
             return False
         return parts.scheme in ("http", "https") and self.host_allowed(parts.netloc)
 
-    def mcp_security(self) -> TransportSecuritySettings:
-        """The same rule for the MCP SDK's own DNS-rebinding protection."""
-        if self.names is None:
-            # Any Host is served (API keys guard every request): the SDK cannot say "any".
-            return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        hosts = [pattern for name in sorted(self.names) for pattern in (name, f"{name}:*")]
-        origins = [
-            pattern
-            for name in sorted(self.names)
-            for scheme in ("http", "https")
-            for pattern in (f"{scheme}://{name}", f"{scheme}://{name}:*")
-        ]
-        return TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=hosts,
-            allowed_origins=[*origins, *sorted(self.cors_origins)],
-        )
+    @staticmethod
+    def mcp_security() -> TransportSecuritySettings:
+        """The MCP SDK's own DNS-rebinding check is off: ``BrowserGuardMiddleware`` applies
+        this rule to ``/mcp`` as to every other route (the SDK's would compare Host and
+        Origin case-sensitively, and answer in a body of its own)."""
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 class BrowserGuardMiddleware:

@@ -19,10 +19,7 @@ from gateway.canonical import (
     audit_page_json,
     context_list_json,
     context_page_json,
-    created_key_json,
     hit_json,
-    key_json,
-    key_list_json,
     scrub_json,
     task_json,
 )
@@ -31,8 +28,9 @@ from gateway.errors import (
     UnsupportedOperationError,
 )
 from gateway.http import push
-from gateway.http.audit import note_ids, note_receipt
+from gateway.http.audit import audit_request_id, note_ids, note_receipt
 from gateway.http.cards import agent_card
+from gateway.http.keys import key_routes
 from gateway.http.params import (
     json_body,
     query_bool,
@@ -45,11 +43,11 @@ from gateway.http.params import (
 from gateway.http.responses import JSONResponse
 from gateway.http.sse import event_v03, sse_response
 from gateway.http.state import AppState
-from gateway.models import KeyCreateRequest, KeyRotateRequest, SearchRequest, SendMessageRequest
+from gateway.models import SearchRequest, SendMessageRequest
 from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
 from gateway.service.audit import AuditQuery
-from gateway.service.keys import KeyService, admin_tenant
+from gateway.service.keys import admin_tenant
 
 __all__ = [
     "agent_routes",
@@ -163,7 +161,7 @@ async def read_context(request: Request) -> Response:
 
 async def delete_context(request: Request) -> Response:
     state = await _served(request)
-    request_id = request.scope.get("state", {}).get("request_id", "")
+    request_id = audit_request_id(request.scope)  # the forget job's entry names the scrub
     receipt = await state.contexts.delete(
         _principal(request), request.path_params["context_id"], request_id
     )
@@ -276,66 +274,6 @@ def registry_routes() -> list[BaseRoute]:
         Route("/agents/{agent_id}", read_agent, methods=["GET"]),
         Route("/agents/{agent_id}", change_agent, methods=["PATCH"]),
         Route("/agents/{agent_id}", delete_agent, methods=["DELETE"]),
-    ]
-
-
-def _keys(request: Request) -> tuple[KeyService, str]:
-    """The key service and the admin caller's tenant (501 when keys are not managed)."""
-    service = _state(request).keys
-    if service is None:
-        raise UnsupportedOperationError(
-            "API keys are not managed here (GATEWAY_API_KEY_SECRET is not set)"
-        )
-    return service, admin_tenant(_principal(request))
-
-
-async def list_keys(request: Request) -> Response:
-    service, tenant = _keys(request)
-    return JSONResponse(key_list_json(await service.list(tenant)))
-
-
-async def create_key(request: Request) -> Response:
-    service, tenant = _keys(request)
-    body = validated(KeyCreateRequest, await json_body(request))
-    created = await service.create(
-        tenant, body.user, list(body.roles), body.name, body.expiresInSeconds
-    )
-    return JSONResponse(
-        created_key_json(created),
-        status_code=201,
-        headers={"Location": f"/keys/{created.record.id}"},
-    )
-
-
-async def read_key(request: Request) -> Response:
-    service, tenant = _keys(request)
-    return JSONResponse(key_json(await service.read(tenant, request.path_params["key_id"])))
-
-
-async def revoke_key(request: Request) -> Response:
-    service, tenant = _keys(request)
-    await service.revoke(tenant, request.path_params["key_id"])
-    return Response(status_code=204)
-
-
-async def rotate_key(request: Request) -> Response:
-    service, tenant = _keys(request)
-    body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
-    created = await service.rotate(tenant, request.path_params["key_id"], body.graceSeconds)
-    return JSONResponse(
-        created_key_json(created),
-        status_code=201,
-        headers={"Location": f"/keys/{created.record.id}"},
-    )
-
-
-def key_routes() -> list[BaseRoute]:
-    return [
-        Route("/keys", list_keys, methods=["GET"]),
-        Route("/keys", create_key, methods=["POST"]),
-        Route("/keys/{key_id:id}", read_key, methods=["GET"]),
-        Route("/keys/{key_id:id}", revoke_key, methods=["DELETE"]),
-        Route("/keys/{key_id:id}:rotate", rotate_key, methods=["POST"]),
     ]
 
 

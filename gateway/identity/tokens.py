@@ -23,7 +23,7 @@ from jwt import PyJWK
 from gateway.errors import UnauthenticatedError, UnavailableError
 from gateway.identity.jwks import JwksCache
 from gateway.options.identity import JwtIssuer
-from gateway.principal import Principal
+from gateway.principal import IMPERSONATE, Principal
 
 __all__ = ["TokenVerifier", "looks_like_jwt"]
 
@@ -167,7 +167,8 @@ class TokenVerifier:
         tenant = config.tenant or _text_claim(claims, config.tenant_claim or "", "tenant")
         user = _text_claim(claims, config.user_claim, "user")
         subject = claims.get("sub") if isinstance(claims.get("sub"), str) else user
-        principal = Principal(
-            tenant, user, _roles(claims, config.roles_claim), credential=f"jwt:{subject}"
-        )
+        # The issuer's namespace keeps its users apart from every other credential's; and
+        # acting for other users is the operator's to grant, never a token's.
+        roles = _roles(claims, config.roles_claim) - {IMPERSONATE}
+        principal = Principal(tenant, config.user_prefix + user, roles, credential=f"jwt:{subject}")
         return principal, float(claims["exp"])

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gateway.principal import JWT_USER_PREFIX
 
 __all__ = ["ACCEPTED_ALGORITHMS", "JwtIssuer"]
 
@@ -18,7 +22,10 @@ class JwtIssuer(BaseModel):
     of the ``tenant_claim``; its user is the ``user_claim`` (``sub`` by default, the client
     id of a client-credentials token); its roles are the ``roles_claim`` (a list, or a
     space-separated string such as ``scope``). Claim names may be dotted paths into nested
-    objects (``realm_access.roles``)."""
+    objects (``realm_access.roles``). The principal's user is ``jwt:<namespace>:<claim>``:
+    ``namespace`` (default: the first 12 hex digits of the issuer's SHA-256) keeps a
+    token's users apart from API keys' and from other issuers'; set it to keep users when
+    the issuer's URL changes."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -30,6 +37,13 @@ class JwtIssuer(BaseModel):
     user_claim: str = Field(default="sub", min_length=1)
     roles_claim: str | None = "roles"
     algorithms: list[str] = Field(default_factory=lambda: list(ACCEPTED_ALGORITHMS))
+    namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
+
+    @property
+    def user_prefix(self) -> str:
+        """What a token's user claim is prefixed with: ``jwt:<namespace>:``."""
+        namespace = self.namespace or hashlib.sha256(self.issuer.encode()).hexdigest()[:12]
+        return f"{JWT_USER_PREFIX}{namespace}:"
 
     @model_validator(mode="before")
     @classmethod

@@ -2,12 +2,13 @@
 
 Everyone reads their tenant's agents; writes need an ``admin`` principal. Entries are
 validated whole (typed config per type, URLs against the outbound allowlist, the
-environment variable a key is read from) before anything is stored.
+environment variable a key is read from) before anything is stored. A variable the
+operator does not allow (``agents/key_env.py``) is refused exactly as an unset one: the
+answer does not tell which names exist.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -70,10 +71,12 @@ class AgentService:
         if field is not None:
             self.allowlist.validate(getattr(typed, field), f"config.{field}")
         env = getattr(typed, "apiKeyEnv", None)
-        if env is not None and env not in os.environ:
+        if env is not None and self.registry.key_env.read(env) is None:
             raise InvalidParamsError(
-                "config.apiKeyEnv names an environment variable the gateway does not have",
-                data={"errors": [{"field": "config.apiKeyEnv", "reason": "not set"}]},
+                "config.apiKeyEnv names no environment variable the gateway may read",
+                data={
+                    "errors": [{"field": "config.apiKeyEnv", "reason": "not set or not allowed"}]
+                },
             )
 
     async def list(self, principal: Principal) -> AgentList:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
-from gateway.audit.entry import record_of
+from gateway.audit.entry import hashed_id, record_of
 from gateway.models import AuditPage, AuditRecord
 from gateway.store.audit_store import AuditStore
 
@@ -28,12 +29,17 @@ class AuditQuery:
     cursor: str | None = None  # the id of the last entry of the previous page
     limit: int = 100
 
+    @cached_property
+    def _contexts(self) -> tuple[str, ...]:
+        # A context named by a refused or failed request is recorded as its digest.
+        return () if self.context is None else (self.context, hashed_id(self.context))
+
     def matches(self, entry: AuditRecord) -> bool:
         return (
             (self.since_ms is None or entry.time_ms >= self.since_ms)
             and (self.until_ms is None or entry.time_ms <= self.until_ms)
             and (self.user is None or entry.user == self.user)
-            and (self.context is None or entry.ids.get("contextId") == self.context)
+            and (self.context is None or entry.ids.get("contextId") in self._contexts)
             and (self.operation is None or entry.operation == self.operation)
         )
 

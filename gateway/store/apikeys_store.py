@@ -53,6 +53,7 @@ def _record(key_id: str, raw: dict[Any, Any] | list[Any]) -> KeyRecord | None:
         revoked_ms=int(fields.get("revoked", 0)),
         last_used_ms=int(fields.get("last_used", 0)),
         replaced_by=fields.get("replaced_by", ""),
+        origin=fields.get("origin", ""),
     )
 
 
@@ -71,6 +72,7 @@ class ApiKeyStore:
             "name": record.name,
             "created": record.created_ms,
             "expires": record.expires_ms,
+            "origin": record.origin,
         }
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.hset(_record_key(record.id), mapping=fields)
