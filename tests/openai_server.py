@@ -95,7 +95,7 @@ class ChatServer(ServedDouble):
         self.errors: list[str] = []
         self.script: list[dict[str, Any]] = []
         self.auth: list[str | None] = []
-        self.headers: list[dict[str, str]] = []
+        self.request_headers: list[dict[str, str]] = []
         self.streamed: list[str] = []
         route = Route(f"{prefix}/v1/chat/completions", self._chat, methods=["POST"])
         app = Starlette(routes=[route])
@@ -110,7 +110,7 @@ class ChatServer(ServedDouble):
         body = await request.json()
         self.requests.append(body)
         self.auth.append(request.headers.get("authorization"))
-        self.headers.append(dict(request.headers))
+        self.request_headers.append(dict(request.headers))
         problems = problems_of(body, self.model)
         if problems:
             self.errors.extend(problems)

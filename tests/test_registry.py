@@ -283,7 +283,7 @@ async def test_the_sdk_takes_nothing_from_the_gateways_environment(
                 headers=auth("alice"),
             )
             assert r.json()["task"]["status"]["state"] == "completed", r.text
-        (sent,) = chat.headers
+        (sent,) = chat.request_headers
         assert sent["authorization"] == "Bearer sk-tenant"
         seen = orjson.dumps(sent).decode()
         assert not [v for v in leaks.values() if v.split(": ")[-1] in seen], sent
