@@ -21,6 +21,7 @@ from gateway.engine.status import status_json
 from gateway.errors import (
     ContentTypeNotSupportedError,
     ContextNotFoundError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
 )
@@ -44,6 +45,22 @@ def message_digest(body: dict[str, Any]) -> str:
     reused messageId."""
     fields = {k: v for k, v in body.items() if k != "contextId"}
     return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+MAX_SUBJECT = 200
+
+
+def named_subject(metadata: dict[str, Any] | None) -> str | None:
+    """The subject a message names in ``metadata.subject`` (None: none), validated."""
+    if not metadata or "subject" not in metadata:
+        return None
+    subject = metadata["subject"]
+    if not isinstance(subject, str) or not 1 <= len(subject) <= MAX_SUBJECT:
+        raise InvalidParamsError(
+            "metadata.subject must be a string of 1 to 200 characters",
+            data={"errors": [{"field": "message.metadata.subject", "reason": "invalid"}]},
+        )
+    return subject
 
 
 @dataclass
@@ -165,6 +182,7 @@ class MessageService:
         stored = message.model_dump(mode="json", exclude_none=True)
         digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
+        subject = await self._subject(principal, context_id, new_context, stored)
         references = tuple(message.referenceTaskIds or ())
         text = embeddable_text(stored) if self.embedding else ""
         template = RunJob(
@@ -194,6 +212,29 @@ class MessageService:
             job_json=template.wire(),
             embed=bool(text),
             quotas=self.quotas,
+            subject=subject if new_context else "",
             **queueing,
         )
         return write, template
+
+    async def _subject(
+        self, principal: Principal, context_id: str, new_context: bool, stored: dict[str, Any]
+    ) -> str:
+        """The subject of the message's context: the one it names when it opens the context
+        (it binds it), else the one the context is bound to, which it may repeat but not
+        change, and which its metadata then carries (a subject never changes once bound,
+        so reading it ahead of the write is sound)."""
+        named = named_subject(stored.get("metadata"))
+        if new_context:
+            return named or ""
+        bound = await self.store.context_subject(keys_of(principal), context_id)
+        if named is not None and named != bound:
+            reason = "differs from" if bound else "cannot be bound to"
+            raise InvalidParamsError(
+                f"metadata.subject {reason} the context's subject; a context is bound to one "
+                "subject by its first message",
+                data={"errors": [{"field": "message.metadata.subject", "reason": "mismatch"}]},
+            )
+        if bound:
+            stored["metadata"] = {**(stored.get("metadata") or {}), "subject": bound}
+        return bound or ""

@@ -124,6 +124,7 @@ class SendWrite:
     # (0: none).
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push_config_json: bytes = b""  # a webhook for the task (its config, with its id)
+    subject: str = ""  # what a new context is about (``message.metadata.subject``), or ""
 
 
 @dataclass(frozen=True)
@@ -479,6 +480,9 @@ class Store:
                     push_config=seal_config(
                         self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
                     ),
+                    subject=self._seal(keys, context_id, f.META_SUBJECT, w.subject.encode())
+                    if w.subject and mode == "new"
+                    else b"",
                     refs=list(w.reference_ids),
                 )
             ),
@@ -791,6 +795,16 @@ class Store:
         raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
         return [RawJson(m) for m in self._history(keys, context_id, raw)]
 
+    def _subject(self, keys: UserKeys, context_id: str, raw: Any) -> str | None:
+        opened = self._open(keys, context_id, f.META_SUBJECT, raw)
+        return _text(opened) if opened else None
+
+    @_translated
+    async def context_subject(self, keys: UserKeys, context_id: str) -> str | None:
+        """The subject the context is bound to (None: none, or no such context)."""
+        raw = await self.client.hget(keys.context(context_id).meta, f.META_SUBJECT)
+        return self._subject(keys, context_id, raw)
+
     @_translated
     async def list_contexts(
         self, keys: UserKeys, limit: int, offset: int
@@ -835,8 +849,8 @@ class Store:
             pipe.pttl(ck.meta)
             pipe.llen(ck.items)
             pipe.lrange(ck.items, offset, offset + limit - 1)
-            pipe.hmget(ck.meta, ["embq", "embd"])
-            ttl, total, tids, (queued, embedded) = await pipe.execute()
+            pipe.hmget(ck.meta, ["embq", "embd", f.META_SUBJECT])
+            ttl, total, tids, (queued, embedded, subject) = await pipe.execute()
         if ttl < 0:
             return None
         fields = [f"{_text(t)}{suffix}" for t in tids for suffix in _TASK_FIELDS]
@@ -864,6 +878,7 @@ class Store:
             now_ms() + int(ttl),
             indexed,
             max(0, queued_n - indexed),
+            self._subject(keys, context_id, subject),
         )
 
     @_translated

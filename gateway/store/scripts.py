@@ -105,6 +105,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     "M_SEQ": f.META_SEQ,
     "M_TASKS": f.META_TASKS,
     "M_ORIGIN": f.META_ORIGIN,
+    "M_SUBJECT": f.META_SUBJECT,
     "M_BYTES": f.META_BYTES,
     "M_EMBED_QUEUED": f.META_EMBED_QUEUED,
     "M_EMBEDDED": f.META_EMBEDDED,
@@ -458,6 +459,7 @@ class SendArgs(NamedTuple):
     flags: str
     quotas: str  # 'messages,bytes,contexts,running' (0: none)
     push_config: bytes  # a push config json (with its `id`) for the task, or ''
+    subject: bytes  # the subject a new context is bound to (sealed), or ''
     refs: Sequence[str]  # the reference ids (the rest of ARGV)
 
 
@@ -563,6 +565,7 @@ if fresh then
   seq = 1
   local meta = {M_CREATED, now, M_UPDATED, now, M_SEQ, seq, M_TASKS, 1, M_BYTES, #message,
                 M_ORIGIN, mid}
+  if subject ~= '' then meta[#meta + 1], meta[#meta + 2] = M_SUBJECT, subject end
   if flag('e') then meta[#meta + 1], meta[#meta + 2] = M_EMBED_QUEUED, 1 end
   redis.call('HSET', META, unpack(meta))
   META_LEFT = -1
