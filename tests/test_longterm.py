@@ -78,7 +78,9 @@ Gateway = Callable[..., Any]
 
 @pytest.fixture
 def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
-    """A keyed gateway wired to the stand-in; keyword arguments are Cortadel settings."""
+    """A keyed gateway wired to the stand-in; keyword arguments are Cortadel settings. Its
+    contexts without a subject recall user-wide (``subjectless_recall="user"``), so the
+    tests of recall's mechanics need no subject; the tests of scoping set it back."""
 
     def build(**options: Any) -> Any:
         values: dict[str, Any] = {
@@ -86,6 +88,7 @@ def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
             "api_key": "cortadel-key",
             "backoff_max_seconds": 0.3,
             "timeout_seconds": 2.0,
+            "subjectless_recall": "user",
         }
         values.update(options)
         return make_app(
@@ -662,3 +665,83 @@ async def test_a_stalled_outbox_job_is_reclaimed_whole(
         )
         assert taken
         await until(lambda: doomed not in cortadel.memories, what="the reclaimed job's delete")
+
+
+# -- subjects: recall per (tenant, user, subject) -------------------------------------------
+
+HIV = "Patient is HIV positive on dolutegravir"
+
+
+def _uid(subject: str | None = None) -> str:
+    return cortadel_user_id("t1", "alice", None, subject)
+
+
+async def _held(cortadel: CortadelServer, user_id: str, text: str) -> None:
+    await until(
+        lambda: any(m.text == text for m in cortadel.of_user(user_id)), what=f"{text!r} stored"
+    )
+
+
+async def test_two_patients_under_one_key_never_share_memories(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    one, two = {"subject": "Patient/1"}, {"subject": "Patient/2"}
+    async with gateway(subjectless_recall="context") as c:
+        await _probed(c)
+        first = await send_reveal(c, HIV, metadata=one)
+        await _held(cortadel, _uid("Patient/1"), HIV)
+        searched = len(cortadel.calls_to(SEARCH))
+        other = await send_reveal(c, "Is the patient HIV positive on dolutegravir?", metadata=two)
+        later = await send_reveal(c, "any HIV medication?", contextId=other["contextId"])
+        same = await send_reveal(c, "HIV status of this patient?", metadata=one)
+    assert first["contextId"] != same["contextId"]
+    assert _seen(other)["lines"] == [] and _seen(later)["lines"] == []
+    for_two = cortadel.calls_to(SEARCH)[searched : searched + 2]
+    assert [call["body"]["user_id"] for call in for_two] == [_uid("Patient/2")] * 2
+    assert all(call["body"].get("session_id") is None for call in for_two)
+    # no search ever went out with patient 1's id for patient 2's context, nor the login's
+    ids = [call["body"]["user_id"] for call in cortadel.calls_to(SEARCH)]
+    assert ids == [_uid("Patient/1"), _uid("Patient/2"), _uid("Patient/2"), _uid("Patient/1")]
+    # one subject across two contexts: recalled
+    assert HIV in _seen(same)["lines"]
+    assert cortadel.of_user(ALICE) == [] and cortadel.errors == []
+
+
+async def test_without_a_subject_a_context_recalls_only_its_own(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(ALICE, "HIV status from another application")
+    async with gateway(subjectless_recall="context") as c:
+        await _probed(c)
+        own = await send_reveal(c, HIV)
+        await _held(cortadel, ALICE, HIV)
+        again = await send_reveal(c, "HIV medication again?", contextId=own["contextId"])
+        fresh = await send_reveal(c, "HIV medication, a new context?")
+    assert _seen(fresh)["lines"] == []
+    assert HIV in _seen(again)["lines"]
+    assert "HIV status from another application" not in _seen(again)["lines"]
+    bodies = [call["body"] for call in cortadel.calls_to(SEARCH)]
+    assert [b["user_id"] for b in bodies] == [ALICE] * 3
+    contexts = [own["contextId"], own["contextId"], fresh["contextId"]]
+    assert [b["session_id"] for b in bodies] == contexts
+
+
+async def test_subjectless_recall_user_recalls_across_contexts(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway(subjectless_recall="user") as c:
+        await _probed(c)
+        await send_reveal(c, HIV)
+        await _held(cortadel, ALICE, HIV)
+        fresh = await send_reveal(c, "HIV medication, a new context?")
+    assert HIV in _seen(fresh)["lines"]
+    assert cortadel.calls_to(SEARCH)[-1]["body"].get("session_id") is None
+
+
+def test_subject_user_ids_never_collide() -> None:
+    assert _uid("Patient/1") != _uid("Patient/2") != _uid()
+    assert cortadel_user_id("t1", "alice:x") != _uid("x")
+    assert cortadel_user_id("t1", "a", None, "b:c") != cortadel_user_id("t1", "a:b", None, "c")
+    hashed = cortadel_user_id("t1", "alice", "s" * 32, "Patient/1")
+    assert hashed.startswith("gw-") and "Patient" not in hashed
+    assert hashed != cortadel_user_id("t1", "alice", "s" * 32)

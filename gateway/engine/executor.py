@@ -49,7 +49,7 @@ from gateway.engine.status import (
     status_json,
 )
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
-from gateway.longterm.recall import LongTermMemory, RecallFailed
+from gateway.longterm.recall import LongTermMemory, RecallFailed, subject_of
 from gateway.longterm.wire import store_job
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store, TaskUpdate
@@ -464,7 +464,12 @@ class RunExecutor:
                     )
                 if options.store_turns:
                     run.outbox_job = store_job(
-                        job.tenant, job.user, job.context_id, job.task_id, options
+                        job.tenant,
+                        job.user,
+                        job.context_id,
+                        job.task_id,
+                        options,
+                        subject_of(inputs.message) or "",
                     )
             request = AgentRequest(
                 task_id=job.task_id,

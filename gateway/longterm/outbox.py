@@ -104,9 +104,10 @@ class Outbox(BatchConsumer):
     async def deliver(self, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
         jobs = [OutboxJob.from_wire(e, f) for e, f in entries]
         stores = [j for j in jobs if not j.forget]
-        groups: dict[tuple[str, str, str, bytes], list[OutboxJob]] = defaultdict(list)
+        groups: dict[tuple[str, str, str, str, bytes], list[OutboxJob]] = defaultdict(list)
         for job in stores:
-            groups[(job.tenant, job.user, job.context_id, orjson.dumps(job.options))].append(job)
+            key = (job.tenant, job.user, job.context_id, job.subject, orjson.dumps(job.options))
+            groups[key].append(job)
         turns = await self._store.turns(
             [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in stores]
         )
@@ -163,7 +164,7 @@ class Outbox(BatchConsumer):
         app = str(o.get("app") or "gateway")
 
         async def store() -> Any:
-            client = self._cortadel.client(first.tenant, first.user, app)
+            client = self._cortadel.client(first.tenant, first.user, app, first.subject)
             return await client.add_conversation(messages, options)
 
         result = await self._retrying(store)
@@ -208,7 +209,8 @@ class Outbox(BatchConsumer):
             chunk = list(ids[start : start + _DELETE_CHUNK])
 
             async def delete(chunk: list[str] = chunk) -> str:
-                return await self._cortadel.client(job.tenant, job.user).delete(chunk)
+                client = self._cortadel.client(job.tenant, job.user, subject=job.subject)
+                return await client.delete(chunk)
 
             await self._retrying(delete)
             metrics.MEMORIES_FORGOTTEN.inc(len(chunk))

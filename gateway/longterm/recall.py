@@ -25,9 +25,15 @@ from gateway.options.longterm import MemoryOptions
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore
 
-__all__ = ["LongTermMemory", "RecallFailed", "RecalledMemory"]
+__all__ = ["LongTermMemory", "RecallFailed", "RecalledMemory", "subject_of"]
 
 log = logging.getLogger("gateway.cortadel")
+
+
+def subject_of(message: Mapping[str, Any]) -> str | None:
+    """The subject a stored message carries (its context's), or None."""
+    subject = (message.get("metadata") or {}).get("subject")
+    return subject if isinstance(subject, str) and subject else None
 
 
 class RecallFailed(Exception):
@@ -73,7 +79,7 @@ class LongTermMemory:
             started = time.perf_counter()
             try:
                 hits = await asyncio.wait_for(
-                    self._search(tenant, user, context_id, query, options),
+                    self._search(tenant, user, context_id, subject_of(message), query, options),
                     options.recall_timeout_ms / 1000,
                 )
             except Exception as exc:
@@ -108,18 +114,30 @@ class LongTermMemory:
                 options.memory_header,
             )
 
+    def session_of(self, context_id: str, subject: str | None, o: MemoryOptions) -> str | None:
+        """The session a search is confined to: the context, when the options say so or
+        the context has no subject (unless ``SUBJECTLESS_RECALL=user``); else none."""
+        own = subject is None and self.cortadel.settings.subjectless_recall == "context"
+        return context_id if o.scope_recall_to_session or own else None
+
     async def _search(
-        self, tenant: str, user: str, context_id: str, query: str, o: MemoryOptions
+        self,
+        tenant: str,
+        user: str,
+        context_id: str,
+        subject: str | None,
+        query: str,
+        o: MemoryOptions,
     ) -> list[Any]:
         from cortadel import SearchOptions
 
-        client = self.cortadel.client(tenant, user, o.app_name)
+        client = self.cortadel.client(tenant, user, o.app_name, subject)
         found = await client.search(
             query,
             SearchOptions(
                 top_k=o.top_k,
                 mode=o.search_mode,
-                session_id=context_id if o.scope_recall_to_session else None,
+                session_id=self.session_of(context_id, subject, o),
                 rerank=o.rerank,
                 memory_type=o.memory_type,
             ),

@@ -45,11 +45,16 @@ class Hit:
     score: float | None
 
 
-def cortadel_user_id(tenant: str, user: str, secret: str | None = None) -> str:
-    """A Cortadel user id no other principal can produce: ``<tenant>:<user>``, each part
-    percent-encoded (so a ':' in a tenant cannot shift the boundary), or with a secret an
-    HMAC-SHA256 of that (Cortadel then never sees the ids)."""
-    plain = f"{quote(tenant, safe='')}:{quote(user, safe='')}"
+def cortadel_user_id(
+    tenant: str, user: str, secret: str | None = None, subject: str | None = None
+) -> str:
+    """A Cortadel user id no other principal, nor another subject of the same principal,
+    can produce: ``<tenant>:<user>`` for the principal's memories without a subject,
+    ``<tenant>:<user>:<subject>`` for those about a subject, each part percent-encoded (so
+    a ':' in a part cannot shift a boundary), or with a secret an HMAC-SHA256 of that
+    (Cortadel then never sees the ids)."""
+    parts = (tenant, user) if subject is None else (tenant, user, subject)
+    plain = ":".join(quote(p, safe="") for p in parts)
     if secret is None:
         return plain
     return "gw-" + hmac.new(secret.encode(), plain.encode(), hashlib.sha256).hexdigest()

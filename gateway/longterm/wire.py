@@ -32,17 +32,26 @@ def _traced(fields: dict[str, Any]) -> bytes:
     return orjson.dumps(fields)
 
 
-def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions) -> bytes:
+def store_job(
+    tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions, subject: str = ""
+) -> bytes:
     options = {"tags": o.tags, "project": o.project, "agent": o.is_agent_memory, "app": o.app_name}
-    return _traced({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
+    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options}
+    if subject:
+        fields["s"] = subject
+    return _traced(fields)
 
 
-def forget_job(tenant: str, user: str, context_id: str, scrub: str = "") -> bytes:
+def forget_job(
+    tenant: str, user: str, context_id: str, scrub: str = "", subject: str = ""
+) -> bytes:
     """A scrub's deletion job; ``scrub`` is its request id, named in the audit entry of
     the deletion."""
     fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id}
     if scrub:
         fields["r"] = scrub
+    if subject:
+        fields["s"] = subject
     return _traced(fields)
 
 
@@ -59,6 +68,7 @@ class OutboxJob:
     forget: tuple[str, ...]
     trace: str = ""  # the traceparent of the span that queued it
     scrub: str = ""  # a deletion's scrub (its request id)
+    subject: str = ""  # the context's subject ("": none)
 
     @classmethod
     def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
@@ -76,4 +86,5 @@ class OutboxJob:
             forget,
             str(raw.get("tp") or ""),
             str(raw.get("r") or ""),
+            str(raw.get("s") or ""),
         )

@@ -85,6 +85,10 @@ class CortadelSettings(_OptionFields, BaseSettings):
     # (each percent-encoded, so no two principals collide); "hashed" sends an HMAC of it.
     user_ids: Literal["plain", "hashed"] = "plain"
     user_id_secret: SecretStr | None = None
+    # What a context without a subject recalls: "context", only what its own turns stored
+    # (the search names it as the session); "user", all of the user's memories without a
+    # subject (for apps whose user is the subject: patient-facing apps).
+    subjectless_recall: Literal["context", "user"] = "context"
     # Check at start that a key does not pin every request to one Cortadel user.
     probe: bool = True
     scrub: bool = True
