@@ -178,7 +178,7 @@ async def test_default_recall_request_and_injected_block(
         task = await send_reveal(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
         echo = await send_task(c, "appointments please", agent="echo", headers=auth("alice"))
     body = cortadel.calls_to(SEARCH)[0]["body"]
-    assert body["query"] == "is penicillin safe?\ndose: 1g"
+    assert body["query"] == "is penicillin safe?"  # DataParts stay out unless asked
     assert body["user_id"] == ALICE and body["top_k"] == 5 and body["mode"] == "hybrid"
     assert body["app_name"] == "gateway"
     assert body.get("rerank") is None and body.get("memory_type") is None
@@ -459,11 +459,11 @@ async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: Cort
     assert kept["contextId"] != gone["contextId"]
 
 
-def _deletes(cortadel: CortadelServer) -> list[list[str]]:
+def _deletes(cortadel: CortadelServer, user_id: str = ALICE) -> list[list[str]]:
     return [
         sorted(c["body"]["memory_ids"])
         for c in cortadel.calls_to(MEMORIES)
-        if c["method"] == "DELETE" and c["body"]["user_id"] == ALICE
+        if c["method"] == "DELETE" and c["body"]["user_id"] == user_id
     ]
 
 
@@ -745,3 +745,34 @@ def test_subject_user_ids_never_collide() -> None:
     hashed = cortadel_user_id("t1", "alice", "s" * 32, "Patient/1")
     assert hashed.startswith("gw-") and "Patient" not in hashed
     assert hashed != cortadel_user_id("t1", "alice", "s" * 32)
+
+
+MRN = {"kind": "data", "data": {"mrn": "MRN-778899", "vitals": {"hr": 72}}}
+
+
+def _mentioning(cortadel: CortadelServer, value: str) -> list[dict[str, Any]]:
+    return [c for c in cortadel.calls if value in orjson.dumps(c).decode()]
+
+
+async def test_data_parts_never_reach_cortadel_unless_asked(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        task = await send_reveal(c, "admission note", MRN, metadata={"subject": "Patient/1"})
+        await _held(cortadel, _uid("Patient/1"), "admission note")
+        await _scrub(c, task["contextId"])
+        await until(lambda: _deletes(cortadel, _uid("Patient/1")), what="the scrub's delete")
+    assert cortadel.calls_to(SEARCH) and cortadel.calls_to(STORE)
+    assert _mentioning(cortadel, "MRN-778899") == [] and _mentioning(cortadel, "hr: 72") == []
+
+
+async def test_include_data_sends_data_parts(gateway: Gateway, cortadel: CortadelServer) -> None:
+    async with gateway(include_data=True) as c:
+        await _probed(c)
+        await send_reveal(c, "admission note", MRN)
+        await until(lambda: cortadel.calls_to(STORE), what="the turn to be stored")
+    assert cortadel.calls_to(SEARCH)[0]["body"]["query"] == (
+        "admission note\nmrn: MRN-778899\nvitals.hr: 72"
+    )
+    assert "mrn: MRN-778899" in cortadel.calls_to(STORE)[0]["body"]["messages"][0]["content"]

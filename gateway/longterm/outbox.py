@@ -147,7 +147,7 @@ class Outbox(BatchConsumer):
             )
             for turn in turns
             for m in turn
-            if (text := turn_text(m, self._header))
+            if (text := turn_text(m, self._header, bool(first.options.get("data"))))
         ]
         if not messages:
             gone = not any(turns)

@@ -18,9 +18,8 @@ import orjson
 
 from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
-from gateway.context_memory.text import embeddable_text
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
-from gateway.longterm.render import MAX_QUERY_CHARS, render_block, select_hits
+from gateway.longterm.render import MAX_QUERY_CHARS, message_text, render_block, select_hits
 from gateway.options.longterm import MemoryOptions
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore
@@ -71,7 +70,7 @@ class LongTermMemory:
         if not options.retrieve:
             return None
         with tracing.span("gateway.recall", {"gateway.context.id": context_id}):
-            query = embeddable_text(message)[:MAX_QUERY_CHARS]
+            query = message_text(message, options.include_data)[:MAX_QUERY_CHARS]
             tracing.annotate({"gateway.recall.query_chars": len(query)})
             if not query.strip() or options.memory_header in query:
                 _counted("skipped")

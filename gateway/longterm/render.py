@@ -23,6 +23,7 @@ __all__ = [
     "MAX_STORED_CHARS",
     "Hit",
     "cortadel_user_id",
+    "message_text",
     "render_block",
     "select_hits",
     "strip_block",
@@ -87,15 +88,19 @@ def strip_block(text: str, header: str) -> str:
     return text.strip()
 
 
-def turn_text(message: Mapping[str, Any], header: str) -> str:
+def message_text(message: Mapping[str, Any], include_data: bool = False) -> str:
+    """What of a message goes to Cortadel (a recall query, a stored turn): its text parts,
+    and with ``include_data`` its DataParts flattened (not internal-marker ones); never
+    files."""
+    if include_data:
+        return embeddable_text(message)
+    texts = (p.get("text", "") for p in message.get("parts", ()) if p.get("kind") == "text")
+    return "\n".join(t for t in texts if t.strip())
+
+
+def turn_text(message: Mapping[str, Any], header: str, include_data: bool = False) -> str:
     """What of a message is stored as a turn, without recalled-memory blocks and within
-    Cortadel's limit: of a user message its text and flattened DataParts (not
-    internal-marker ones, not files); of an agent message its text only (its DataParts
-    are results and plumbing, not conversation)."""
-    if message.get("role") == "user":
-        text = embeddable_text(message)
-    else:
-        text = "\n".join(
-            p.get("text", "") for p in message.get("parts", ()) if p.get("kind") == "text"
-        )
+    Cortadel's limit: of a user message ``message_text``; of an agent message its text
+    only (its DataParts are results and plumbing, not conversation)."""
+    text = message_text(message, include_data and message.get("role") == "user")
     return strip_block(text, header)[:MAX_STORED_CHARS]

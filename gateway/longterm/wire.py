@@ -35,7 +35,13 @@ def _traced(fields: dict[str, Any]) -> bytes:
 def store_job(
     tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions, subject: str = ""
 ) -> bytes:
-    options = {"tags": o.tags, "project": o.project, "agent": o.is_agent_memory, "app": o.app_name}
+    options = {
+        "tags": o.tags,
+        "project": o.project,
+        "agent": o.is_agent_memory,
+        "app": o.app_name,
+        "data": o.include_data,
+    }
     fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options}
     if subject:
         fields["s"] = subject

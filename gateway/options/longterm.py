@@ -33,6 +33,8 @@ class _OptionFields(BaseModel):
     max_remembered_ids: int = Field(default=256, ge=1, le=10_000)
     retrieve: bool = True
     store_turns: bool = True
+    # DataParts (structured data: ids, vitals) in recall queries and stored turns.
+    include_data: bool = False
     is_agent_memory: bool = False
     tags: Annotated[list[str], NoDecode] = Field(default_factory=list)
     project: str | None = None
