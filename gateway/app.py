@@ -29,6 +29,7 @@ from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.jsonrpc import jsonrpc_routes
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
+from gateway.http.memories import memory_routes
 from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
 from gateway.http.router import IndexedRouter
 from gateway.http.routes import (
@@ -46,6 +47,7 @@ from gateway.service.agents import AgentService
 from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
+from gateway.service.memories import MemoryService
 from gateway.service.messages import MessageService
 from gateway.service.push import PushService
 from gateway.service.streams import StreamService
@@ -138,6 +140,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
         ),
         push=push,
+        memories=MemoryService(runtime.cortadel),
     )
 
     tokens = None
@@ -205,6 +208,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             *registry_routes(),
             *key_routes(),
             *audit_routes(),
+            *memory_routes(),
             *agent_routes("/agents/{agent_id}"),
             *jsonrpc_routes(),
             *proto_rest_routes(),

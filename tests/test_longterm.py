@@ -695,7 +695,8 @@ async def test_two_patients_under_one_key_never_share_memories(
         later = await send_reveal(c, "any HIV medication?", contextId=other["contextId"])
         same = await send_reveal(c, "HIV status of this patient?", metadata=one)
     assert first["contextId"] != same["contextId"]
-    assert _seen(other)["lines"] == [] and _seen(later)["lines"] == []
+    assert _seen(other)["lines"] == []
+    assert HIV not in _seen(later)["lines"]  # at most patient 2's own turn, once stored
     for_two = cortadel.calls_to(SEARCH)[searched : searched + 2]
     assert [call["body"]["user_id"] for call in for_two] == [_uid("Patient/2")] * 2
     assert all(call["body"].get("session_id") is None for call in for_two)
@@ -776,3 +777,73 @@ async def test_include_data_sends_data_parts(gateway: Gateway, cortadel: Cortade
         "admission note\nmrn: MRN-778899\nvitals.hr: 72"
     )
     assert "mrn: MRN-778899" in cortadel.calls_to(STORE)[0]["body"]["messages"][0]["content"]
+
+
+# -- erasure and access without the context -------------------------------------------------
+
+
+async def test_erasure_outlives_the_context_and_its_receipt_holds_no_content(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    p1, p2 = _uid("Patient/1"), _uid("Patient/2")
+    older = cortadel.seed(p1, "Patient was HIV negative in 2019", superseded=True)
+    other = cortadel.seed(p2, "Patient 2 takes metformin")
+    mine = cortadel.seed(ALICE, "alice prefers mornings")
+    bobs = cortadel.seed(cortadel_user_id("t1", "bob", None, "Patient/1"), "bob's patient")
+    async with gateway(scrub=False) as c:
+        await _probed(c)
+        task = await send_reveal(c, HIV, metadata={"subject": "Patient/1"})
+        await _held(cortadel, p1, HIV)
+        await _scrub(c, task["contextId"])  # the context's keys are gone; its memories stay
+        listed = await c.get("/v1/memories", params={"subject": "Patient/1"}, headers=auth("alice"))
+        held = {m.id for m in cortadel.of_user(p1)}
+        erased = await c.delete(
+            "/v1/memories", params={"subject": "Patient/1"}, headers=auth("alice")
+        )
+        refused = await c.get(
+            "/v1/memories", params={"subject": "Patient/1", "user": "alice"}, headers=auth("bob")
+        )
+        for_alice = await c.get(
+            "/v1/memories", params={"subject": "Patient/2", "user": "alice"}, headers=auth("admin")
+        )
+
+        async def entries() -> list[dict[str, Any]]:
+            page = await c.get(
+                "/audit", params={"operation": "erase_memories"}, headers=auth("admin")
+            )
+            items: list[dict[str, Any]] = page.json()["items"]
+            return items
+
+        (entry,) = await until(entries, what="the erasure's audit entry")
+        trail = (await c.get("/audit", headers=auth("admin"))).text
+    assert listed.status_code == 200
+    assert {m["id"] for m in listed.json()["items"]} == held and older in held
+    assert {m["text"] for m in listed.json()["items"]} >= {HIV}
+    assert [m["current"] for m in listed.json()["items"] if m["id"] == older] == [False]
+    assert erased.status_code == 200 and erased.json() == {"removed": {"memories": len(held)}}
+    assert cortadel.of_user(p1) == []
+    assert {other, mine, bobs} <= set(cortadel.memories)  # other subjects and users: kept
+    assert refused.status_code == 403
+    assert [m["id"] for m in for_alice.json()["items"]] == [other]
+    assert entry["removed"] == {"memories": len(held)} and entry["user"] == "alice"
+    assert "HIV" not in trail and "Patient" not in trail and "metformin" not in trail
+    lists = [call for call in cortadel.calls_to(MEMORIES) if call["method"] == "GET"]
+    assert all(call["query"]["include_superseded"] == "true" for call in lists)
+    assert cortadel.errors == []
+
+
+async def test_erasure_without_a_subject_takes_only_subjectless_memories(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    mine = cortadel.seed(ALICE, "alice prefers mornings")
+    kept = cortadel.seed(_uid("Patient/1"), "a patient's fact")
+    async with gateway() as c:
+        await _probed(c)
+        erased = await c.delete("/v1/memories", headers=auth("alice"))
+        bad = await c.delete("/v1/memories", params={"subject": "x" * 201}, headers=auth("alice"))
+        cortadel.down = True
+        down = await c.delete("/v1/memories", headers=auth("alice"))
+    assert erased.json() == {"removed": {"memories": 1}}
+    assert mine not in cortadel.memories and kept in cortadel.memories
+    assert bad.status_code == 400 and bad.json()["error"] == "InvalidParamsError"
+    assert down.status_code == 503
