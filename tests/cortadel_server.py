@@ -9,6 +9,9 @@ them (``size`` at most 100) and shows superseded versions only when asked. ``fro
 message's content as one fact and is idempotent on ``(user_id, uuid)`` and on
 identical content (``SKIP_DUPLICATE`` with the existing id), as the real server is.
 
+``unreported``: texts the next ``from-conversation`` also stores in its session without
+naming them in its answer (as a server whose pipeline derives more than it reports).
+
 Faults: ``fail_next`` statuses to answer first, ``down`` (503 everywhere), ``delay``
 seconds per call, ``pin_key_to`` (the key is bound to one user: the body's user_id is
 rewritten to it and another user_id in the query is refused with 403).
@@ -124,6 +127,7 @@ class CortadelServer(ServedDouble):
         self.down = False
         self.delay = 0.0
         self.pin_key_to: str | None = None
+        self.unreported: list[str] = []
         self._ids = itertools.count(1)
         routes = [
             Route("/api/health", self._health, methods=["GET"]),
@@ -259,6 +263,9 @@ class CortadelServer(ServedDouble):
                 agent=bool(body.get("is_agent_memory")),
             )
             results.append({"id": memory_id, "memory": message["content"], "event": "ADD"})
+        for text in self.unreported:
+            self.seed(user, text, session_id=body.get("session_id"))
+        self.unreported = []
         return JSONResponse({"results": results})
 
     async def _memories(self, request: Request) -> Response:

@@ -847,3 +847,49 @@ async def test_erasure_without_a_subject_takes_only_subjectless_memories(
     assert mine not in cortadel.memories and kept in cortadel.memories
     assert bad.status_code == 400 and bad.json()["error"] == "InvalidParamsError"
     assert down.status_code == 503
+
+
+async def test_a_scrub_removes_what_cortadel_derived_from_the_context(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    p1 = _uid("Patient/1")
+    derived = "Derived: patient is on antiretroviral therapy"
+    subject = {"subject": "Patient/1"}
+    async with gateway() as c:
+        await _probed(c)
+        kept = await send_reveal(c, "Patient reports a penicillin allergy", metadata=subject)
+        await _held(cortadel, p1, "Patient reports a penicillin allergy")
+        merged = next(m.id for m in cortadel.of_user(p1) if "penicillin" in m.text)
+        cortadel.unreported = [derived]
+        # the same fact again (merged into the earlier one, SKIP_DUPLICATE) and a new one
+        gone = await send_reveal(
+            c, "Patient reports a penicillin allergy", metadata=subject, message_id="dup-1"
+        )
+        await until(lambda: len(cortadel.calls_to(STORE)) >= 2, what="the second turn stored")
+        await send_reveal(c, HIV, contextId=gone["contextId"])
+        await _held(cortadel, p1, HIV)
+        await until(
+            lambda: any(m.text == derived for m in cortadel.of_user(p1)), what="derived memory"
+        )
+        ledger = await LongTermStore(c.app.state.runtime.store).ledger(
+            UserKeys.of("t1", "alice"), gone["contextId"]
+        )
+        scrub = (await _scrub(c, gone["contextId"])).headers["x-request-id"]
+
+        async def forgotten() -> list[dict[str, Any]]:
+            page = await c.get(
+                "/audit", params={"operation": "forget_memories"}, headers=auth("admin")
+            )
+            return [e for e in page.json()["items"] if e.get("scrubOf") == scrub]
+
+        (entry,) = await until(forgotten, what="the deletion's audit entry")
+    assert merged in ledger  # a duplicate merged into an earlier memory is the turn's too
+    left = {m.text for m in cortadel.of_user(p1)}
+    assert HIV not in left and derived not in left
+    assert "Patient reports a penicillin allergy" not in left  # merged: deleted with it
+    sweeps = [
+        s for s in cortadel.calls_to(SEARCH) if s["body"].get("session_id") == gone["contextId"]
+    ]
+    assert sweeps and all(s["body"]["user_id"] == p1 for s in sweeps)
+    assert entry["removed"]["memories"] >= len(ledger) + 1
+    assert kept["contextId"] != gone["contextId"] and cortadel.errors == []

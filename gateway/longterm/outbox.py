@@ -29,6 +29,7 @@ from gateway import metrics, tracing
 from gateway.audit.entry import AuditEntry
 from gateway.backoff import Backoff, RetryPolicy
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
+from gateway.longterm.erasure import sweep_session
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
 from gateway.store.assembly import now_ms
@@ -103,7 +104,7 @@ class Outbox(BatchConsumer):
 
     async def deliver(self, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
         jobs = [OutboxJob.from_wire(e, f) for e, f in entries]
-        stores = [j for j in jobs if not j.forget]
+        stores = [j for j in jobs if not j.forgets]
         groups: dict[tuple[str, str, str, str, bytes], list[OutboxJob]] = defaultdict(list)
         for job in stores:
             key = (job.tenant, job.user, job.context_id, job.subject, orjson.dumps(job.options))
@@ -132,7 +133,7 @@ class Outbox(BatchConsumer):
             one(functools.partial(self._store_turns, g, [turn_of[j.entry] for j in g]), g)
             for g in groups.values()
         ]
-        tasks += [one(functools.partial(self._forget_for_scrub, j), [j]) for j in jobs if j.forget]
+        tasks += [one(functools.partial(self._forget_for_scrub, j), [j]) for j in jobs if j.forgets]
         await asyncio.gather(*tasks)
 
     async def _store_turns(self, group: list[OutboxJob], turns: list[list[dict[str, Any]]]) -> None:
@@ -168,7 +169,9 @@ class Outbox(BatchConsumer):
             return await client.add_conversation(messages, options)
 
         result = await self._retrying(store)
-        added = [r.id for r in result.results or () if r.event == "ADD" and r.id]
+        # Every memory Cortadel names for the turn: added, updated, or an earlier one the
+        # turn was merged into as a duplicate (a scrub deletes them all).
+        added = [r.id for r in result.results or () if r.id and r.event != "ERROR"]
         tracing.annotate(
             {"gateway.outbox.messages": len(messages), "gateway.outbox.added": len(added)}
         )
@@ -180,9 +183,19 @@ class Outbox(BatchConsumer):
             await self._forget(first, tuple(added))
 
     async def _forget_for_scrub(self, job: OutboxJob) -> None:
-        """Delete a scrub's memories, then record the deletion in the audit trail, linked
-        to the scrub (its request id): the second half of the scrub's receipt."""
+        """Delete a scrub's memories (its ledger's, then what else Cortadel finds in the
+        context's session), then record the deletion in the audit trail, linked to the
+        scrub (its request id): the second half of the scrub's receipt."""
         await self._forget(job, job.forget)
+        swept: list[str] = []
+        if job.sweep:
+
+            async def client() -> Any:
+                return self._cortadel.client(job.tenant, job.user, subject=job.subject)
+
+            sweeper = await self._retrying(client)
+            swept = await sweep_session(sweeper, job.context_id, set(job.forget), self._retrying)
+            metrics.MEMORIES_FORGOTTEN.inc(len(swept))
         if self._audit is None:
             return
         entry = AuditEntry(
@@ -195,7 +208,7 @@ class Outbox(BatchConsumer):
             status=200,
             request_id="",
             ids={"context": job.context_id, "scrub": job.scrub},
-            receipt={"memories": len(job.forget)},
+            receipt={"memories": len(job.forget) + len(swept)},
         )
         try:
             await self._audit.append([entry])

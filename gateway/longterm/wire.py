@@ -51,9 +51,9 @@ def store_job(
 def forget_job(
     tenant: str, user: str, context_id: str, scrub: str = "", subject: str = ""
 ) -> bytes:
-    """A scrub's deletion job; ``scrub`` is its request id, named in the audit entry of
-    the deletion."""
-    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id}
+    """A scrub's deletion job (``w``: it also sweeps the context's session); ``scrub`` is
+    its request id, named in the audit entry of the deletion."""
+    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id, "w": 1}
     if scrub:
         fields["r"] = scrub
     if subject:
@@ -75,6 +75,12 @@ class OutboxJob:
     trace: str = ""  # the traceparent of the span that queued it
     scrub: str = ""  # a deletion's scrub (its request id)
     subject: str = ""  # the context's subject ("": none)
+    sweep: bool = False  # a scrub's job: also delete what Cortadel holds for the session
+
+    @property
+    def forgets(self) -> bool:
+        """A deletion job (else a store job)."""
+        return bool(self.forget) or self.sweep
 
     @classmethod
     def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
@@ -93,4 +99,5 @@ class OutboxJob:
             str(raw.get("tp") or ""),
             str(raw.get("r") or ""),
             str(raw.get("s") or ""),
+            bool(raw.get("w")),
         )

@@ -676,7 +676,7 @@ class Store:
         scrubbed = scrub_reply(reply)
         if scrubbed is None:
             return None
-        if scrubbed.forget:
+        if forget_job and self.cluster:
             ids = b",".join(scrubbed.forget)
             await self.client.xadd(OUTBOX, {f.ENTRY_JOB: forget_job, f.ENTRY_FORGET: ids})
         if self.disk_rewrite is not None:

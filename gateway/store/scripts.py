@@ -1120,8 +1120,10 @@ return 1
 
 # ARGV: ScrubArgs.
 # Deletes every key of the context and its entries in the user's indexes, drops its queued
-# jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
-# to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
+# jobs, and tells runners of unfinished tasks to stop. With a forget job, the ids in the
+# context's ledger go to the outbox as one 'forget' job, queued even when the ledger is empty
+# (it also sweeps the context's session in Cortadel); on a cluster the ids are returned for
+# the caller to queue the job.
 # Reply: ``replies.scrub_reply`` (its counts are the scrub's receipt, for the audit trail).
 
 
@@ -1142,7 +1144,7 @@ if forget_job ~= '' then forget = redis.call('SMEMBERS', LEDGER) end
 -- The receipt: what is about to go (a vector is one uint32 seq in VECTOR_SEQS).
 local receipt = {1, redis.call('HLEN', MSGS), redis.call('LLEN', ITEMS),
                  math.floor(redis.call('STRLEN', VECTOR_SEQS) / 4), 0, #forget}
-if #forget > 0 and OUTBOX then
+if forget_job ~= '' and OUTBOX then
   redis.call('XADD', OUTBOX, '*', E_JOB, forget_job, E_FORGET, table.concat(forget, ','))
   forget = {}
 end
