@@ -893,3 +893,31 @@ async def test_a_scrub_removes_what_cortadel_derived_from_the_context(
     assert sweeps and all(s["body"]["user_id"] == p1 for s in sweeps)
     assert entry["removed"]["memories"] >= len(ledger) + 1
     assert kept["contextId"] != gone["contextId"] and cortadel.errors == []
+
+
+async def test_a_run_records_which_memories_it_was_shown(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    shown = cortadel.seed(_uid("Patient/1"), "allergic to penicillin")
+    async with gateway(store_turns=False) as c:
+        await _probed(c)
+        task = await send_reveal(c, "penicillin?", metadata={"subject": "Patient/1"})
+        again = await send_reveal(c, "penicillin again?", contextId=task["contextId"])
+
+        async def entries() -> list[dict[str, Any]]:
+            params = {"operation": "recall_memories"}
+            page = await c.get("/audit", params=params, headers=auth("admin"))
+            items: list[dict[str, Any]] = page.json()["items"]
+            return items
+
+        (entry,) = await until(entries, what="the run's audit entry")
+        trail = (await c.get("/audit", headers=auth("admin"))).text
+    assert task["metadata"]["recalledMemoryIds"] == [shown]
+    assert "recalledMemoryIds" not in (again.get("metadata") or {})  # shown before: not again
+    assert entry["recalledMemoryIds"] == shown
+    assert (entry["taskId"], entry["contextId"], entry["user"]) == (
+        task["id"],
+        task["contextId"],
+        "alice",
+    )
+    assert "penicillin" not in trail

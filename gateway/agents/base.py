@@ -58,6 +58,7 @@ class RecalledMemory:
     block: str
     inject_as: str
     header: str
+    ids: tuple[str, ...] = ()  # the memories' Cortadel ids (provenance; never content)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ ID_FIELDS = {
     "agent": "agentId",
     "key": "keyId",
     "scrub": "scrubOf",
+    "recalled": "recalledMemoryIds",  # comma-separated Cortadel ids a run was shown
 }
 
 

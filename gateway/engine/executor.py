@@ -462,6 +462,11 @@ class RunExecutor:
                     memory = await self._longterm.recall(
                         job.tenant, job.user, job.context_id, inputs.message, options
                     )
+                if memory is not None and memory.ids:
+                    run.add_metadata({"recalledMemoryIds": list(memory.ids)})
+                    await self._longterm.shown(
+                        job.tenant, job.user, job.context_id, job.task_id, memory.ids
+                    )
                 if options.store_turns:
                     run.outbox_job = store_job(
                         job.tenant,

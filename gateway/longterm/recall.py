@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
+from gateway.audit.entry import AuditEntry
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
 from gateway.longterm.render import MAX_QUERY_CHARS, message_text, render_block, select_hits
 from gateway.options.longterm import MemoryOptions
+from gateway.store.assembly import now_ms
+from gateway.store.audit_store import AuditStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore
 
@@ -45,8 +48,15 @@ def _counted(outcome: str, hits: int = 0) -> None:
 
 
 class LongTermMemory:
-    def __init__(self, cortadel: Cortadel, store: LongTermStore, defaults: MemoryOptions) -> None:
+    def __init__(
+        self,
+        cortadel: Cortadel,
+        store: LongTermStore,
+        defaults: MemoryOptions,
+        audit: AuditStore | None = None,
+    ) -> None:
         self.cortadel, self.store, self.defaults = cortadel, store, defaults
+        self._audit = audit  # where a run shown memories records their ids
         self._by_agent: dict[bytes, MemoryOptions] = {}
 
     def options_for(self, agent: object) -> MemoryOptions:
@@ -111,6 +121,32 @@ class LongTermMemory:
                 render_block(lines, options.memory_header),
                 options.inject_as,
                 options.memory_header,
+                tuple(h.id for h in hits),
+            )
+
+    async def shown(
+        self, tenant: str, user: str, context_id: str, task_id: str, ids: Sequence[str]
+    ) -> None:
+        """Record in the audit trail which memories a run was shown (their ids, never
+        content), best effort: the run goes on if the record fails."""
+        if self._audit is None:
+            return
+        entry = AuditEntry(
+            time_ms=now_ms(),
+            tenant=tenant,
+            user=user,
+            credential="run",
+            operation="recall_memories",
+            method="RUN",
+            status=200,
+            request_id="",
+            ids={"context": context_id, "task": task_id, "recalled": ",".join(ids)},
+        )
+        try:
+            await self._audit.append([entry])
+        except Exception as exc:
+            log.warning(
+                "recall not recorded in the audit trail", extra={"error": type(exc).__name__}
             )
 
     def session_of(self, context_id: str, subject: str | None, o: MemoryOptions) -> str | None:
