@@ -122,6 +122,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             settings.quota_running_tasks_per_user,
         ),
         push=push,
+        longterm=runtime.longterm,
     )
     state = AppState(
         settings=settings,

@@ -115,6 +115,7 @@ class Runtime:
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
     cortadel: Cortadel | None = None
     outbox: Outbox | None = None
+    longterm: LongTermMemory | None = None
     # Push notifications (the deliverer is None in a process without workers).
     push_keys: SigningKeys | None = None
     pusher: PushDeliverer | None = None
@@ -324,6 +325,7 @@ class Runtime:
             outbound=outbound,
             cortadel=cortadel,
             outbox=outbox,
+            longterm=longterm,
             push_keys=push_keys,
             pusher=pusher,
             push_http=push_http,

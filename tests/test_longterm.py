@@ -66,6 +66,13 @@ class Overridden(Reveal):
     }
 
 
+class Persisting(Reveal):
+    """An agent whose blocking sends wait for their turn to be stored."""
+
+    id = "persisting"
+    memory_options: ClassVar[dict[str, Any]] = {"awaitPersist": True}
+
+
 @pytest.fixture
 def cortadel() -> Iterator[CortadelServer]:
     server = CortadelServer().start()
@@ -92,7 +99,7 @@ def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
         }
         values.update(options)
         return make_app(
-            agents=[Reveal(), Overridden()],
+            agents=[Reveal(), Overridden(), Persisting()],
             api_keys=orjson.dumps(API_KEYS).decode(),
             cortadel=CortadelSettings(**values),
             job_lease_seconds=2.0,
@@ -921,3 +928,28 @@ async def test_a_run_records_which_memories_it_was_shown(
         "alice",
     )
     assert "penicillin" not in trail
+
+
+async def test_await_persist_returns_once_the_turn_is_stored(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.delay = 0.4
+        await send_task(c, "stored before the answer", agent="persisting", headers=auth("alice"))
+        held = [m.text for m in cortadel.of_user(ALICE)]
+        cortadel.delay = 0.0
+    assert "stored before the answer" in held
+
+
+async def test_await_persist_gives_up_after_the_timeout(
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
+) -> None:
+    async with gateway(timeout_seconds=0.5) as c:
+        await _probed(c)
+        cortadel.down = True
+        task = await send_task(c, "kept in the outbox", agent="persisting", headers=auth("alice"))
+        assert cortadel.of_user(ALICE) == []
+        cortadel.down = False
+        await _held(cortadel, ALICE, "kept in the outbox")
+    assert task["status"]["state"] == "completed"

@@ -109,9 +109,7 @@ class Outbox(BatchConsumer):
         for job in stores:
             key = (job.tenant, job.user, job.context_id, job.subject, orjson.dumps(job.options))
             groups[key].append(job)
-        turns = await self._store.turns(
-            [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in stores]
-        )
+        turns = await self._store.turns(_refs(stores))
         turn_of = {j.entry: t for j, t in zip(stores, turns, strict=True)}
         gate = asyncio.Semaphore(_PARALLEL)
 
@@ -154,6 +152,8 @@ class Outbox(BatchConsumer):
             gone = not any(turns)
             metrics.TURNS_DROPPED.labels("gone" if gone else "empty").inc(len(group))
             tracing.annotate({"gateway.outbox.dropped": "gone" if gone else "empty"})
+            if not gone:  # nothing to store: as good as stored, for a send waiting for it
+                await self._store.mark_stored(_refs(group))
             return
         o = first.options
         options = ConversationOptions(
@@ -181,6 +181,8 @@ class Outbox(BatchConsumer):
         if not recorded and self._forget_scrubbed:
             # The context was scrubbed while its turns were on their way: delete them too.
             await self._forget(first, tuple(added))
+        elif recorded:
+            await self._store.mark_stored(_refs(group))
 
     async def _forget_for_scrub(self, job: OutboxJob) -> None:
         """Delete a scrub's memories (its ledger's, then what else Cortadel finds in the
@@ -236,6 +238,10 @@ class Outbox(BatchConsumer):
             if not retryable(exc):
                 raise _Refused(int(getattr(exc, "status", 0))) from exc
             raise  # stopping
+
+
+def _refs(group: list[OutboxJob]) -> list[TurnRef]:
+    return [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in group]
 
 
 def _retried(exc: BaseException) -> None:

@@ -35,6 +35,8 @@ class _OptionFields(BaseModel):
     store_turns: bool = True
     # DataParts (structured data: ids, vitals) in recall queries and stored turns.
     include_data: bool = False
+    # A blocking send returns once its turn is stored in Cortadel (within timeoutSeconds).
+    await_persist: bool = False
     is_agent_memory: bool = False
     tags: Annotated[list[str], NoDecode] = Field(default_factory=list)
     project: str | None = None

@@ -26,6 +26,7 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.ids import new_id
+from gateway.longterm.recall import LongTermMemory
 from gateway.models import SendMessageRequest, Task
 from gateway.principal import Principal
 from gateway.push.configs import Version
@@ -33,9 +34,13 @@ from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
 from gateway.store.assembly import assemble_task
 from gateway.store.keys import keys_of
+from gateway.store.longterm_store import TurnRef
 from gateway.store.redis_store import SendResult, SendWrite, Store
 
 __all__ = ["MessageService"]
+
+# The outcomes whose turn goes to long-term memory.
+_STORED_STATES = frozenset({"completed", "input-required"})
 
 _SUBMITTED = metrics.TASK_TRANSITIONS.labels("submitted")
 
@@ -76,6 +81,8 @@ class MessageService:
     push: PushService | None = None  # None: sends with a push config are refused
     # Set when a run here embeds its own message (``context_memory/inline.py``).
     inline: InlineEmbedding | None = None
+    # Long-term memory, when on: a blocking send may wait for its turn to be stored.
+    longterm: LongTermMemory | None = None
 
     async def send(
         self,
@@ -112,6 +119,8 @@ class MessageService:
                     _SUBMITTED.inc()
                 here = await self.runs.accepted(slot, job, result)
                 event = await self._outcome(principal, result, events, config.blocking, here)
+        if event is not None and event.state in _STORED_STATES:
+            await self._await_persist(principal, agent, result)
         if event is not None and event.status_json is not None and history_length == 0:
             metadata = orjson.dumps(request.metadata) if request.metadata else None
             return assemble_task(
@@ -129,6 +138,27 @@ class MessageService:
         if task is None:
             raise ContextNotFoundError()
         return task
+
+    async def _await_persist(self, principal: Principal, agent: Agent, result: SendResult) -> None:
+        """With the agent's ``memory.awaitPersist``, wait until Cortadel has stored the
+        turn, for at most ``GATEWAY_CORTADEL_TIMEOUT_SECONDS`` (then the send returns as it
+        would have: the outbox keeps the turn)."""
+        if self.longterm is None:
+            return
+        options = self.longterm.options_for(agent)
+        if not (options.await_persist and options.store_turns):
+            return
+        ref = TurnRef(keys_of(principal), result.context_id, result.task_id, result.seq)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.longterm.cortadel.settings.timeout_seconds
+        pause = 0.01
+        while not await self.longterm.store.stored(ref):
+            left = deadline - loop.time()
+            if left <= 0:
+                tracing.annotate({"gateway.persist.timeout": True})
+                return
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.25)
 
     async def _outcome(
         self,

@@ -38,6 +38,8 @@ key                                    type    holds
                                                into this context (dedupe across turns)
 ``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel added from this
                                                context's turns (deleted with it on scrub)
+``gw:{u}:c:<cid>:stored:<tid>:<seq>``  string  "1": Cortadel has stored that turn (for a send
+                                               that waits for it; expires after 10 minutes)
 =====================================  ======  ==============================================
 
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
@@ -248,6 +250,10 @@ class UserKeys:
 
     def meta(self, context_id: str) -> str:
         return f"{self.prefix}:c:{context_id}"
+
+    def stored_turn(self, context_id: str, task_id: str, seq: int) -> str:
+        """Set once Cortadel has stored the turn (a waiting send polls it)."""
+        return f"{self.meta(context_id)}:stored:{task_id}:{seq}"
 
     def context(self, context_id: str) -> ContextKeys:
         base = self.meta(context_id)
