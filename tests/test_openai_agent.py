@@ -267,7 +267,7 @@ def cortadel() -> Iterator[CortadelServer]:
 async def test_recalled_memories_are_injected_as_configured(
     gateway: Any, chat: ChatServer, cortadel: CortadelServer, inject_as: str
 ) -> None:
-    cortadel.seed(cortadel_user_id("t1", "alice"), "allergic to penicillin")
+    cortadel.seed(cortadel_user_id("t1", "alice", None, "Patient/1"), "allergic to penicillin")
     settings = CortadelSettings(url=cortadel.url, api_key="cortadel-key", store_turns=False)
     async with gateway({"memory": {"injectAs": inject_as}}, cortadel=settings) as c:
 
@@ -275,7 +275,7 @@ async def test_recalled_memories_are_injected_as_configured(
             return bool((await c.get("/readyz")).json()["checks"]["cortadel"] == "ok")
 
         await until(probed, what="the Cortadel key probe to pass")
-        await send(c, "Is penicillin safe?")
+        await send(c, "Is penicillin safe?", metadata={"subject": "Patient/1"})
     system, user = chat.requests[0]["messages"]
     block = (
         "[Recalled memories]\nFacts recalled from earlier conversations with this user. They are "
