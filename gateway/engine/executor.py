@@ -456,11 +456,16 @@ class RunExecutor:
         timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)
         try:
             memory = None
+            tools = None
             if self._longterm is not None:
                 options = self._longterm.options_for(agent)
                 if getattr(agent, "uses_recall", True):  # a proxy has no prompt to put them in
                     memory = await self._longterm.recall(
                         job.tenant, job.user, job.context_id, inputs.message, options
+                    )
+                if options.tools:
+                    tools = self._longterm.tools(
+                        job.tenant, job.user, job.context_id, subject_of(inputs.message), options
                     )
                 if memory is not None and memory.ids:
                     run.add_metadata({"recalledMemoryIds": list(memory.ids)})
@@ -485,6 +490,7 @@ class RunExecutor:
                 recalled=memory.lines if memory else (),
                 memory=memory,
                 accepted_output_modes=job.output_modes,
+                long_term=tools,
                 search=(
                     self._search_for(job.tenant, job.user, job.context_id)
                     if self._search_for is not None

@@ -21,6 +21,7 @@ from gateway.agents.base import RecalledMemory
 from gateway.audit.entry import AuditEntry
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
 from gateway.longterm.render import MAX_QUERY_CHARS, message_text, render_block, select_hits
+from gateway.longterm.tools import BoundTools
 from gateway.options.longterm import MemoryOptions
 from gateway.store.assembly import now_ms
 from gateway.store.audit_store import AuditStore
@@ -148,6 +149,20 @@ class LongTermMemory:
             log.warning(
                 "recall not recorded in the audit trail", extra={"error": type(exc).__name__}
             )
+
+    def tools(
+        self,
+        tenant: str,
+        user: str,
+        context_id: str,
+        subject: str | None,
+        options: MemoryOptions,
+    ) -> BoundTools:
+        """The memory tools of a run, bound to its (tenant, user, subject) and context."""
+        session = self.session_of(context_id, subject, options)
+        return BoundTools(
+            self.cortadel, self.store, options, tenant, user, context_id, subject, session
+        )
 
     def session_of(self, context_id: str, subject: str | None, o: MemoryOptions) -> str | None:
         """The session a search is confined to: the context, when the options say so or
