@@ -141,7 +141,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
             runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
         ),
         push=push,
-        memories=MemoryService(runtime.cortadel),
+        memories=MemoryService(runtime.cortadel, runtime.longterm, runtime.store),
     )
 
     tokens = None
@@ -177,7 +177,7 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         allowed_hosts=settings.allowed_hosts,
         cors_origins=settings.cors_origins,
     )
-    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security())
+    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security(), state.memories)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -953,3 +953,40 @@ async def test_await_persist_gives_up_after_the_timeout(
         cortadel.down = False
         await _held(cortadel, ALICE, "kept in the outbox")
     assert task["status"]["state"] == "completed"
+
+
+async def _mcp(c: httpx.AsyncClient, user: str, method: str, params: Any) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {**auth(user), "Accept": "application/json, text/event-stream"}
+    r = await c.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()["result"]
+
+
+async def test_the_mcp_memory_tools_are_bound_to_the_contexts_subject(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(_uid("Patient/1"), "allergic to penicillin")
+    cortadel.seed(_uid("Patient/2"), "Patient 2 is HIV positive")
+    async with gateway(store_turns=False, retrieve=False) as c:
+        await _probed(c)
+        task = await send_reveal(c, "admit", metadata={"subject": "Patient/1"})
+        cid = task["contextId"]
+        listed = await _mcp(c, "alice", "tools/list", {})
+
+        async def call(name: str, user: str = "alice", **arguments: Any) -> dict[str, Any]:
+            params = {"name": name, "arguments": {"contextId": cid, **arguments}}
+            result: dict[str, Any] = await _mcp(c, user, "tools/call", params)
+            return result
+
+        found = await call("search_long_term_memory", query="HIV", top_k=10)
+        added = await call("add_memories", text="Prefers oral medication")
+        foreign = await call("search_long_term_memory", user="bob", query="HIV")
+    names = {t["name"] for t in listed["tools"]}
+    assert {"search_memory", "search_long_term_memory", "add_memories"} <= names
+    assert found["content"][0]["text"] == "1. allergic to penicillin"
+    assert added["content"][0]["text"] == "Stored."
+    assert foreign["isError"] and "Context not found" in foreign["content"][0]["text"]
+    assert [m.text for m in cortadel.of_user(_uid("Patient/1"))][-1] == "Prefers oral medication"
+    ids = {call["body"]["user_id"] for call in cortadel.calls_to(SEARCH) + cortadel.calls_to(STORE)}
+    assert ids == {_uid("Patient/1")}

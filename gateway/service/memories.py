@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.errors import ForbiddenError, UnavailableError, UnsupportedOperationError
+from gateway.errors import (
+    ContextNotFoundError,
+    ForbiddenError,
+    UnavailableError,
+    UnsupportedOperationError,
+)
 from gateway.longterm.cortadel import Cortadel, retryable
 from gateway.longterm.erasure import StoredMemory, erase_all, listed
+from gateway.longterm.recall import LongTermMemory
+from gateway.longterm.tools import BoundTools
 from gateway.principal import Principal
+from gateway.store.keys import keys_of
+from gateway.store.redis_store import Store
 
 __all__ = ["MemoryService"]
 
@@ -24,6 +33,20 @@ UNAVAILABLE = "Long-term memory is unavailable; retry later"
 @dataclass
 class MemoryService:
     cortadel: Cortadel | None
+    longterm: LongTermMemory | None = None
+    store: Store | None = None
+
+    async def tools_for(self, principal: Principal, context_id: str) -> BoundTools:
+        """The memory tools of one of the caller's contexts, bound to its subject (the
+        deployment's options)."""
+        if self.longterm is None or self.store is None:
+            raise UnsupportedOperationError("Long-term memory is off")
+        keys = keys_of(principal)
+        if await self.store.read_context(keys, context_id, 1, 0) is None:
+            raise ContextNotFoundError()
+        subject = await self.store.context_subject(keys, context_id)
+        options = self.longterm.defaults
+        return self.longterm.tools(principal.tenant, principal.user, context_id, subject, options)
 
     def _client(self, principal: Principal, user: str | None, subject: str | None) -> object:
         if self.cortadel is None:
