@@ -36,7 +36,7 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:vbits``               string  bitmap of seqs embedded (a repeated job adds none)
 ``gw:{u}:c:<cid>:seen``                zset    Cortadel memory id -> when it was last recalled
                                                into this context (dedupe across turns)
-``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel added from this
+``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel named for this
                                                context's turns (deleted with it on scrub)
 ``gw:{u}:c:<cid>:stored:<tid>:<seq>``  string  "1": Cortadel has stored that turn (for a send
                                                that waits for it; expires after 10 minutes)
