@@ -990,3 +990,20 @@ async def test_the_mcp_memory_tools_are_bound_to_the_contexts_subject(
     assert [m.text for m in cortadel.of_user(_uid("Patient/1"))][-1] == "Prefers oral medication"
     ids = {call["body"]["user_id"] for call in cortadel.calls_to(SEARCH) + cortadel.calls_to(STORE)}
     assert ids == {_uid("Patient/1")}
+
+
+async def test_outbox_jobs_carry_the_subject_sealed(
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.down = True
+        task = await send_reveal(c, "a turn", metadata={"subject": "Patient/1"})
+        await until(lambda: cortadel.calls_to(STORE), what="a store attempt")
+        await _scrub(c, task["contextId"])
+        jobs = await redis.xrange(OUTBOX_STREAM)
+        cortadel.down = False
+        await until(lambda: outbox_settled(redis), what="the outbox to drain")
+    assert len(jobs) == 2 and b"Patient" not in orjson.dumps(repr(jobs))
+    sent = {c["body"]["user_id"] for c in cortadel.calls if c["body"] and "probe" not in str(c)}
+    assert sent == {_uid("Patient/1")}  # the outbox opened the subject to reach its memories

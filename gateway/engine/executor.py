@@ -479,7 +479,7 @@ class RunExecutor:
                         job.context_id,
                         job.task_id,
                         options,
-                        subject_of(inputs.message) or "",
+                        self._subject_token(run, subject_of(inputs.message)),
                     )
             request = AgentRequest(
                 task_id=job.task_id,
@@ -501,6 +501,12 @@ class RunExecutor:
                 await self._consume(run, agent.run(request))
         finally:
             timer.cancel()
+
+    def _subject_token(self, run: _Run, subject: str | None) -> str:
+        """The subject as the outbox job carries it (sealed, as content is)."""
+        if not subject:
+            return ""
+        return self._store.subject_token(run.keys, run.job.context_id, subject)
 
     def _mark(self, run: _Run) -> None:
         marker = asyncio.create_task(run.mark_working())

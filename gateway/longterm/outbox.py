@@ -165,7 +165,7 @@ class Outbox(BatchConsumer):
         app = str(o.get("app") or "gateway")
 
         async def store() -> Any:
-            client = self._cortadel.client(first.tenant, first.user, app, first.subject)
+            client = self._cortadel.client(first.tenant, first.user, app, self._subject(first))
             return await client.add_conversation(messages, options)
 
         result = await self._retrying(store)
@@ -184,6 +184,9 @@ class Outbox(BatchConsumer):
         elif recorded:
             await self._store.mark_stored(_refs(group))
 
+    def _subject(self, job: OutboxJob) -> str | None:
+        return self._store.subject(UserKeys.of(job.tenant, job.user), job.context_id, job.subject)
+
     async def _forget_for_scrub(self, job: OutboxJob) -> None:
         """Delete a scrub's memories (its ledger's, then what else Cortadel finds in the
         context's session), then record the deletion in the audit trail, linked to the
@@ -193,7 +196,7 @@ class Outbox(BatchConsumer):
         if job.sweep:
 
             async def client() -> Any:
-                return self._cortadel.client(job.tenant, job.user, subject=job.subject)
+                return self._cortadel.client(job.tenant, job.user, subject=self._subject(job))
 
             sweeper = await self._retrying(client)
             swept = await sweep_session(sweeper, job.context_id, set(job.forget), self._retrying)
@@ -224,7 +227,7 @@ class Outbox(BatchConsumer):
             chunk = list(ids[start : start + _DELETE_CHUNK])
 
             async def delete(chunk: list[str] = chunk) -> str:
-                client = self._cortadel.client(job.tenant, job.user, subject=job.subject)
+                client = self._cortadel.client(job.tenant, job.user, subject=self._subject(job))
                 return await client.delete(chunk)
 
             await self._retrying(delete)

@@ -2,11 +2,12 @@
 
 A store entry (``job``: ``{t, u, c, k, o}``, ``seq``) names a finished turn: the user
 message at ``seq`` of task ``k`` and the replies after it. A forget entry (``job``:
-``{t, u, c}``, ``forget``: comma-separated memory ids) names memories to delete. When
-tracing is on, ``job`` also holds ``tp``, the traceparent of the span that built it (the
-run, or the scrub), so the delivery continues that trace. The scripts write the ``seq``
-and ``forget`` fields; this module writes ``job`` and reads all. The entry's field names
-are defined once, in ``store/fields.py``.
+``{t, u, c, w}``, ``forget``: comma-separated memory ids, maybe none) names memories to
+delete (``w``: and the context's session to sweep). Either holds ``s``, the context's
+subject, sealed as in its meta, when it has one. When tracing is on, ``job`` also holds
+``tp``, the traceparent of the span that built it (the run, or the scrub), so the delivery
+continues that trace. The scripts write the ``seq`` and ``forget`` fields; this module
+writes ``job`` and reads all. The entry's field names are defined once, in ``store/fields.py``.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class OutboxJob:
     forget: tuple[str, ...]
     trace: str = ""  # the traceparent of the span that queued it
     scrub: str = ""  # a deletion's scrub (its request id)
-    subject: str = ""  # the context's subject ("": none)
+    subject: str = ""  # the context's subject, sealed as in its meta ("": none)
     sweep: bool = False  # a scrub's job: also delete what Cortadel holds for the session
 
     @property

@@ -42,6 +42,10 @@ class LongTermStore:
         self._store = store
         self._client = store.client
 
+    def subject(self, keys: UserKeys, context_id: str, token: str) -> str | None:
+        """The subject a job's sealed ``token`` names (None: none)."""
+        return self._store.open_subject_token(keys, context_id, token) if token else None
+
     @_translated
     async def remember(
         self, keys: UserKeys, context_id: str, ids: Sequence[str], keep: int

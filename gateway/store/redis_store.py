@@ -799,6 +799,14 @@ class Store:
         opened = self._open(keys, context_id, f.META_SUBJECT, raw)
         return _text(opened) if opened else None
 
+    def subject_token(self, keys: UserKeys, context_id: str, subject: str) -> str:
+        """A context's subject as a job may carry it: sealed as in the context's meta."""
+        aad = context_of(keys.prefix, context_id, f.META_SUBJECT)
+        return self.sealer.seal_token(subject.encode(), aad).decode()
+
+    def open_subject_token(self, keys: UserKeys, context_id: str, token: str) -> str:
+        return _text(self._open(keys, context_id, f.META_SUBJECT, token.encode()))
+
     @_translated
     async def context_subject(self, keys: UserKeys, context_id: str) -> str | None:
         """The subject the context is bound to (None: none, or no such context)."""
