@@ -822,6 +822,15 @@ async def test_erasure_outlives_the_context_and_its_receipt_holds_no_content(
             return items
 
         (entry,) = await until(entries, what="the erasure's audit entry")
+
+        async def acted() -> list[dict[str, Any]]:
+            page = await c.get(
+                "/audit", params={"operation": "list_memories"}, headers=auth("admin")
+            )
+            items = page.json()["items"]
+            return [e for e in items if e.get("forUser") == "alice" and e["user"] == "root"]
+
+        (read_for_alice,) = await until(acted, what="the admin's read, for alice")
         trail = (await c.get("/audit", headers=auth("admin"))).text
     assert listed.status_code == 200
     assert {m["id"] for m in listed.json()["items"]} == held and older in held
@@ -833,6 +842,7 @@ async def test_erasure_outlives_the_context_and_its_receipt_holds_no_content(
     assert refused.status_code == 403
     assert [m["id"] for m in for_alice.json()["items"]] == [other]
     assert entry["removed"] == {"memories": len(held)} and entry["user"] == "alice"
+    assert read_for_alice["user"] == "root"
     assert "HIV" not in trail and "Patient" not in trail and "metformin" not in trail
     lists = [call for call in cortadel.calls_to(MEMORIES) if call["method"] == "GET"]
     assert all(call["query"]["include_superseded"] == "true" for call in lists)

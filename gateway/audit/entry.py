@@ -25,6 +25,7 @@ ID_FIELDS = {
     "key": "keyId",
     "scrub": "scrubOf",
     "recalled": "recalledMemoryIds",  # comma-separated Cortadel ids a run was shown
+    "for_user": "forUser",  # the user a tenant admin acted for (/v1/memories)
 }
 
 

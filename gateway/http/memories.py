@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.clock import iso_from_ms
-from gateway.http.audit import note_receipt
+from gateway.http.audit import note_ids, note_receipt
 from gateway.http.params import query_text
 from gateway.http.responses import JSONResponse
 from gateway.http.state import AppState
@@ -23,7 +23,10 @@ def _args(request: Request) -> tuple[AppState, Principal, str | None, str | None
     state: AppState = request.app.state.gateway
     principal: Principal = request.scope["state"]["principal"]
     subject = query_text(request, "subject", max_length=MAX_SUBJECT)
-    return state, principal, subject, query_text(request, "user")
+    user = query_text(request, "user")
+    if user is not None and user != principal.user:
+        note_ids(request.scope, for_user=user)
+    return state, principal, subject, user
 
 
 async def list_memories(request: Request) -> Response:
