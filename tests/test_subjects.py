@@ -95,6 +95,12 @@ async def test_every_binding_carries_the_subject(c: httpx.AsyncClient) -> None:
     )
     assert rest10.status_code == 200, rest10.text
     rpc10 = await _rpc(c, "SendMessage", {"message": {**v10, "messageId": "m-11"}})
+    proto = {"role": "ROLE_USER", "content": [{"text": "proto"}], "contextId": cid}
+    rest_proto = await c.post(
+        "/agents/subjects/a2a/v1/message:send",
+        json={"request": {**proto, "messageId": "m-p"}, "configuration": {"blocking": True}},
+    )
+    assert rest_proto.status_code == 200, rest_proto.text
     tasks = [rpc03, rest10.json()["task"], rpc10["task"]]
     assert [_seen(t) for t in tasks] == [PATIENT] * 3
     # read back through each binding: the user message's metadata names the subject
@@ -102,5 +108,8 @@ async def test_every_binding_carries_the_subject(c: httpx.AsyncClient) -> None:
     got10 = (await c.get(f"/agents/subjects/a2a/tasks/{tasks[1]['id']}")).json()
     rpc_got10 = await _rpc(c, "GetTask", {"id": tasks[2]["id"]})
     rest03 = (await c.get(f"/v1/tasks/{first['id']}")).json()
-    for task in (got03, got10, rpc_got10, rest03):
+    got_proto = (
+        await c.get(f"/agents/subjects/a2a/v1/tasks/{rest_proto.json()['task']['id']}")
+    ).json()
+    for task in (got03, got10, rpc_got10, rest03, got_proto):
         assert task["history"][0]["metadata"]["subject"] == PATIENT
