@@ -38,6 +38,8 @@ def _env(url: str, cortadel: CortadelServer | None, store: bool = True) -> dict[
             "GATEWAY_CORTADEL_BACKOFF_MAX_SECONDS": "0.5",
             "GATEWAY_CORTADEL_RECALL_TIMEOUT_MS": "1500",
             "GATEWAY_CORTADEL_STORE_TURNS": "true" if store else "false",
+            # the seeded memories have no subject nor session: recall them user-wide
+            "GATEWAY_CORTADEL_SUBJECTLESS_RECALL": "user",
         }
     return env
 

@@ -29,6 +29,7 @@ from gateway.http.errors import EXCEPTION_HANDLERS
 from gateway.http.jsonrpc import jsonrpc_routes
 from gateway.http.limits import BodyLimitMiddleware
 from gateway.http.mcp import mcp_endpoint
+from gateway.http.memories import memory_routes
 from gateway.http.ratelimit import RateLimiter, RateLimitMiddleware
 from gateway.http.router import IndexedRouter
 from gateway.http.routes import (
@@ -46,6 +47,7 @@ from gateway.service.agents import AgentService
 from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
+from gateway.service.memories import MemoryService
 from gateway.service.messages import MessageService
 from gateway.service.push import PushService
 from gateway.service.streams import StreamService
@@ -123,6 +125,7 @@ def create_app(
             settings.quota_running_tasks_per_user,
         ),
         push=push,
+        longterm=runtime.longterm,
     )
     state = AppState(
         settings=settings,
@@ -142,6 +145,7 @@ def create_app(
         ),
         push=push,
         redis_embedded=redis_embedded,
+        memories=MemoryService(runtime.cortadel, runtime.longterm, runtime.store),
     )
 
     tokens = None
@@ -178,7 +182,7 @@ def create_app(
         allowed_hosts=settings.allowed_hosts,
         cors_origins=settings.cors_origins,
     )
-    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security())
+    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security(), state.memories)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -210,6 +214,7 @@ def create_app(
             *registry_routes(),
             *key_routes(),
             *audit_routes(),
+            *memory_routes(),
             *agent_routes("/agents/{agent_id}"),
             *jsonrpc_routes(),
             *proto_rest_routes(),

@@ -129,9 +129,12 @@ def context_list_json(listing: ContextList) -> dict[str, Any]:
 
 
 def context_page_json(page: ContextPage) -> dict[str, Any]:
-    """``GET /v1/contexts/{id}``: the page's tasks with their whole history."""
+    """``GET /v1/contexts/{id}``: the page's tasks with their whole history (and the
+    subject the context is bound to, when it is)."""
+    subject = {"subject": page.subject} if page.subject is not None else {}
     return {
         "id": page.id,
+        **subject,
         "items": [task_json(t) for t in page.tasks],
         "total": page.total,
         "limit": page.limit,

@@ -402,6 +402,7 @@ class ContextPage:
     expires_ms: int
     indexed: int
     pending: int
+    subject: str | None = None  # what the context is about, once bound
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,7 @@ class Runtime:
     outbound: tuple[httpx.AsyncClient, httpx2.AsyncClient]
     cortadel: Cortadel | None = None
     outbox: Outbox | None = None
+    longterm: LongTermMemory | None = None
     # Push notifications (the deliverer is None in a process without workers).
     push_keys: SigningKeys | None = None
     push_policy: WebhookPolicy | None = None
@@ -186,10 +187,17 @@ class Runtime:
         events_client = target.events_client(settings.redis_timeout_seconds)
         events = TaskEvents(events_client)
         cortadel = Cortadel(settings.cortadel) if settings.cortadel.enabled else None
+        audit = (
+            AuditStore(
+                client, settings.audit_max_entries, settings.audit_max_age_seconds, hot=store.hot
+            )
+            if settings.audit
+            else None
+        )
         longterm = None
         if cortadel is not None:
             defaults = settings.cortadel.options()
-            longterm = LongTermMemory(cortadel, LongTermStore(store), defaults)
+            longterm = LongTermMemory(cortadel, LongTermStore(store), defaults, audit)
         embedder = build_embedder(settings)
         search = SearchService(MemoryStore(store), embedder)
         # A run here embeds its own message with its last write when the embedder is local
@@ -258,16 +266,7 @@ class Runtime:
                 lease_seconds=settings.job_lease_seconds,
                 backoff_cap=settings.cortadel.backoff_max_seconds,
                 forget_scrubbed=settings.cortadel.scrub,
-                audit=(
-                    AuditStore(
-                        client,
-                        settings.audit_max_entries,
-                        settings.audit_max_age_seconds,
-                        hot=store.hot,
-                    )
-                    if settings.audit
-                    else None
-                ),
+                audit=audit,
             )
         push_jobs = job_store(PUSH, PUSH_GROUP, PUSH_DEAD)
         pusher = None
@@ -338,6 +337,7 @@ class Runtime:
             outbound=outbound,
             cortadel=cortadel,
             outbox=outbox,
+            longterm=longterm,
             push_keys=push_keys,
             push_policy=push_policy,
             pusher=pusher,

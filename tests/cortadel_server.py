@@ -3,9 +3,14 @@
 Every request body is validated against the request schema of its route in
 ``tests/contracts/cortadel-openapi.json`` (a copy of Cortadel's published contract);
 a violation answers 400 ValidationProblemDetails and is recorded in ``errors``, which
-tests assert empty. Memories are kept per user id. ``from-conversation`` stores each
+tests assert empty; so is a query parameter the route does not declare, a required one
+missing, or an integer one that is not. Memories are kept per user id; the list API pages
+them (``size`` at most 100) and shows superseded versions only when asked. ``from-conversation`` stores each
 message's content as one fact and is idempotent on ``(user_id, uuid)`` and on
 identical content (``SKIP_DUPLICATE`` with the existing id), as the real server is.
+
+``unreported``: texts the next ``from-conversation`` also stores in its session without
+naming them in its answer (as a server whose pipeline derives more than it reports).
 
 Faults: ``fail_next`` statuses to answer first, ``down`` (503 everywhere), ``delay``
 seconds per call, ``pin_key_to`` (the key is bound to one user: the body's user_id is
@@ -62,6 +67,38 @@ _BODIES = {
 }
 
 
+def _query_problems(path: str, method: str, query: dict[str, str]) -> list[str]:
+    """What is wrong with a request's query, by the route's declared parameters."""
+    declared = {
+        p["name"]: p
+        for p in SPEC["paths"][path][method].get("parameters", ())
+        if p["in"] == "query"
+    }
+    problems = [f"undeclared query parameter {name}" for name in query if name not in declared]
+    for name, p in declared.items():
+        if p.get("required") and name not in query:
+            problems.append(f"missing query parameter {name}")
+        integer = p["schema"].get("type") == "integer"
+        if integer and name in query and not query[name].lstrip("-").isdigit():
+            problems.append(f"query parameter {name} is not an integer")
+    return problems
+
+
+_QUERIES = {("/api/v1/memories", "get"), ("/api/v1/memories/{memoryId}", "get")}
+
+
+def _problems(route: tuple[str, str], query: dict[str, str], body: Any) -> list[str]:
+    """What is wrong with a request, by its route's contract (query and body)."""
+    path, method = route
+    if method == "get" and path.startswith("/api/v1/memories/"):
+        path = "/api/v1/memories/{memoryId}"
+    problems = _query_problems(path, method, query) if (path, method) in _QUERIES else []
+    validator = _BODIES.get(route)
+    if validator is not None:
+        problems += [e.message for e in validator.iter_errors(body)]
+    return problems
+
+
 @dataclass
 class Memory:
     id: str
@@ -75,6 +112,8 @@ class Memory:
     tags: list[str] = field(default_factory=list)
     project: str | None = None
     agent: bool = False
+    superseded: bool = False  # an older version (listed only with include_superseded)
+    created_at: int = 0
 
 
 class CortadelServer(ServedDouble):
@@ -88,6 +127,7 @@ class CortadelServer(ServedDouble):
         self.down = False
         self.delay = 0.0
         self.pin_key_to: str | None = None
+        self.unreported: list[str] = []
         self._ids = itertools.count(1)
         routes = [
             Route("/api/health", self._health, methods=["GET"]),
@@ -140,14 +180,12 @@ class CortadelServer(ServedDouble):
             return body, JSONResponse({"status": status}, status)
         if self.api_key and request.headers.get("authorization") != f"Bearer {self.api_key}":
             return body, JSONResponse({"code": "unauthorized", "status": 401}, 401)
-        validator = _BODIES.get(route)
-        if validator is not None:
-            problems = [e.message for e in validator.iter_errors(body)]
-            if problems:
-                self.errors.extend(problems)
-                return body, JSONResponse(
-                    {"title": "validation", "status": 400, "errors": {"body": problems}}, 400
-                )
+        problems = _problems(route, dict(request.query_params), body)
+        if problems:
+            self.errors.extend(problems)
+            return body, JSONResponse(
+                {"title": "validation", "status": 400, "errors": {"body": problems}}, 400
+            )
         if self.pin_key_to is not None:
             query_user = request.query_params.get("user_id")
             if query_user is not None and query_user != self.pin_key_to:
@@ -170,6 +208,8 @@ class CortadelServer(ServedDouble):
         words = set(body["query"].lower().split())
         found = []
         for m in self.of_user(body["user_id"]):
+            if m.superseded:
+                continue
             if body.get("session_id") and m.session_id != body["session_id"]:
                 continue
             if body.get("memory_type") and m.memory_type != body["memory_type"]:
@@ -223,6 +263,9 @@ class CortadelServer(ServedDouble):
                 agent=bool(body.get("is_agent_memory")),
             )
             results.append({"id": memory_id, "memory": message["content"], "event": "ADD"})
+        for text in self.unreported:
+            self.seed(user, text, session_id=body.get("session_id"))
+        self.unreported = []
         return JSONResponse({"results": results})
 
     async def _memories(self, request: Request) -> Response:
@@ -242,15 +285,30 @@ class CortadelServer(ServedDouble):
             for i in gone:
                 del self.memories[i]
             return JSONResponse({"message": f"Deleted {len(gone)} memories"})
-        user = request.query_params.get("user_id")
-        if not user:
+        query = request.query_params
+        page, size = int(query.get("page", "1")), int(query.get("size", "10"))
+        if page < 1 or not 1 <= size <= 100:
             return JSONResponse({"title": "validation", "status": 400}, 400)
-        items = [
-            {"id": m.id, "content": m.text, "created_at": 0, "state": "active"}
-            for m in self.of_user(user)
+        wanted = [
+            m
+            for m in reversed(self.of_user(query["user_id"]))
+            if query.get("include_superseded") == "true" or not m.superseded
         ]
+        items = [
+            {
+                "id": m.id,
+                "content": m.text,
+                "created_at": m.created_at,
+                "state": "active",
+                "is_current": not m.superseded,
+                "invalid_at": "2026-01-01T00:00:00Z" if m.superseded else None,
+                "memory_type": m.memory_type,
+            }
+            for m in wanted[(page - 1) * size : page * size]
+        ]
+        pages = -(-len(wanted) // size)
         return JSONResponse(
-            {"items": items, "total": len(items), "page": 1, "size": 100, "pages": 1}
+            {"items": items, "total": len(wanted), "page": page, "size": size, "pages": pages}
         )
 
     async def _get(self, request: Request) -> Response:

@@ -66,6 +66,13 @@ class Overridden(Reveal):
     }
 
 
+class Persisting(Reveal):
+    """An agent whose blocking sends wait for their turn to be stored."""
+
+    id = "persisting"
+    memory_options: ClassVar[dict[str, Any]] = {"awaitPersist": True}
+
+
 @pytest.fixture
 def cortadel() -> Iterator[CortadelServer]:
     server = CortadelServer().start()
@@ -78,7 +85,9 @@ Gateway = Callable[..., Any]
 
 @pytest.fixture
 def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
-    """A keyed gateway wired to the stand-in; keyword arguments are Cortadel settings."""
+    """A keyed gateway wired to the stand-in; keyword arguments are Cortadel settings. Its
+    contexts without a subject recall user-wide (``subjectless_recall="user"``), so the
+    tests of recall's mechanics need no subject; the tests of scoping set it back."""
 
     def build(**options: Any) -> Any:
         values: dict[str, Any] = {
@@ -86,10 +95,11 @@ def gateway(make_app: AppFactory, cortadel: CortadelServer) -> Gateway:
             "api_key": "cortadel-key",
             "backoff_max_seconds": 0.3,
             "timeout_seconds": 2.0,
+            "subjectless_recall": "user",
         }
         values.update(options)
         return make_app(
-            agents=[Reveal(), Overridden()],
+            agents=[Reveal(), Overridden(), Persisting()],
             api_keys=orjson.dumps(API_KEYS).decode(),
             cortadel=CortadelSettings(**values),
             job_lease_seconds=2.0,
@@ -175,7 +185,7 @@ async def test_default_recall_request_and_injected_block(
         task = await send_reveal(c, "is penicillin safe?", {"kind": "data", "data": {"dose": "1g"}})
         echo = await send_task(c, "appointments please", agent="echo", headers=auth("alice"))
     body = cortadel.calls_to(SEARCH)[0]["body"]
-    assert body["query"] == "is penicillin safe?\ndose: 1g"
+    assert body["query"] == "is penicillin safe?"  # DataParts stay out unless asked
     assert body["user_id"] == ALICE and body["top_k"] == 5 and body["mode"] == "hybrid"
     assert body["app_name"] == "gateway"
     assert body.get("rerank") is None and body.get("memory_type") is None
@@ -456,11 +466,11 @@ async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: Cort
     assert kept["contextId"] != gone["contextId"]
 
 
-def _deletes(cortadel: CortadelServer) -> list[list[str]]:
+def _deletes(cortadel: CortadelServer, user_id: str = ALICE) -> list[list[str]]:
     return [
         sorted(c["body"]["memory_ids"])
         for c in cortadel.calls_to(MEMORIES)
-        if c["method"] == "DELETE" and c["body"]["user_id"] == ALICE
+        if c["method"] == "DELETE" and c["body"]["user_id"] == user_id
     ]
 
 
@@ -662,3 +672,348 @@ async def test_a_stalled_outbox_job_is_reclaimed_whole(
         )
         assert taken
         await until(lambda: doomed not in cortadel.memories, what="the reclaimed job's delete")
+
+
+# -- subjects: recall per (tenant, user, subject) -------------------------------------------
+
+HIV = "Patient is HIV positive on dolutegravir"
+
+
+def _uid(subject: str | None = None) -> str:
+    return cortadel_user_id("t1", "alice", None, subject)
+
+
+async def _held(cortadel: CortadelServer, user_id: str, text: str) -> None:
+    await until(
+        lambda: any(m.text == text for m in cortadel.of_user(user_id)), what=f"{text!r} stored"
+    )
+
+
+async def test_two_patients_under_one_key_never_share_memories(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    one, two = {"subject": "Patient/1"}, {"subject": "Patient/2"}
+    async with gateway(subjectless_recall="context") as c:
+        await _probed(c)
+        first = await send_reveal(c, HIV, metadata=one)
+        await _held(cortadel, _uid("Patient/1"), HIV)
+        searched = len(cortadel.calls_to(SEARCH))
+        other = await send_reveal(c, "Is the patient HIV positive on dolutegravir?", metadata=two)
+        later = await send_reveal(c, "any HIV medication?", contextId=other["contextId"])
+        same = await send_reveal(c, "HIV status of this patient?", metadata=one)
+    assert first["contextId"] != same["contextId"]
+    assert _seen(other)["lines"] == []
+    assert HIV not in _seen(later)["lines"]  # at most patient 2's own turn, once stored
+    for_two = cortadel.calls_to(SEARCH)[searched : searched + 2]
+    assert [call["body"]["user_id"] for call in for_two] == [_uid("Patient/2")] * 2
+    assert all(call["body"].get("session_id") is None for call in for_two)
+    # no search ever went out with patient 1's id for patient 2's context, nor the login's
+    ids = [call["body"]["user_id"] for call in cortadel.calls_to(SEARCH)]
+    assert ids == [_uid("Patient/1"), _uid("Patient/2"), _uid("Patient/2"), _uid("Patient/1")]
+    # one subject across two contexts: recalled
+    assert HIV in _seen(same)["lines"]
+    assert cortadel.of_user(ALICE) == [] and cortadel.errors == []
+
+
+async def test_without_a_subject_a_context_recalls_only_its_own(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(ALICE, "HIV status from another application")
+    async with gateway(subjectless_recall="context") as c:
+        await _probed(c)
+        own = await send_reveal(c, HIV)
+        await _held(cortadel, ALICE, HIV)
+        again = await send_reveal(c, "HIV medication again?", contextId=own["contextId"])
+        fresh = await send_reveal(c, "HIV medication, a new context?")
+    assert _seen(fresh)["lines"] == []
+    assert HIV in _seen(again)["lines"]
+    assert "HIV status from another application" not in _seen(again)["lines"]
+    bodies = [call["body"] for call in cortadel.calls_to(SEARCH)]
+    assert [b["user_id"] for b in bodies] == [ALICE] * 3
+    contexts = [own["contextId"], own["contextId"], fresh["contextId"]]
+    assert [b["session_id"] for b in bodies] == contexts
+
+
+async def test_subjectless_recall_user_recalls_across_contexts(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway(subjectless_recall="user") as c:
+        await _probed(c)
+        await send_reveal(c, HIV)
+        await _held(cortadel, ALICE, HIV)
+        fresh = await send_reveal(c, "HIV medication, a new context?")
+    assert HIV in _seen(fresh)["lines"]
+    assert cortadel.calls_to(SEARCH)[-1]["body"].get("session_id") is None
+
+
+def test_subject_user_ids_never_collide() -> None:
+    assert _uid("Patient/1") != _uid("Patient/2") != _uid()
+    assert cortadel_user_id("t1", "alice:x") != _uid("x")
+    assert cortadel_user_id("t1", "a", None, "b:c") != cortadel_user_id("t1", "a:b", None, "c")
+    hashed = cortadel_user_id("t1", "alice", "s" * 32, "Patient/1")
+    assert hashed.startswith("gw-") and "Patient" not in hashed
+    assert hashed != cortadel_user_id("t1", "alice", "s" * 32)
+
+
+MRN = {"kind": "data", "data": {"mrn": "MRN-778899", "vitals": {"hr": 72}}}
+
+
+def _mentioning(cortadel: CortadelServer, value: str) -> list[dict[str, Any]]:
+    return [c for c in cortadel.calls if value in orjson.dumps(c).decode()]
+
+
+async def test_data_parts_never_reach_cortadel_unless_asked(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        task = await send_reveal(c, "admission note", MRN, metadata={"subject": "Patient/1"})
+        await _held(cortadel, _uid("Patient/1"), "admission note")
+        await _scrub(c, task["contextId"])
+        await until(lambda: _deletes(cortadel, _uid("Patient/1")), what="the scrub's delete")
+    assert cortadel.calls_to(SEARCH) and cortadel.calls_to(STORE)
+    assert _mentioning(cortadel, "MRN-778899") == [] and _mentioning(cortadel, "hr: 72") == []
+
+
+async def test_include_data_sends_data_parts(gateway: Gateway, cortadel: CortadelServer) -> None:
+    async with gateway(include_data=True) as c:
+        await _probed(c)
+        await send_reveal(c, "admission note", MRN)
+        await until(lambda: cortadel.calls_to(STORE), what="the turn to be stored")
+    assert cortadel.calls_to(SEARCH)[0]["body"]["query"] == (
+        "admission note\nmrn: MRN-778899\nvitals.hr: 72"
+    )
+    assert "mrn: MRN-778899" in cortadel.calls_to(STORE)[0]["body"]["messages"][0]["content"]
+
+
+# -- erasure and access without the context -------------------------------------------------
+
+
+async def test_erasure_outlives_the_context_and_its_receipt_holds_no_content(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    p1, p2 = _uid("Patient/1"), _uid("Patient/2")
+    older = cortadel.seed(p1, "Patient was HIV negative in 2019", superseded=True)
+    other = cortadel.seed(p2, "Patient 2 takes metformin")
+    mine = cortadel.seed(ALICE, "alice prefers mornings")
+    bobs = cortadel.seed(cortadel_user_id("t1", "bob", None, "Patient/1"), "bob's patient")
+    async with gateway(scrub=False) as c:
+        await _probed(c)
+        task = await send_reveal(c, HIV, metadata={"subject": "Patient/1"})
+        await _held(cortadel, p1, HIV)
+        await _scrub(c, task["contextId"])  # the context's keys are gone; its memories stay
+        listed = await c.get("/v1/memories", params={"subject": "Patient/1"}, headers=auth("alice"))
+        held = {m.id for m in cortadel.of_user(p1)}
+        erased = await c.delete(
+            "/v1/memories", params={"subject": "Patient/1"}, headers=auth("alice")
+        )
+        refused = await c.get(
+            "/v1/memories", params={"subject": "Patient/1", "user": "alice"}, headers=auth("bob")
+        )
+        for_alice = await c.get(
+            "/v1/memories", params={"subject": "Patient/2", "user": "alice"}, headers=auth("admin")
+        )
+
+        async def entries() -> list[dict[str, Any]]:
+            page = await c.get(
+                "/audit", params={"operation": "erase_memories"}, headers=auth("admin")
+            )
+            items: list[dict[str, Any]] = page.json()["items"]
+            return items
+
+        (entry,) = await until(entries, what="the erasure's audit entry")
+
+        async def acted() -> list[dict[str, Any]]:
+            page = await c.get(
+                "/audit", params={"operation": "list_memories"}, headers=auth("admin")
+            )
+            items = page.json()["items"]
+            return [e for e in items if e.get("forUser") == "alice" and e["user"] == "root"]
+
+        (read_for_alice,) = await until(acted, what="the admin's read, for alice")
+        trail = (await c.get("/audit", headers=auth("admin"))).text
+    assert listed.status_code == 200
+    assert {m["id"] for m in listed.json()["items"]} == held and older in held
+    assert {m["text"] for m in listed.json()["items"]} >= {HIV}
+    assert [m["current"] for m in listed.json()["items"] if m["id"] == older] == [False]
+    assert erased.status_code == 200 and erased.json() == {"removed": {"memories": len(held)}}
+    assert cortadel.of_user(p1) == []
+    assert {other, mine, bobs} <= set(cortadel.memories)  # other subjects and users: kept
+    assert refused.status_code == 403
+    assert [m["id"] for m in for_alice.json()["items"]] == [other]
+    assert entry["removed"] == {"memories": len(held)} and entry["user"] == "alice"
+    assert read_for_alice["user"] == "root"
+    assert "HIV" not in trail and "Patient" not in trail and "metformin" not in trail
+    lists = [call for call in cortadel.calls_to(MEMORIES) if call["method"] == "GET"]
+    assert all(call["query"]["include_superseded"] == "true" for call in lists)
+    assert cortadel.errors == []
+
+
+async def test_erasure_without_a_subject_takes_only_subjectless_memories(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    mine = cortadel.seed(ALICE, "alice prefers mornings")
+    kept = cortadel.seed(_uid("Patient/1"), "a patient's fact")
+    async with gateway() as c:
+        await _probed(c)
+        erased = await c.delete("/v1/memories", headers=auth("alice"))
+        bad = await c.delete("/v1/memories", params={"subject": "x" * 201}, headers=auth("alice"))
+        cortadel.down = True
+        down = await c.delete("/v1/memories", headers=auth("alice"))
+    assert erased.json() == {"removed": {"memories": 1}}
+    assert mine not in cortadel.memories and kept in cortadel.memories
+    assert bad.status_code == 400 and bad.json()["error"] == "InvalidParamsError"
+    assert down.status_code == 503
+
+
+async def test_a_scrub_removes_what_cortadel_derived_from_the_context(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    p1 = _uid("Patient/1")
+    derived = "Derived: patient is on antiretroviral therapy"
+    subject = {"subject": "Patient/1"}
+    async with gateway() as c:
+        await _probed(c)
+        kept = await send_reveal(c, "Patient reports a penicillin allergy", metadata=subject)
+        await _held(cortadel, p1, "Patient reports a penicillin allergy")
+        merged = next(m.id for m in cortadel.of_user(p1) if "penicillin" in m.text)
+        cortadel.unreported = [derived]
+        # the same fact again (merged into the earlier one, SKIP_DUPLICATE) and a new one
+        gone = await send_reveal(
+            c, "Patient reports a penicillin allergy", metadata=subject, message_id="dup-1"
+        )
+        await until(lambda: len(cortadel.calls_to(STORE)) >= 2, what="the second turn stored")
+        await send_reveal(c, HIV, contextId=gone["contextId"])
+        await _held(cortadel, p1, HIV)
+        await until(
+            lambda: any(m.text == derived for m in cortadel.of_user(p1)), what="derived memory"
+        )
+        ledger = await LongTermStore(c.app.state.runtime.store).ledger(
+            UserKeys.of("t1", "alice"), gone["contextId"]
+        )
+        scrub = (await _scrub(c, gone["contextId"])).headers["x-request-id"]
+
+        async def forgotten() -> list[dict[str, Any]]:
+            page = await c.get(
+                "/audit", params={"operation": "forget_memories"}, headers=auth("admin")
+            )
+            return [e for e in page.json()["items"] if e.get("scrubOf") == scrub]
+
+        (entry,) = await until(forgotten, what="the deletion's audit entry")
+    assert merged in ledger  # a duplicate merged into an earlier memory is the turn's too
+    left = {m.text for m in cortadel.of_user(p1)}
+    assert HIV not in left and derived not in left
+    assert "Patient reports a penicillin allergy" not in left  # merged: deleted with it
+    sweeps = [
+        s for s in cortadel.calls_to(SEARCH) if s["body"].get("session_id") == gone["contextId"]
+    ]
+    assert sweeps and all(s["body"]["user_id"] == p1 for s in sweeps)
+    assert entry["removed"]["memories"] >= len(ledger) + 1
+    assert kept["contextId"] != gone["contextId"] and cortadel.errors == []
+
+
+async def test_a_run_records_which_memories_it_was_shown(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    shown = cortadel.seed(_uid("Patient/1"), "allergic to penicillin")
+    async with gateway(store_turns=False) as c:
+        await _probed(c)
+        task = await send_reveal(c, "penicillin?", metadata={"subject": "Patient/1"})
+        again = await send_reveal(c, "penicillin again?", contextId=task["contextId"])
+
+        async def entries() -> list[dict[str, Any]]:
+            params = {"operation": "recall_memories"}
+            page = await c.get("/audit", params=params, headers=auth("admin"))
+            items: list[dict[str, Any]] = page.json()["items"]
+            return items
+
+        (entry,) = await until(entries, what="the run's audit entry")
+        trail = (await c.get("/audit", headers=auth("admin"))).text
+    assert task["metadata"]["recalledMemoryIds"] == [shown]
+    assert "recalledMemoryIds" not in (again.get("metadata") or {})  # shown before: not again
+    assert entry["recalledMemoryIds"] == shown
+    assert (entry["taskId"], entry["contextId"], entry["user"]) == (
+        task["id"],
+        task["contextId"],
+        "alice",
+    )
+    assert "penicillin" not in trail
+
+
+async def test_await_persist_returns_once_the_turn_is_stored(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.delay = 0.4
+        await send_task(c, "stored before the answer", agent="persisting", headers=auth("alice"))
+        held = [m.text for m in cortadel.of_user(ALICE)]
+        cortadel.delay = 0.0
+    assert "stored before the answer" in held
+
+
+async def test_await_persist_gives_up_after_the_timeout(
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
+) -> None:
+    async with gateway(timeout_seconds=0.5) as c:
+        await _probed(c)
+        cortadel.down = True
+        task = await send_task(c, "kept in the outbox", agent="persisting", headers=auth("alice"))
+        assert cortadel.of_user(ALICE) == []
+        cortadel.down = False
+        await _held(cortadel, ALICE, "kept in the outbox")
+    assert task["status"]["state"] == "completed"
+
+
+async def _mcp(c: httpx.AsyncClient, user: str, method: str, params: Any) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {**auth(user), "Accept": "application/json, text/event-stream"}
+    r = await c.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()["result"]
+
+
+async def test_the_mcp_memory_tools_are_bound_to_the_contexts_subject(
+    gateway: Gateway, cortadel: CortadelServer
+) -> None:
+    cortadel.seed(_uid("Patient/1"), "allergic to penicillin")
+    cortadel.seed(_uid("Patient/2"), "Patient 2 is HIV positive")
+    async with gateway(store_turns=False, retrieve=False) as c:
+        await _probed(c)
+        task = await send_reveal(c, "admit", metadata={"subject": "Patient/1"})
+        cid = task["contextId"]
+        listed = await _mcp(c, "alice", "tools/list", {})
+
+        async def call(name: str, user: str = "alice", **arguments: Any) -> dict[str, Any]:
+            params = {"name": name, "arguments": {"contextId": cid, **arguments}}
+            result: dict[str, Any] = await _mcp(c, user, "tools/call", params)
+            return result
+
+        found = await call("search_long_term_memory", query="HIV", top_k=10)
+        added = await call("add_memories", text="Prefers oral medication")
+        foreign = await call("search_long_term_memory", user="bob", query="HIV")
+    names = {t["name"] for t in listed["tools"]}
+    assert {"search_memory", "search_long_term_memory", "add_memories"} <= names
+    assert found["content"][0]["text"] == "1. allergic to penicillin"
+    assert added["content"][0]["text"] == "Stored."
+    assert foreign["isError"] and "Context not found" in foreign["content"][0]["text"]
+    assert [m.text for m in cortadel.of_user(_uid("Patient/1"))][-1] == "Prefers oral medication"
+    ids = {call["body"]["user_id"] for call in cortadel.calls_to(SEARCH) + cortadel.calls_to(STORE)}
+    assert ids == {_uid("Patient/1")}
+
+
+async def test_outbox_jobs_carry_the_subject_sealed(
+    gateway: Gateway, cortadel: CortadelServer, redis: RawRedis
+) -> None:
+    async with gateway() as c:
+        await _probed(c)
+        cortadel.down = True
+        task = await send_reveal(c, "a turn", metadata={"subject": "Patient/1"})
+        await until(lambda: cortadel.calls_to(STORE), what="a store attempt")
+        await _scrub(c, task["contextId"])
+        jobs = await redis.xrange(OUTBOX_STREAM)
+        cortadel.down = False
+        await until(lambda: outbox_settled(redis), what="the outbox to drain")
+    assert len(jobs) == 2 and b"Patient" not in orjson.dumps(repr(jobs))
+    sent = {c["body"]["user_id"] for c in cortadel.calls if c["body"] and "probe" not in str(c)}
+    assert sent == {_uid("Patient/1")}  # the outbox opened the subject to reach its memories

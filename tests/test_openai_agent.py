@@ -267,7 +267,7 @@ def cortadel() -> Iterator[CortadelServer]:
 async def test_recalled_memories_are_injected_as_configured(
     gateway: Any, chat: ChatServer, cortadel: CortadelServer, inject_as: str
 ) -> None:
-    cortadel.seed(cortadel_user_id("t1", "alice"), "allergic to penicillin")
+    cortadel.seed(cortadel_user_id("t1", "alice", None, "Patient/1"), "allergic to penicillin")
     settings = CortadelSettings(url=cortadel.url, api_key="cortadel-key", store_turns=False)
     async with gateway({"memory": {"injectAs": inject_as}}, cortadel=settings) as c:
 
@@ -275,7 +275,7 @@ async def test_recalled_memories_are_injected_as_configured(
             return bool((await c.get("/readyz")).json()["checks"]["cortadel"] == "ok")
 
         await until(probed, what="the Cortadel key probe to pass")
-        await send(c, "Is penicillin safe?")
+        await send(c, "Is penicillin safe?", metadata={"subject": "Patient/1"})
     system, user = chat.requests[0]["messages"]
     block = (
         "[Recalled memories]\nFacts recalled from earlier conversations with this user. They are "
@@ -347,3 +347,58 @@ async def test_the_answer_streams_as_artifact_chunks(gateway: Any, chat: ChatSer
     ]  # fmt: skip
     assert stored["history"][-1]["parts"] == [{"kind": "text", "text": answer}]
     assert stored["metadata"]["usage"]["completionTokens"] == 7
+
+
+async def test_the_long_term_memory_tools_are_bound_to_the_subject(
+    gateway: Any, chat: ChatServer, cortadel: CortadelServer
+) -> None:
+    mine = cortadel_user_id("t1", "alice", None, "Patient/1")
+    theirs = cortadel_user_id("t1", "alice", None, "Patient/2")
+    cortadel.seed(mine, "allergic to penicillin")
+    cortadel.seed(theirs, "Patient 2 is HIV positive")
+    chat.script = [
+        {
+            "tool_calls": [
+                ("recall", '{"query": "HIV status", "top_k": 500}'),
+                ("remember", '{"text": "Prefers oral medication"}'),
+                ("remember", '{"text": "Prefers oral medication"}'),
+                ("recall", '{"top_k": 3}'),
+            ]
+        },
+        {"content": "Noted."},
+        {"tool_calls": [("recall", '{"query": "anything"}')]},
+        {"content": "Without memory, then."},
+    ]
+    settings = CortadelSettings(
+        url=cortadel.url, api_key="cortadel-key", store_turns=False, retrieve=False
+    )
+    memory = {"tools": True, "searchToolName": "recall", "addToolName": "remember"}
+    async with gateway({"memory": memory}, cortadel=settings) as c:
+
+        async def probed() -> bool:
+            return bool((await c.get("/readyz")).json()["checks"]["cortadel"] == "ok")
+
+        await until(probed, what="the Cortadel key probe to pass")
+        first = await send(c, "What do we know?", metadata={"subject": "Patient/1"})
+        cortadel.down = True
+        await send(c, "And now?", contextId=first["contextId"])
+    offered = [t["function"]["name"] for t in chat.requests[0]["tools"]]
+    assert offered == ["search_memory", "recall", "remember"]  # the context search keeps its name
+    results = [m["content"] for m in chat.requests[1]["messages"] if m["role"] == "tool"]
+    assert results == [
+        "1. allergic to penicillin",
+        "Stored.",
+        "Already remembered; nothing new stored.",
+        "Invalid arguments: expected {query: string, top_k?: integer 1-50}.",
+    ]
+    assert chat.requests[3]["messages"][-1]["content"] == (
+        "Memory is temporarily unavailable; answer without it."
+    )
+    searches = cortadel.calls_to("/api/v1/memories/search")
+    assert searches and all(s["body"]["user_id"] == mine for s in searches)
+    assert searches[0]["body"]["top_k"] == 50  # clamped
+    stores = cortadel.calls_to("/api/v1/memories/from-conversation")
+    assert all(s["body"]["user_id"] == mine for s in stores)
+    assert stores[0]["body"]["session_id"] == first["contextId"]
+    assert "Patient 2" not in orjson.dumps(chat.requests).decode()
+    assert cortadel.errors == []

@@ -237,7 +237,10 @@ async def test_one_trace_follows_a_send_to_another_replica_and_out(
 ) -> None:
     """The HTTP request on a replica without workers; the run, recall, the model call, the
     indexer and the outbox on another: one trace, and the servers called receive it."""
-    cortadel.seed(cortadel_user_id("t1", "alice"), "Prefers morning appointments on ward 7B")
+    cortadel.seed(
+        cortadel_user_id("t1", "alice", None, "Patient/7"),
+        "Prefers morning appointments on ward 7B",
+    )
     chat.script = [{"content": f"Potassium is high ({SENTINEL}); repeat the test."}]
     settings: dict[str, Any] = {
         "api_keys": orjson.dumps(API_KEYS).decode(),
@@ -266,7 +269,7 @@ async def test_one_trace_follows_a_send_to_another_replica_and_out(
             "message": message(
                 f"Latest potassium: 6.1, ward 7B morning review. {SENTINEL}",
                 {"kind": "data", "data": {"finding": SENTINEL, "unit": "mmol/L"}},
-                metadata={"note": SENTINEL},
+                metadata={"note": SENTINEL, "subject": "Patient/7"},
             )
         }
         r = await front.post("/agents/llm/v1/message:send", json=body, headers=auth("alice"))

@@ -58,6 +58,23 @@ class RecalledMemory:
     block: str
     inject_as: str
     header: str
+    ids: tuple[str, ...] = ()  # the memories' Cortadel ids (provenance; never content)
+
+
+class LongTermTools(Protocol):
+    """The long-term memory tools of one run, bound to its context's (tenant, user,
+    subject): the model names only a query or a text, never whose memories. Each answers
+    with the text the model is given (a failure included)."""
+
+    @property
+    def search_name(self) -> str: ...
+
+    @property
+    def add_name(self) -> str: ...
+
+    async def search(self, query: str, top_k: int) -> str: ...
+
+    async def add(self, text: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,8 @@ class AgentRequest:
     accepted_output_modes: Sequence[str] = ()
     # Search of this context's memory (None when context memory is off).
     search: ContextSearch | None = None
+    # The long-term memory tools (None unless the agent's memory.tools is on).
+    long_term: LongTermTools | None = None
 
 
 @dataclass(frozen=True)

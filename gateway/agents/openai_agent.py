@@ -29,6 +29,7 @@ from gateway.agents.base import (
     AgentUpdate,
     ArtifactChunk,
     ArtifactUpdate,
+    LongTermTools,
     MetadataUpdate,
     ReplyUpdate,
     StatusUpdate,
@@ -69,6 +70,44 @@ SEARCH_TOOL = {
     },
 }
 _MODES = " | ".join(f'"{m}"' for m in MODES)
+
+
+def long_term_tools(search_name: str, add_name: str) -> list[dict[str, Any]]:
+    """The long-term memory tools, as the model is offered them."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": search_name,
+                "description": "Search long-term memory: facts remembered from earlier "
+                "conversations about this subject. Returns a numbered list.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What to look for."},
+                        "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+                    },
+                    "required": ["query"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": add_name,
+                "description": "Remember facts for later conversations about this subject.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"text": {"type": "string", "description": "The facts."}},
+                    "required": ["text"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+    ]
+
+
 TIMEOUT_TEXT = "The model did not answer in time."
 UNREACHABLE_TEXT = "The model endpoint could not be reached."
 REFUSED_TEXT = "The model declined to answer."
@@ -180,7 +219,7 @@ class OpenAIAgent(RegisteredAgent):
         yield StatusUpdate("completed")
 
     def _call_options(
-        self, messages: list[dict[str, Any]], json_out: bool, tools: bool
+        self, messages: list[dict[str, Any]], json_out: bool, tools: list[dict[str, Any]]
     ) -> dict[str, Any]:
         config = self._config
         kwargs: dict[str, Any] = {"model": config.model, "messages": messages}
@@ -191,7 +230,7 @@ class OpenAIAgent(RegisteredAgent):
         if json_out:
             kwargs["response_format"] = {"type": "json_object"}
         if tools:
-            kwargs["tools"] = [SEARCH_TOOL]
+            kwargs["tools"] = tools
         return kwargs
 
     async def _converse(
@@ -206,9 +245,12 @@ class OpenAIAgent(RegisteredAgent):
         """Yields the text of the answer as it streams; the model's final answer (None: it
         refused) is left in ``answer[0]``."""
         config = self._config
-        tools_left = config.maxToolSteps if request.search is not None else 0
+        offered = [SEARCH_TOOL] if request.search is not None else []
+        if request.long_term is not None:
+            offered += long_term_tools(request.long_term.search_name, request.long_term.add_name)
+        tools_left = config.maxToolSteps if offered else 0
         while True:
-            kwargs = self._call_options(messages, json_out, tools_left > 0)
+            kwargs = self._call_options(messages, json_out, offered if tools_left > 0 else [])
             with chat_span("openai", kwargs) as span:
                 if config.stream and not json_out:
                     kwargs["stream_options"] = {"include_usage": True}
@@ -254,6 +296,17 @@ def _count(usage: dict[str, int], reported: Any) -> None:
 async def _call_tool(call: Any, request: AgentRequest) -> str:
     """Run one tool call; every failure is reported to the model as the tool's result."""
     function = getattr(call, "function", None)
+    tools = request.long_term
+    if (
+        function is not None
+        and tools is not None
+        and function.name
+        in (
+            tools.search_name,
+            tools.add_name,
+        )
+    ):
+        return await _call_long_term(function, tools)
     if function is None or function.name != "search_memory" or request.search is None:
         return orjson.dumps({"error": "unknown tool"}).decode()
     try:
@@ -272,6 +325,19 @@ async def _call_tool(call: Any, request: AgentRequest) -> str:
     except Exception as exc:  # a tool failure is the model's to handle
         return orjson.dumps({"error": f"search failed ({type(exc).__name__})"}).decode()
     return orjson.dumps({"hits": hits}).decode()
+
+
+async def _call_long_term(function: Any, tools: LongTermTools) -> str:
+    """A long-term memory tool's call: its reply is plain text, as the tool words it."""
+    try:
+        args = orjson.loads(function.arguments or "{}")
+        if function.name == tools.add_name:
+            return await tools.add(str(args["text"]))
+        return await tools.search(str(args["query"]), int(args.get("top_k", 5)))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        if function.name == tools.add_name:
+            return "Invalid arguments: expected {text: string}."
+        return "Invalid arguments: expected {query: string, top_k?: integer 1-50}."
 
 
 def _reply_parts(text: str, json_out: bool) -> list[dict[str, Any]]:

@@ -29,6 +29,8 @@ ID_FIELDS = {
     "key": "keyId",
     "scrub": "scrubOf",
     "subject": "actingFor",  # the user a key was made for by someone else (impersonation)
+    "recalled": "recalledMemoryIds",  # comma-separated Cortadel ids a run was shown
+    "for_user": "forUser",  # the user a tenant admin acted for (/v1/memories)
 }
 
 

@@ -49,7 +49,7 @@ from gateway.engine.status import (
     status_json,
 )
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
-from gateway.longterm.recall import LongTermMemory, RecallFailed
+from gateway.longterm.recall import LongTermMemory, RecallFailed, subject_of
 from gateway.longterm.wire import store_job
 from gateway.store.keys import UserKeys
 from gateway.store.redis_store import Store, TaskUpdate
@@ -456,15 +456,30 @@ class RunExecutor:
         timer = asyncio.get_running_loop().call_later(self._working_after, self._mark, run)
         try:
             memory = None
+            tools = None
             if self._longterm is not None:
                 options = self._longterm.options_for(agent)
                 if getattr(agent, "uses_recall", True):  # a proxy has no prompt to put them in
                     memory = await self._longterm.recall(
                         job.tenant, job.user, job.context_id, inputs.message, options
                     )
+                if options.tools:
+                    tools = self._longterm.tools(
+                        job.tenant, job.user, job.context_id, subject_of(inputs.message), options
+                    )
+                if memory is not None and memory.ids:
+                    run.add_metadata({"recalledMemoryIds": list(memory.ids)})
+                    await self._longterm.shown(
+                        job.tenant, job.user, job.context_id, job.task_id, memory.ids
+                    )
                 if options.store_turns:
                     run.outbox_job = store_job(
-                        job.tenant, job.user, job.context_id, job.task_id, options
+                        job.tenant,
+                        job.user,
+                        job.context_id,
+                        job.task_id,
+                        options,
+                        self._subject_token(run, subject_of(inputs.message)),
                     )
             request = AgentRequest(
                 task_id=job.task_id,
@@ -475,6 +490,7 @@ class RunExecutor:
                 recalled=memory.lines if memory else (),
                 memory=memory,
                 accepted_output_modes=job.output_modes,
+                long_term=tools,
                 search=(
                     self._search_for(job.tenant, job.user, job.context_id)
                     if self._search_for is not None
@@ -485,6 +501,12 @@ class RunExecutor:
                 await self._consume(run, agent.run(request))
         finally:
             timer.cancel()
+
+    def _subject_token(self, run: _Run, subject: str | None) -> str:
+        """The subject as the outbox job carries it (sealed, as content is)."""
+        if not subject:
+            return ""
+        return self._store.subject_token(run.keys, run.job.context_id, subject)
 
     def _mark(self, run: _Run) -> None:
         marker = asyncio.create_task(run.mark_working())

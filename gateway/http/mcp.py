@@ -1,6 +1,8 @@
 """The MCP endpoint (official ``mcp`` SDK, streamable HTTP at ``/mcp``).
 
-One tool, ``search_memory``, searches a context the caller owns. The endpoint sits
+``search_memory`` searches a context the caller owns; with long-term memory on,
+``search_long_term_memory`` and ``add_memories`` (the deployment's names) search and add
+to the long-term memories of such a context, bound to its subject. The endpoint sits
 behind the same authentication middleware as the REST API; the tool reads the
 caller from the request, so it sees only the caller's contexts. Tool results are
 plain text a model can read.
@@ -23,11 +25,13 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.agents.base import LongTermTools
 from gateway.errors import ContentTypeNotSupportedError, GatewayError
 from gateway.http.responses import JSONResponse, error_response
 from gateway.models import SearchHit
 from gateway.principal import Principal
 from gateway.search_mode import Mode
+from gateway.service.memories import MemoryService
 from gateway.service.search import SearchService
 from gateway.validation import JsonInt
 
@@ -108,13 +112,53 @@ class _Guard:
         await self.app(scope, replay, send)
 
 
+def _memory_tools(server: _Server, memories: MemoryService) -> None:
+    """The long-term memory tools, bound to the named context's (tenant, user, subject)."""
+    assert memories.longterm is not None
+    o = memories.longterm.defaults
+    server.tool_names = server.tool_names | {o.search_tool_name, o.add_tool_name}
+
+    async def bound(ctx: Context, context_id: str) -> LongTermTools:
+        request = ctx.request_context.request
+        assert request is not None, "served over HTTP only"
+        try:
+            return await memories.tools_for(request.scope["state"]["principal"], context_id)
+        except GatewayError as exc:
+            raise ToolError(exc.message) from None
+
+    @server.tool(
+        name=o.search_tool_name,
+        description=(
+            "Search the long-term memories about the subject of a context you own (facts "
+            "remembered from earlier conversations). Arguments: contextId, query, top_k "
+            "(1-50, default 5). Returns a numbered list."
+        ),
+    )
+    async def search_long_term(contextId: str, query: str, ctx: Context, top_k: JsonInt = 5) -> str:
+        return await (await bound(ctx, contextId)).search(query, top_k)
+
+    @server.tool(
+        name=o.add_tool_name,
+        description=(
+            "Remember facts for later conversations about the subject of a context you own. "
+            "Arguments: contextId, text."
+        ),
+    )
+    async def add_memories(contextId: str, text: str, ctx: Context) -> str:
+        return await (await bound(ctx, contextId)).add(text)
+
+
 def mcp_endpoint(
-    search: SearchService, security: TransportSecuritySettings
+    search: SearchService,
+    security: TransportSecuritySettings,
+    memories: MemoryService | None = None,
 ) -> tuple[MCPServer, list[BaseRoute]]:
     server = _Server(
         name="gateway",
         instructions="Search what was said earlier in a conversation (a context) you own.",
     )
+    if memories is not None and memories.longterm is not None:
+        _memory_tools(server, memories)
 
     @server.tool(
         name="search_memory",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.agents.registry import AgentRegistry
 from gateway.service.agents import AgentService
 from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
+from gateway.service.memories import MemoryService
 from gateway.service.messages import MessageService
 from gateway.service.push import PushService
 from gateway.service.search import SearchService
@@ -35,3 +36,4 @@ class AppState:
     audit: AuditService | None = None
     push: PushService | None = None  # None: push notifications are not offered
     redis_embedded: bool = False  # /healthz fails while the embedded Redis does not answer
+    memories: MemoryService = field(default_factory=lambda: MemoryService(None))

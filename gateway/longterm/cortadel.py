@@ -85,21 +85,24 @@ class Cortadel:
 
     # -- clients --------------------------------------------------------------------------
 
-    def user_id(self, tenant: str, user: str) -> str:
-        return cortadel_user_id(tenant, user, self._secret)
+    def user_id(self, tenant: str, user: str, subject: str | None = None) -> str:
+        return cortadel_user_id(tenant, user, self._secret, subject or None)
 
     def _client(self, user_id: str, key: str | None, app_name: str) -> CortadelClient:
         return self._client_type(
             self.url, user_id, api_key=key, app_name=app_name, http_client=self._http
         )
 
-    def client(self, tenant: str, user: str, app_name: str = "gateway") -> CortadelClient:
-        """The SDK client for one principal, if its key passed the probe."""
+    def client(
+        self, tenant: str, user: str, app_name: str = "gateway", subject: str | None = None
+    ) -> CortadelClient:
+        """The SDK client for one principal's memories about ``subject`` (None or "": its
+        memories without a subject), if its key passed the probe."""
         key = self.settings.key_for(tenant)
         state = self._keys.get(key, "unknown")
         if state != "ok":
             raise CortadelUnavailable("key refused" if state == "refused" else "key not verified")
-        return self._client(self.user_id(tenant, user), key, app_name)
+        return self._client(self.user_id(tenant, user, subject), key, app_name)
 
     # -- probe ----------------------------------------------------------------------------
 

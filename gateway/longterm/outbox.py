@@ -29,6 +29,7 @@ from gateway import metrics, tracing
 from gateway.audit.entry import AuditEntry
 from gateway.backoff import Backoff, RetryPolicy
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
+from gateway.longterm.erasure import sweep_session
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
 from gateway.store.assembly import now_ms
@@ -103,13 +104,12 @@ class Outbox(BatchConsumer):
 
     async def deliver(self, entries: list[tuple[str, dict[bytes, bytes]]]) -> None:
         jobs = [OutboxJob.from_wire(e, f) for e, f in entries]
-        stores = [j for j in jobs if not j.forget]
-        groups: dict[tuple[str, str, str, bytes], list[OutboxJob]] = defaultdict(list)
+        stores = [j for j in jobs if not j.forgets]
+        groups: dict[tuple[str, str, str, str, bytes], list[OutboxJob]] = defaultdict(list)
         for job in stores:
-            groups[(job.tenant, job.user, job.context_id, orjson.dumps(job.options))].append(job)
-        turns = await self._store.turns(
-            [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in stores]
-        )
+            key = (job.tenant, job.user, job.context_id, job.subject, orjson.dumps(job.options))
+            groups[key].append(job)
+        turns = await self._store.turns(_refs(stores))
         turn_of = {j.entry: t for j, t in zip(stores, turns, strict=True)}
         gate = asyncio.Semaphore(_PARALLEL)
 
@@ -131,7 +131,7 @@ class Outbox(BatchConsumer):
             one(functools.partial(self._store_turns, g, [turn_of[j.entry] for j in g]), g)
             for g in groups.values()
         ]
-        tasks += [one(functools.partial(self._forget_for_scrub, j), [j]) for j in jobs if j.forget]
+        tasks += [one(functools.partial(self._forget_for_scrub, j), [j]) for j in jobs if j.forgets]
         await asyncio.gather(*tasks)
 
     async def _store_turns(self, group: list[OutboxJob], turns: list[list[dict[str, Any]]]) -> None:
@@ -146,12 +146,14 @@ class Outbox(BatchConsumer):
             )
             for turn in turns
             for m in turn
-            if (text := turn_text(m, self._header))
+            if (text := turn_text(m, self._header, bool(first.options.get("data"))))
         ]
         if not messages:
             gone = not any(turns)
             metrics.TURNS_DROPPED.labels("gone" if gone else "empty").inc(len(group))
             tracing.annotate({"gateway.outbox.dropped": "gone" if gone else "empty"})
+            if not gone:  # nothing to store: as good as stored, for a send waiting for it
+                await self._store.mark_stored(_refs(group))
             return
         o = first.options
         options = ConversationOptions(
@@ -163,11 +165,13 @@ class Outbox(BatchConsumer):
         app = str(o.get("app") or "gateway")
 
         async def store() -> Any:
-            client = self._cortadel.client(first.tenant, first.user, app)
+            client = self._cortadel.client(first.tenant, first.user, app, self._subject(first))
             return await client.add_conversation(messages, options)
 
         result = await self._retrying(store)
-        added = [r.id for r in result.results or () if r.event == "ADD" and r.id]
+        # Every memory Cortadel names for the turn: added, updated, or an earlier one the
+        # turn was merged into as a duplicate (a scrub deletes them all).
+        added = [r.id for r in result.results or () if r.id and r.event != "ERROR"]
         tracing.annotate(
             {"gateway.outbox.messages": len(messages), "gateway.outbox.added": len(added)}
         )
@@ -177,11 +181,26 @@ class Outbox(BatchConsumer):
         if not recorded and self._forget_scrubbed:
             # The context was scrubbed while its turns were on their way: delete them too.
             await self._forget(first, tuple(added))
+        elif recorded:
+            await self._store.mark_stored(_refs(group))
+
+    def _subject(self, job: OutboxJob) -> str | None:
+        return self._store.subject(UserKeys.of(job.tenant, job.user), job.context_id, job.subject)
 
     async def _forget_for_scrub(self, job: OutboxJob) -> None:
-        """Delete a scrub's memories, then record the deletion in the audit trail, linked
-        to the scrub (its request id): the second half of the scrub's receipt."""
+        """Delete a scrub's memories (its ledger's, then what else Cortadel finds in the
+        context's session), then record the deletion in the audit trail, linked to the
+        scrub (its request id): the second half of the scrub's receipt."""
         await self._forget(job, job.forget)
+        swept: list[str] = []
+        if job.sweep:
+
+            async def client() -> Any:
+                return self._cortadel.client(job.tenant, job.user, subject=self._subject(job))
+
+            sweeper = await self._retrying(client)
+            swept = await sweep_session(sweeper, job.context_id, set(job.forget), self._retrying)
+            metrics.MEMORIES_FORGOTTEN.inc(len(swept))
         if self._audit is None:
             return
         entry = AuditEntry(
@@ -194,7 +213,7 @@ class Outbox(BatchConsumer):
             status=200,
             request_id="",
             ids={"context": job.context_id, "scrub": job.scrub},
-            receipt={"memories": len(job.forget)},
+            receipt={"memories": len(job.forget) + len(swept)},
         )
         try:
             await self._audit.append([entry])
@@ -208,7 +227,8 @@ class Outbox(BatchConsumer):
             chunk = list(ids[start : start + _DELETE_CHUNK])
 
             async def delete(chunk: list[str] = chunk) -> str:
-                return await self._cortadel.client(job.tenant, job.user).delete(chunk)
+                client = self._cortadel.client(job.tenant, job.user, subject=self._subject(job))
+                return await client.delete(chunk)
 
             await self._retrying(delete)
             metrics.MEMORIES_FORGOTTEN.inc(len(chunk))
@@ -221,6 +241,10 @@ class Outbox(BatchConsumer):
             if not retryable(exc):
                 raise _Refused(int(getattr(exc, "status", 0))) from exc
             raise  # stopping
+
+
+def _refs(group: list[OutboxJob]) -> list[TurnRef]:
+    return [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in group]
 
 
 def _retried(exc: BaseException) -> None:

@@ -11,23 +11,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
-from gateway.context_memory.text import embeddable_text
+from gateway.audit.entry import AuditEntry
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
-from gateway.longterm.render import MAX_QUERY_CHARS, render_block, select_hits
+from gateway.longterm.render import MAX_QUERY_CHARS, message_text, render_block, select_hits
+from gateway.longterm.tools import BoundTools
 from gateway.options.longterm import MemoryOptions
+from gateway.store.assembly import now_ms
+from gateway.store.audit_store import AuditStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore
 
-__all__ = ["LongTermMemory", "RecallFailed", "RecalledMemory"]
+__all__ = ["LongTermMemory", "RecallFailed", "RecalledMemory", "subject_of"]
 
 log = logging.getLogger("gateway.cortadel")
+
+
+def subject_of(message: Mapping[str, Any]) -> str | None:
+    """The subject a stored message carries (its context's), or None."""
+    subject = (message.get("metadata") or {}).get("subject")
+    return subject if isinstance(subject, str) and subject else None
 
 
 class RecallFailed(Exception):
@@ -40,8 +49,15 @@ def _counted(outcome: str, hits: int = 0) -> None:
 
 
 class LongTermMemory:
-    def __init__(self, cortadel: Cortadel, store: LongTermStore, defaults: MemoryOptions) -> None:
+    def __init__(
+        self,
+        cortadel: Cortadel,
+        store: LongTermStore,
+        defaults: MemoryOptions,
+        audit: AuditStore | None = None,
+    ) -> None:
         self.cortadel, self.store, self.defaults = cortadel, store, defaults
+        self._audit = audit  # where a run shown memories records their ids
         self._by_agent: dict[bytes, MemoryOptions] = {}
 
     def options_for(self, agent: object) -> MemoryOptions:
@@ -65,7 +81,7 @@ class LongTermMemory:
         if not options.retrieve:
             return None
         with tracing.span("gateway.recall", {"gateway.context.id": context_id}):
-            query = embeddable_text(message)[:MAX_QUERY_CHARS]
+            query = message_text(message, options.include_data)[:MAX_QUERY_CHARS]
             tracing.annotate({"gateway.recall.query_chars": len(query)})
             if not query.strip() or options.memory_header in query:
                 _counted("skipped")
@@ -73,7 +89,7 @@ class LongTermMemory:
             started = time.perf_counter()
             try:
                 hits = await asyncio.wait_for(
-                    self._search(tenant, user, context_id, query, options),
+                    self._search(tenant, user, context_id, subject_of(message), query, options),
                     options.recall_timeout_ms / 1000,
                 )
             except Exception as exc:
@@ -106,20 +122,72 @@ class LongTermMemory:
                 render_block(lines, options.memory_header),
                 options.inject_as,
                 options.memory_header,
+                tuple(h.id for h in hits),
             )
 
+    async def shown(
+        self, tenant: str, user: str, context_id: str, task_id: str, ids: Sequence[str]
+    ) -> None:
+        """Record in the audit trail which memories a run was shown (their ids, never
+        content), best effort: the run goes on if the record fails."""
+        if self._audit is None:
+            return
+        entry = AuditEntry(
+            time_ms=now_ms(),
+            tenant=tenant,
+            user=user,
+            credential="run",
+            operation="recall_memories",
+            method="RUN",
+            status=200,
+            request_id="",
+            ids={"context": context_id, "task": task_id, "recalled": ",".join(ids)},
+        )
+        try:
+            await self._audit.append([entry])
+        except Exception as exc:
+            log.warning(
+                "recall not recorded in the audit trail", extra={"error": type(exc).__name__}
+            )
+
+    def tools(
+        self,
+        tenant: str,
+        user: str,
+        context_id: str,
+        subject: str | None,
+        options: MemoryOptions,
+    ) -> BoundTools:
+        """The memory tools of a run, bound to its (tenant, user, subject) and context."""
+        session = self.session_of(context_id, subject, options)
+        return BoundTools(
+            self.cortadel, self.store, options, tenant, user, context_id, subject, session
+        )
+
+    def session_of(self, context_id: str, subject: str | None, o: MemoryOptions) -> str | None:
+        """The session a search is confined to: the context, when the options say so or
+        the context has no subject (unless ``SUBJECTLESS_RECALL=user``); else none."""
+        own = subject is None and self.cortadel.settings.subjectless_recall == "context"
+        return context_id if o.scope_recall_to_session or own else None
+
     async def _search(
-        self, tenant: str, user: str, context_id: str, query: str, o: MemoryOptions
+        self,
+        tenant: str,
+        user: str,
+        context_id: str,
+        subject: str | None,
+        query: str,
+        o: MemoryOptions,
     ) -> list[Any]:
         from cortadel import SearchOptions
 
-        client = self.cortadel.client(tenant, user, o.app_name)
+        client = self.cortadel.client(tenant, user, o.app_name, subject)
         found = await client.search(
             query,
             SearchOptions(
                 top_k=o.top_k,
                 mode=o.search_mode,
-                session_id=context_id if o.scope_recall_to_session else None,
+                session_id=self.session_of(context_id, subject, o),
                 rerank=o.rerank,
                 memory_type=o.memory_type,
             ),

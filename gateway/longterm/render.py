@@ -23,6 +23,7 @@ __all__ = [
     "MAX_STORED_CHARS",
     "Hit",
     "cortadel_user_id",
+    "message_text",
     "render_block",
     "select_hits",
     "strip_block",
@@ -45,11 +46,16 @@ class Hit:
     score: float | None
 
 
-def cortadel_user_id(tenant: str, user: str, secret: str | None = None) -> str:
-    """A Cortadel user id no other principal can produce: ``<tenant>:<user>``, each part
-    percent-encoded (so a ':' in a tenant cannot shift the boundary), or with a secret an
-    HMAC-SHA256 of that (Cortadel then never sees the ids)."""
-    plain = f"{quote(tenant, safe='')}:{quote(user, safe='')}"
+def cortadel_user_id(
+    tenant: str, user: str, secret: str | None = None, subject: str | None = None
+) -> str:
+    """A Cortadel user id no other principal, nor another subject of the same principal,
+    can produce: ``<tenant>:<user>`` for the principal's memories without a subject,
+    ``<tenant>:<user>:<subject>`` for those about a subject, each part percent-encoded (so
+    a ':' in a part cannot shift a boundary), or with a secret an HMAC-SHA256 of that
+    (Cortadel then never sees the ids)."""
+    parts = (tenant, user) if subject is None else (tenant, user, subject)
+    plain = ":".join(quote(p, safe="") for p in parts)
     if secret is None:
         return plain
     return "gw-" + hmac.new(secret.encode(), plain.encode(), hashlib.sha256).hexdigest()
@@ -82,15 +88,19 @@ def strip_block(text: str, header: str) -> str:
     return text.strip()
 
 
-def turn_text(message: Mapping[str, Any], header: str) -> str:
+def message_text(message: Mapping[str, Any], include_data: bool = False) -> str:
+    """What of a message goes to Cortadel (a recall query, a stored turn): its text parts,
+    and with ``include_data`` its DataParts flattened (not internal-marker ones); never
+    files."""
+    if include_data:
+        return embeddable_text(message)
+    texts = (p.get("text", "") for p in message.get("parts", ()) if p.get("kind") == "text")
+    return "\n".join(t for t in texts if t.strip())
+
+
+def turn_text(message: Mapping[str, Any], header: str, include_data: bool = False) -> str:
     """What of a message is stored as a turn, without recalled-memory blocks and within
-    Cortadel's limit: of a user message its text and flattened DataParts (not
-    internal-marker ones, not files); of an agent message its text only (its DataParts
-    are results and plumbing, not conversation)."""
-    if message.get("role") == "user":
-        text = embeddable_text(message)
-    else:
-        text = "\n".join(
-            p.get("text", "") for p in message.get("parts", ()) if p.get("kind") == "text"
-        )
+    Cortadel's limit: of a user message ``message_text``; of an agent message its text
+    only (its DataParts are results and plumbing, not conversation)."""
+    text = message_text(message, include_data and message.get("role") == "user")
     return strip_block(text, header)[:MAX_STORED_CHARS]

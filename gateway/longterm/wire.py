@@ -2,11 +2,12 @@
 
 A store entry (``job``: ``{t, u, c, k, o}``, ``seq``) names a finished turn: the user
 message at ``seq`` of task ``k`` and the replies after it. A forget entry (``job``:
-``{t, u, c}``, ``forget``: comma-separated memory ids) names memories to delete. When
-tracing is on, ``job`` also holds ``tp``, the traceparent of the span that built it (the
-run, or the scrub), so the delivery continues that trace. The scripts write the ``seq``
-and ``forget`` fields; this module writes ``job`` and reads all. The entry's field names
-are defined once, in ``store/fields.py``.
+``{t, u, c, w}``, ``forget``: comma-separated memory ids, maybe none) names memories to
+delete (``w``: and the context's session to sweep). Either holds ``s``, the context's
+subject, sealed as in its meta, when it has one. When tracing is on, ``job`` also holds
+``tp``, the traceparent of the span that built it (the run, or the scrub), so the delivery
+continues that trace. The scripts write the ``seq`` and ``forget`` fields; this module
+writes ``job`` and reads all. The entry's field names are defined once, in ``store/fields.py``.
 """
 
 from __future__ import annotations
@@ -32,17 +33,32 @@ def _traced(fields: dict[str, Any]) -> bytes:
     return orjson.dumps(fields)
 
 
-def store_job(tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions) -> bytes:
-    options = {"tags": o.tags, "project": o.project, "agent": o.is_agent_memory, "app": o.app_name}
-    return _traced({"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options})
+def store_job(
+    tenant: str, user: str, context_id: str, task_id: str, o: MemoryOptions, subject: str = ""
+) -> bytes:
+    options = {
+        "tags": o.tags,
+        "project": o.project,
+        "agent": o.is_agent_memory,
+        "app": o.app_name,
+        "data": o.include_data,
+    }
+    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id, "k": task_id, "o": options}
+    if subject:
+        fields["s"] = subject
+    return _traced(fields)
 
 
-def forget_job(tenant: str, user: str, context_id: str, scrub: str = "") -> bytes:
-    """A scrub's deletion job; ``scrub`` is its request id, named in the audit entry of
-    the deletion."""
-    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id}
+def forget_job(
+    tenant: str, user: str, context_id: str, scrub: str = "", subject: str = ""
+) -> bytes:
+    """A scrub's deletion job (``w``: it also sweeps the context's session); ``scrub`` is
+    its request id, named in the audit entry of the deletion."""
+    fields: dict[str, Any] = {"t": tenant, "u": user, "c": context_id, "w": 1}
     if scrub:
         fields["r"] = scrub
+    if subject:
+        fields["s"] = subject
     return _traced(fields)
 
 
@@ -59,6 +75,13 @@ class OutboxJob:
     forget: tuple[str, ...]
     trace: str = ""  # the traceparent of the span that queued it
     scrub: str = ""  # a deletion's scrub (its request id)
+    subject: str = ""  # the context's subject, sealed as in its meta ("": none)
+    sweep: bool = False  # a scrub's job: also delete what Cortadel holds for the session
+
+    @property
+    def forgets(self) -> bool:
+        """A deletion job (else a store job)."""
+        return bool(self.forget) or self.sweep
 
     @classmethod
     def from_wire(cls, entry: str, fields: dict[bytes, bytes]) -> OutboxJob:
@@ -76,4 +99,6 @@ class OutboxJob:
             forget,
             str(raw.get("tp") or ""),
             str(raw.get("r") or ""),
+            str(raw.get("s") or ""),
+            bool(raw.get("w")),
         )

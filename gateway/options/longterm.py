@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 __all__ = ["DEFAULT_HEADER", "CortadelSettings", "MemoryOptions"]
 
 DEFAULT_HEADER = "[Recalled memories]"
+_TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 class _OptionFields(BaseModel):
@@ -33,6 +34,14 @@ class _OptionFields(BaseModel):
     max_remembered_ids: int = Field(default=256, ge=1, le=10_000)
     retrieve: bool = True
     store_turns: bool = True
+    # DataParts (structured data: ids, vitals) in recall queries and stored turns.
+    include_data: bool = False
+    # A blocking send returns once its turn is stored in Cortadel (within timeoutSeconds).
+    await_persist: bool = False
+    # The model may call the memory tools (an openai agent; the MCP endpoint), by these names.
+    tools: bool = False
+    search_tool_name: str = Field(default="search_long_term_memory", pattern=_TOOL_NAME)
+    add_tool_name: str = Field(default="add_memories", pattern=_TOOL_NAME)
     is_agent_memory: bool = False
     tags: Annotated[list[str], NoDecode] = Field(default_factory=list)
     project: str | None = None
@@ -46,6 +55,13 @@ class _OptionFields(BaseModel):
         if isinstance(value, str):
             return [t.strip() for t in value.split(",") if t.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _tool_names_apart(self) -> _OptionFields:
+        names = {self.search_tool_name, self.add_tool_name}
+        if len(names) < 2 or "search_memory" in names:
+            raise ValueError("the memory tools need two names, neither search_memory")
+        return self
 
     @field_validator("memory_header")
     @classmethod
@@ -85,6 +101,10 @@ class CortadelSettings(_OptionFields, BaseSettings):
     # (each percent-encoded, so no two principals collide); "hashed" sends an HMAC of it.
     user_ids: Literal["plain", "hashed"] = "plain"
     user_id_secret: SecretStr | None = None
+    # What a context without a subject recalls: "context", only what its own turns stored
+    # (the search names it as the session); "user", all of the user's memories without a
+    # subject (for apps whose user is the subject: patient-facing apps).
+    subjectless_recall: Literal["context", "user"] = "context"
     # Check at start that a key does not pin every request to one Cortadel user.
     probe: bool = True
     scrub: bool = True

@@ -52,7 +52,10 @@ class ContextService:
         the job). Returns the receipt: how many of each kind were removed."""
         forget = b""
         if self.forget_memories:
-            forget = forget_job(principal.tenant, principal.user, context_id, request_id)
+            keys = keys_of(principal)
+            subject = await self.store.context_subject(keys, context_id)
+            token = self.store.subject_token(keys, context_id, subject) if subject else ""
+            forget = forget_job(principal.tenant, principal.user, context_id, request_id, token)
         receipt = await self.store.scrub(keys_of(principal), context_id, forget)
         dead = 0
         for stream in self.job_streams:

@@ -21,10 +21,12 @@ from gateway.engine.status import status_json
 from gateway.errors import (
     ContentTypeNotSupportedError,
     ContextNotFoundError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
 )
 from gateway.ids import new_id
+from gateway.longterm.recall import LongTermMemory
 from gateway.models import SendMessageRequest, Task
 from gateway.principal import Principal
 from gateway.push.configs import Version
@@ -32,9 +34,13 @@ from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
 from gateway.store.assembly import assemble_task
 from gateway.store.keys import keys_of
+from gateway.store.longterm_store import TurnRef
 from gateway.store.redis_store import SendResult, SendWrite, Store
 
 __all__ = ["MessageService"]
+
+# The outcomes whose turn goes to long-term memory.
+_STORED_STATES = frozenset({"completed", "input-required"})
 
 _SUBMITTED = metrics.TASK_TRANSITIONS.labels("submitted")
 
@@ -44,6 +50,22 @@ def message_digest(body: dict[str, Any]) -> str:
     reused messageId."""
     fields = {k: v for k, v in body.items() if k != "contextId"}
     return hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+MAX_SUBJECT = 200
+
+
+def named_subject(metadata: dict[str, Any] | None) -> str | None:
+    """The subject a message names in ``metadata.subject`` (None: none), validated."""
+    if not metadata or "subject" not in metadata:
+        return None
+    subject = metadata["subject"]
+    if not isinstance(subject, str) or not 1 <= len(subject) <= MAX_SUBJECT:
+        raise InvalidParamsError(
+            "metadata.subject must be a string of 1 to 200 characters",
+            data={"errors": [{"field": "message.metadata.subject", "reason": "invalid"}]},
+        )
+    return subject
 
 
 @dataclass
@@ -59,6 +81,8 @@ class MessageService:
     push: PushService | None = None  # None: sends with a push config are refused
     # Set when a run here embeds its own message (``context_memory/inline.py``).
     inline: InlineEmbedding | None = None
+    # Long-term memory, when on: a blocking send may wait for its turn to be stored.
+    longterm: LongTermMemory | None = None
 
     async def send(
         self,
@@ -95,6 +119,8 @@ class MessageService:
                     _SUBMITTED.inc()
                 here = await self.runs.accepted(slot, job, result)
                 event = await self._outcome(principal, result, events, config.blocking, here)
+        if event is not None and event.state in _STORED_STATES:
+            await self._await_persist(principal, agent, result)
         if event is not None and event.status_json is not None and history_length == 0:
             metadata = orjson.dumps(request.metadata) if request.metadata else None
             return assemble_task(
@@ -112,6 +138,27 @@ class MessageService:
         if task is None:
             raise ContextNotFoundError()
         return task
+
+    async def _await_persist(self, principal: Principal, agent: Agent, result: SendResult) -> None:
+        """With the agent's ``memory.awaitPersist``, wait until Cortadel has stored the
+        turn, for at most ``GATEWAY_CORTADEL_TIMEOUT_SECONDS`` (then the send returns as it
+        would have: the outbox keeps the turn)."""
+        if self.longterm is None:
+            return
+        options = self.longterm.options_for(agent)
+        if not (options.await_persist and options.store_turns):
+            return
+        ref = TurnRef(keys_of(principal), result.context_id, result.task_id, result.seq)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.longterm.cortadel.settings.timeout_seconds
+        pause = 0.01
+        while not await self.longterm.store.stored(ref):
+            left = deadline - loop.time()
+            if left <= 0:
+                tracing.annotate({"gateway.persist.timeout": True})
+                return
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.25)
 
     async def _outcome(
         self,
@@ -165,6 +212,7 @@ class MessageService:
         stored = message.model_dump(mode="json", exclude_none=True)
         digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
+        subject = await self._subject(principal, context_id, new_context, stored)
         references = tuple(message.referenceTaskIds or ())
         text = embeddable_text(stored) if self.embedding else ""
         template = RunJob(
@@ -194,6 +242,29 @@ class MessageService:
             job_json=template.wire(),
             embed=bool(text),
             quotas=self.quotas,
+            subject=subject if new_context else "",
             **queueing,
         )
         return write, template
+
+    async def _subject(
+        self, principal: Principal, context_id: str, new_context: bool, stored: dict[str, Any]
+    ) -> str:
+        """The subject of the message's context: the one it names when it opens the context
+        (it binds it), else the one the context is bound to, which it may repeat but not
+        change, and which its metadata then carries (a subject never changes once bound,
+        so reading it ahead of the write is sound)."""
+        named = named_subject(stored.get("metadata"))
+        if new_context:
+            return named or ""
+        bound = await self.store.context_subject(keys_of(principal), context_id)
+        if named is not None and named != bound:
+            reason = "differs from" if bound else "cannot be bound to"
+            raise InvalidParamsError(
+                f"metadata.subject {reason} the context's subject; a context is bound to one "
+                "subject by its first message",
+                data={"errors": [{"field": "message.metadata.subject", "reason": "mismatch"}]},
+            )
+        if bound:
+            stored["metadata"] = {**(stored.get("metadata") or {}), "subject": bound}
+        return bound or ""

@@ -50,6 +50,7 @@ __all__ = [
     "META_ORIGIN",
     "META_REEMBEDDING",
     "META_SEQ",
+    "META_SUBJECT",
     "META_TASKS",
     "META_UPDATED",
     "META_VECTOR_DIMS",
@@ -106,6 +107,7 @@ META_UPDATED = "updated"
 META_SEQ = "seq"  # the last message's seq
 META_TASKS = "tasks"  # how many tasks it holds
 META_ORIGIN = "origin"  # the messageId that opened it
+META_SUBJECT = "subj"  # what the context is about, bound by its first message (sealed)
 META_BYTES = "bytes"  # stored messages, replies and artifacts (the bytes quota)
 META_EMBED_QUEUED = "embq"
 META_EMBEDDED = "embd"

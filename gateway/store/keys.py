@@ -36,8 +36,10 @@ key                                    type    holds
 ``gw:{u}:c:<cid>:vbits``               string  bitmap of seqs embedded (a repeated job adds none)
 ``gw:{u}:c:<cid>:seen``                zset    Cortadel memory id -> when it was last recalled
                                                into this context (dedupe across turns)
-``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel added from this
+``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel named for this
                                                context's turns (deleted with it on scrub)
+``gw:{u}:c:<cid>:stored:<tid>:<seq>``  string  "1": Cortadel has stored that turn (for a send
+                                               that waits for it; expires after 10 minutes)
 =====================================  ======  ==============================================
 
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
@@ -261,6 +263,10 @@ class UserKeys:
 
     def meta(self, context_id: str) -> str:
         return f"{self.prefix}:c:{context_id}"
+
+    def stored_turn(self, context_id: str, task_id: str, seq: int) -> str:
+        """Set once Cortadel has stored the turn (a waiting send polls it)."""
+        return f"{self.meta(context_id)}:stored:{task_id}:{seq}"
 
     def context(self, context_id: str) -> ContextKeys:
         base = self.meta(context_id)

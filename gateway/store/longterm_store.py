@@ -24,6 +24,8 @@ from gateway.store.translate import translated as _translated
 
 __all__ = ["LongTermStore", "TurnRef"]
 
+_MARK_MS = 600_000  # how long a stored turn's mark lasts
+
 
 @dataclass(frozen=True)
 class TurnRef:
@@ -39,6 +41,10 @@ class LongTermStore:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._client = store.client
+
+    def subject(self, keys: UserKeys, context_id: str, token: str) -> str | None:
+        """The subject a job's sealed ``token`` names (None: none)."""
+        return self._store.open_subject_token(keys, context_id, token) if token else None
 
     @_translated
     async def remember(
@@ -64,6 +70,20 @@ class LongTermStore:
     @_translated
     async def ledger(self, keys: UserKeys, context_id: str) -> set[str]:
         return {_text(i) for i in await self._client.smembers(keys.context(context_id).ledger)}
+
+    @_translated
+    async def mark_stored(self, refs: Sequence[TurnRef]) -> None:
+        """Note that Cortadel has stored these turns (for sends that wait for it)."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for ref in refs:
+                pipe.set(ref.keys.stored_turn(ref.context_id, ref.task_id, ref.seq), 1, px=_MARK_MS)
+            await pipe.execute()
+
+    @_translated
+    async def stored(self, ref: TurnRef) -> bool:
+        return bool(
+            await self._client.exists(ref.keys.stored_turn(ref.context_id, ref.task_id, ref.seq))
+        )
 
     @_translated
     async def turns(self, refs: Sequence[TurnRef]) -> list[list[dict[str, Any]]]:

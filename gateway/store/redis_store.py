@@ -126,6 +126,7 @@ class SendWrite:
     # (0: none).
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push_config_json: bytes = b""  # a webhook for the task (its config, with its id)
+    subject: str = ""  # what a new context is about (``message.metadata.subject``), or ""
 
 
 @dataclass(frozen=True)
@@ -512,6 +513,9 @@ class Store:
                     push_config=seal_config(
                         self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
                     ),
+                    subject=self._seal(keys, context_id, f.META_SUBJECT, w.subject.encode())
+                    if w.subject and mode == "new"
+                    else b"",
                     refs=list(w.reference_ids),
                 )
             ),
@@ -705,7 +709,7 @@ class Store:
         scrubbed = scrub_reply(reply)
         if scrubbed is None:
             return None
-        if scrubbed.forget:
+        if forget_job and self.cluster:
             ids = b",".join(scrubbed.forget)
             await self.client.xadd(OUTBOX, {f.ENTRY_JOB: forget_job, f.ENTRY_FORGET: ids})
         if self.disk_rewrite is not None:
@@ -828,6 +832,24 @@ class Store:
             log.warning("messages left out of a run's history: they do not decrypt here")
         return [RawJson(m) for m in found]
 
+    def _subject(self, keys: UserKeys, context_id: str, raw: Any) -> str | None:
+        opened = self._open(keys, context_id, f.META_SUBJECT, raw)
+        return _text(opened) if opened else None
+
+    def subject_token(self, keys: UserKeys, context_id: str, subject: str) -> str:
+        """A context's subject as a job may carry it: sealed as in the context's meta."""
+        aad = context_of(keys.prefix, context_id, f.META_SUBJECT)
+        return self.sealer.seal_token(subject.encode(), aad).decode()
+
+    def open_subject_token(self, keys: UserKeys, context_id: str, token: str) -> str:
+        return _text(self._open(keys, context_id, f.META_SUBJECT, token.encode()))
+
+    @_translated
+    async def context_subject(self, keys: UserKeys, context_id: str) -> str | None:
+        """The subject the context is bound to (None: none, or no such context)."""
+        raw = await self.client.hget(keys.context(context_id).meta, f.META_SUBJECT)
+        return self._subject(keys, context_id, raw)
+
     @_translated
     async def list_contexts(
         self, keys: UserKeys, limit: int, offset: int
@@ -872,8 +894,8 @@ class Store:
             pipe.pttl(ck.meta)
             pipe.llen(ck.items)
             pipe.lrange(ck.items, offset, offset + limit - 1)
-            pipe.hmget(ck.meta, ["embq", "embd"])
-            ttl, total, tids, (queued, embedded) = await pipe.execute()
+            pipe.hmget(ck.meta, ["embq", "embd", f.META_SUBJECT])
+            ttl, total, tids, (queued, embedded, subject) = await pipe.execute()
         if ttl < 0:
             return None
         fields = [f"{_text(t)}{suffix}" for t in tids for suffix in _TASK_FIELDS]
@@ -901,6 +923,7 @@ class Store:
             now_ms() + int(ttl),
             indexed,
             max(0, queued_n - indexed),
+            self._subject(keys, context_id, subject),
         )
 
     @_translated

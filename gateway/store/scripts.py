@@ -105,6 +105,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     "M_SEQ": f.META_SEQ,
     "M_TASKS": f.META_TASKS,
     "M_ORIGIN": f.META_ORIGIN,
+    "M_SUBJECT": f.META_SUBJECT,
     "M_BYTES": f.META_BYTES,
     "M_EMBED_QUEUED": f.META_EMBED_QUEUED,
     "M_EMBEDDED": f.META_EMBEDDED,
@@ -458,6 +459,7 @@ class SendArgs(NamedTuple):
     flags: str
     quotas: str  # 'messages,bytes,contexts,running' (0: none)
     push_config: bytes  # a push config json (with its `id`) for the task, or ''
+    subject: bytes  # the subject a new context is bound to (sealed), or ''
     refs: Sequence[str]  # the reference ids (the rest of ARGV)
 
 
@@ -563,6 +565,7 @@ if fresh then
   seq = 1
   local meta = {M_CREATED, now, M_UPDATED, now, M_SEQ, seq, M_TASKS, 1, M_BYTES, #message,
                 M_ORIGIN, mid}
+  if subject ~= '' then meta[#meta + 1], meta[#meta + 2] = M_SUBJECT, subject end
   if flag('e') then meta[#meta + 1], meta[#meta + 2] = M_EMBED_QUEUED, 1 end
   redis.call('HSET', META, unpack(meta))
   META_LEFT = -1
@@ -1117,8 +1120,10 @@ return 1
 
 # ARGV: ScrubArgs.
 # Deletes every key of the context and its entries in the user's indexes, drops its queued
-# jobs, and tells runners of unfinished tasks to stop. The ids in the context's ledger go
-# to the outbox as one 'forget' job (on a cluster they are returned for the caller to queue).
+# jobs, and tells runners of unfinished tasks to stop. With a forget job, the ids in the
+# context's ledger go to the outbox as one 'forget' job, queued even when the ledger is empty
+# (it also sweeps the context's session in Cortadel); on a cluster the ids are returned for
+# the caller to queue the job.
 # Reply: ``replies.scrub_reply`` (its counts are the scrub's receipt, for the audit trail).
 
 
@@ -1139,7 +1144,7 @@ if forget_job ~= '' then forget = redis.call('SMEMBERS', LEDGER) end
 -- The receipt: what is about to go (a vector is one uint32 seq in VECTOR_SEQS).
 local receipt = {1, redis.call('HLEN', MSGS), redis.call('LLEN', ITEMS),
                  math.floor(redis.call('STRLEN', VECTOR_SEQS) / 4), 0, #forget}
-if #forget > 0 and OUTBOX then
+if forget_job ~= '' and OUTBOX then
   redis.call('XADD', OUTBOX, '*', E_JOB, forget_job, E_FORGET, table.concat(forget, ','))
   forget = {}
 end
