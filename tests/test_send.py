@@ -259,8 +259,9 @@ async def test_role_must_be_user(send: Send) -> None:
     assert r.json()["data"]["errors"][0]["field"] == "message.role"
 
 
-async def test_a_push_config_to_a_host_not_allowed_is_refused(send: Send) -> None:
-    r = await send("x", configuration={"pushNotificationConfig": {"url": "https://x"}})
+async def test_a_push_config_to_an_inward_address_is_refused(send: Send) -> None:
+    # public https destinations are admitted by default; a private address is not
+    r = await send("x", configuration={"pushNotificationConfig": {"url": "https://10.1.2.3/x"}})
     assert r.status_code == 400
     assert r.json()["error"] == "InvalidParamsError"
     assert r.json()["data"]["errors"][0]["field"] == "configuration.pushNotificationConfig.url"
