@@ -48,6 +48,7 @@ from gateway.service.contexts import ContextService
 from gateway.service.keys import KeyService
 from gateway.service.messages import MessageService
 from gateway.service.push import PushService
+from gateway.service.stream_limits import StreamLimits
 from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
@@ -135,7 +136,13 @@ def create_app(settings: Settings, extra_agents: Iterable[Agent] = ()) -> Starle
         search=runtime.search,
         registry=AgentService(runtime.agents, runtime.allowlist),
         streams=StreamService(
-            runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
+            runtime.store,
+            runtime.events,
+            messages,
+            settings.sse_keepalive_seconds,
+            tail=runtime.tail,
+            limits=StreamLimits(settings.streams_per_principal, settings.streams_per_process),
+            buffer_bytes=settings.stream_buffer_bytes,
         ),
         push=push,
     )

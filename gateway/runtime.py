@@ -45,6 +45,7 @@ from gateway.store.agents_store import AgentStore
 from gateway.store.audit_store import AuditStore
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.disk_rewrite import DiskRewrite
+from gateway.store.event_tail import EventTail
 from gateway.store.jobs import JobStore
 from gateway.store.keys import (
     EMBEDS,
@@ -98,6 +99,8 @@ class Runtime:
     client: RedisClient
     events_client: Redis
     store: Store
+    # The one reader of the task event logs this process's streams follow.
+    tail: EventTail
     jobs: JobStore
     # Every job stream (runs, embeddings, the Cortadel outbox, webhook deliveries): a
     # context's scrub removes its dead letters from each.
@@ -176,6 +179,11 @@ class Runtime:
         agents.get(settings.default_agent)
         events_client = target.events_client(settings.redis_timeout_seconds)
         events = TaskEvents(events_client)
+        tail = EventTail(
+            target.url,
+            client if target.cluster else None,
+            timeout=settings.redis_timeout_seconds,
+        )
         cortadel = Cortadel(settings.cortadel) if settings.cortadel.enabled else None
         longterm = None
         if cortadel is not None:
@@ -311,6 +319,7 @@ class Runtime:
             client=client,
             events_client=events_client,
             store=store,
+            tail=tail,
             jobs=jobs,
             job_streams=(jobs, embeds, outbox_jobs, push_jobs),
             agents=agents,
@@ -372,6 +381,7 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await http.aclose()
         await self.events.stop()
+        await self.tail.stop()
         closing = getattr(self.embedder, "close", None)
         if closing is not None:
             with contextlib.suppress(Exception):
