@@ -2,11 +2,11 @@
 handed to it that its client has not taken yet, bounded in bytes.
 
 A buffer takes one event whatever its size; past that, an event that would take it over
-its limit overflows it: the buffer is emptied and takes nothing more, and its stream ends
-(as a stopping replica's does: no final event), so its client resubscribes with its
-``Last-Event-ID``, from where the task's log still holds what it missed. A slow client
-thus costs its process at most the limit (plus the event being written), never the run
-or the other readers anything.
+its limit is refused, and the buffer takes nothing more (``behind``): its stream leaves
+the shared reader, writes what its buffer holds, then reads the log itself at its
+client's pace, a few events at a time, and follows the shared reader again once it has
+caught up. What a slow client has not taken stays in Redis: it costs its process at most
+the limit (plus the event being written), never the run or the other readers anything.
 """
 
 from __future__ import annotations
@@ -25,19 +25,18 @@ class StreamBuffer:
         self.limit = limit_bytes
         self._events: collections.deque[LoggedEvent] = collections.deque()
         self._bytes = 0
-        self.overflowed = False
+        self.behind = False
+        self.refused = 0  # the size of the event it refused (falling behind)
         self.error: Exception | None = None
         self._ready = ready or asyncio.Event()
 
     # -- the log reader's side ----------------------------------------------------------
 
     def put(self, event: LoggedEvent) -> bool:
-        if self.overflowed or self.error is not None:
+        if self.behind or self.error is not None:
             return False
         if self._events and self._bytes + event.size > self.limit:
-            self.overflowed = True
-            self._events.clear()
-            self._bytes = 0
+            self.behind, self.refused = True, event.size
             self._ready.set()
             return False
         self._events.append(event)
@@ -65,6 +64,10 @@ class StreamBuffer:
         event = self._events.popleft()
         self._bytes -= event.size
         return event
+
+    def caught_up(self) -> None:
+        """The stream has read what it missed: it takes events again."""
+        self.behind = False
 
     def wake(self) -> None:
         """End a ``wait`` now (news of the task, or the server stopping)."""

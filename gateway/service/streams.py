@@ -36,7 +36,7 @@ from gateway.service.messages import MessageService
 from gateway.service.stream_buffer import StreamBuffer
 from gateway.service.stream_limits import Slot, StreamLimits
 from gateway.store.event_log import EventLog, LoggedEvent, event_id
-from gateway.store.event_tail import EventTail
+from gateway.store.event_tail import EventTail, Following
 from gateway.store.keys import UserKeys, keys_of
 from gateway.store.redis_store import Store
 
@@ -210,11 +210,11 @@ class StreamService:
             probe.exception()  # retrieved: its readers, if any are left, raise it
 
     async def _tail_of(
-        self, keys: UserKeys, context_id: str, task_id: str, cursor: str
+        self, keys: UserKeys, context_id: str, task_id: str, cursor: str, count: int = BATCH
     ) -> list[LoggedEvent]:
-        """What the log holds after ``cursor`` (the task has ended: a last look)."""
+        """What the log holds after ``cursor``, up to ``count`` events."""
         async with self._opening:
-            return await self._log.after(keys, context_id, task_id, cursor, BATCH)
+            return await self._log.after(keys, context_id, task_id, cursor, count)
 
     async def _quiet(
         self, keys: UserKeys, context_id: str, task_id: str, cursor: str, woke: bool
@@ -248,24 +248,21 @@ class StreamService:
                 return
         async with self._events.signal(task_id) as news:
             buffer = StreamBuffer(self._buffer_bytes, news)
+            key = self._log.key(keys, context_id, task_id)
             decode = self._log.decoder(keys, context_id, task_id)
-            following = self._tail.follow(
-                self._log.key(keys, context_id, task_id), cursor, decode, buffer
-            )
+            following = [self._tail.follow(key, cursor, decode, buffer)]
             self._buffers.add(buffer)
             try:
                 while not self._closing:
                     woke = await buffer.wait(self._keepalive)
                     taken = False
-                    while (logged := buffer.take()) is not None:
+                    pending = self._taken(buffer, following, keys, context_id, task_id, cursor)
+                    async for event in pending:
                         taken = True
-                        event = self._event(logged, task_id, context_id)
                         yield event
-                        cursor = logged.id
+                        cursor = event.id
                         if event.final:
                             return
-                    if _cut_short(buffer):
-                        return
                     if taken or self._closing:
                         continue
                     ending, tail = await self._quiet(keys, context_id, task_id, cursor, woke)
@@ -274,16 +271,49 @@ class StreamService:
                     if ending:
                         return
             finally:
-                self._tail.unfollow(following)
+                self._tail.unfollow(following[0])
                 self._buffers.discard(buffer)
 
+    async def _taken(
+        self,
+        buffer: StreamBuffer,
+        following: list[Following],
+        keys: UserKeys,
+        context_id: str,
+        task_id: str,
+        cursor: str,
+    ) -> AsyncIterator[StreamEvent]:
+        """The events waiting in the buffer; when its client fell behind, then the log read
+        from there to its end, before following the shared reader again."""
+        while (logged := buffer.take()) is not None:
+            yield self._event(logged, task_id, context_id)
+            cursor = logged.id
+        if buffer.error is not None:
+            raise buffer.error
+        if not buffer.behind:
+            return
+        key, decode = following[0].key, following[0].decode
+        self._tail.unfollow(following[0])
+        size = buffer.refused
+        async for event in self._catch_up(keys, context_id, task_id, cursor, size):
+            yield event
+            cursor = event.id
+        buffer.caught_up()
+        following[0] = self._tail.follow(key, cursor, decode, buffer)
 
-def _cut_short(buffer: StreamBuffer) -> bool:
-    """Whether the stream ends before its task does: its client fell too far behind (the
-    client resubscribes); the log unreadable raises."""
-    if buffer.error is not None:
-        raise buffer.error
-    if buffer.overflowed:
-        log.warning("stream ended: its client fell behind its buffer")
-        return True
-    return False
+    async def _catch_up(
+        self, keys: UserKeys, context_id: str, task_id: str, cursor: str, size: int
+    ) -> AsyncIterator[StreamEvent]:
+        """The log after ``cursor`` up to its end, read a few events at a time (as many as
+        the buffer's limit holds of events the size of the last ones, ``size`` first), as
+        the client takes them."""
+        count = max(1, min(BATCH, self._buffer_bytes // max(size, 1)))
+        while not self._closing:
+            batch = await self._tail_of(keys, context_id, task_id, cursor, count)
+            for logged in batch:
+                yield self._event(logged, task_id, context_id)
+                cursor = logged.id
+            if len(batch) < count:
+                return
+            largest = max(logged.size for logged in batch)
+            count = max(1, min(BATCH, self._buffer_bytes // max(largest, 1)))

@@ -37,9 +37,10 @@ __all__ = ["EventTail", "Following", "Sink"]
 
 log = logging.getLogger("gateway.streams")
 
-# Entries read per log at a time; how long a read blocks when nothing comes (a follower
-# joining cuts it short).
+# Entries read per log at a time: up to COUNT, fewer when they are large (about READ_BYTES
+# a read); how long a read blocks when nothing comes (a follower joining cuts it short).
 COUNT = 100
+READ_BYTES = 2 * 1024 * 1024
 BLOCK_MS = 2000
 _RETRY = RetryPolicy(Backoff(0.05, 2.0), (RedisError, OSError))
 
@@ -59,6 +60,7 @@ class Following:
     key: str
     position: tuple[int, int]  # of the last entry handed over
     sink: Sink
+    decode: Decoder
 
 
 @dataclass(eq=False)
@@ -76,6 +78,7 @@ class _Shard:
     changed: bool = False  # followers joined since the read under way was sent
     blocked: bool = False  # a read is under way
     unblocking: bool = False
+    count: int = COUNT  # entries per log, per read
     client_id: int | None = None
     control: Redis | None = None
     task: asyncio.Task[None] | None = None
@@ -96,7 +99,7 @@ class EventTail:
 
     def follow(self, key: str, after: str, decode: Decoder, sink: Sink) -> Following:
         """Hand ``sink`` every entry of the log ``key`` after the id ``after``."""
-        following = Following(key, position(after), sink)
+        following = Following(key, position(after), sink, decode)
         entry = self._logs.get(key)
         if entry is None:
             entry = self._logs[key] = _Log(decode, self._shard_of(key))
@@ -218,11 +221,15 @@ class EventTail:
             return
         shard.changed, shard.blocked = False, True
         try:
-            reply = await reader.xread(streams, count=COUNT, block=self.block_ms)
+            reply = await reader.xread(streams, count=shard.count, block=self.block_ms)
         finally:
             shard.blocked = False
-        for key, entries in _entries(reply):
+        read, largest = _entries(reply), 0
+        for key, entries in read:
             self._hand_out(text_of(key), entries)
+            largest = max([largest, *(sum(map(len, f.values())) for _, f in entries)])
+        if read:
+            shard.count = max(1, min(COUNT, READ_BYTES // max(largest, 1)))
 
     def _hand_out(self, key: str, entries: list[tuple[Any, dict[bytes, bytes]]]) -> None:
         entry = self._logs.get(key)
