@@ -237,22 +237,22 @@ async def test_slow_readers_of_big_events_hold_a_bounded_buffer(
     with serving(tmp_path, **env) as (proc, base):
         async with httpx.AsyncClient(base_url=base, timeout=120) as c:
 
-            async def run(gate: Path, readers: list[StalledReader]) -> list[Sse]:
-                """Open the task's gate; follow it to its end."""
-                gate.touch()
+            async def follow() -> list[Sse]:
                 async with c.stream("GET", f"/v1/tasks/{tid}:subscribe") as fast:
                     return await collect(fast)
 
             # What streaming such a task costs the process, with one reader...
             tid = await gated_task(c, tmp_path / "warm", chunks=chunks, size=size)
-            assert last_state(await run(tmp_path / "warm", [])) == "completed"
+            (tmp_path / "warm").touch()
+            assert last_state(await follow()) == "completed"
             before = rss_bytes(proc.pid)
             # ...and with sixteen more that read nothing after the task's first event.
             tid = await gated_task(c, tmp_path / "gate", chunks=chunks, size=size)
             path = f"/v1/tasks/{tid}:subscribe"
             readers = [StalledReader(base, path) for _ in range(stalled)]
             try:
-                seen = await run(tmp_path / "gate", readers)
+                (tmp_path / "gate").touch()
+                seen = await follow()
                 grown = rss_bytes(proc.pid) - before
                 got = frames(await asyncio.to_thread(readers[0].rest))
             finally:
