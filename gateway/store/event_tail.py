@@ -217,7 +217,8 @@ class EventTail:
             if entry is not None and entry.followers:
                 ms, n = min(f.position for f in entry.followers)
                 streams[key] = f"{ms}-{n}"
-        if not streams:
+        if not streams:  # none followed any more (never a loop without a wait)
+            shard.keys.clear()
             return
         shard.changed, shard.blocked = False, True
         try:
