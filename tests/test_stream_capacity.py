@@ -166,10 +166,21 @@ async def test_streams_over_the_limits_are_refused_and_open_ones_go_on(
                     rest[-1].data["result"]["status"]["state"] == "completed"
                 )
             assert rests[2][-1].data["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
-            # Ended streams give their place back.
+            # Ended streams give their place back...
             async with alice.stream("GET", f"/v1/tasks/{tid}:subscribe") as again:
                 assert again.status_code == 200
                 assert [last_state(await collect(again))] == ["completed"]
+            # ...and so do streams their clients leave under way.
+            waiting = await gated_task(alice, tmp_path / "never", chunks=1, size=10)
+            for _ in range(2):
+                async with alice.stream("GET", f"/v1/tasks/{waiting}:subscribe") as left:
+                    await anext(events(left))
+
+            async def admitted() -> bool:
+                async with alice.stream("GET", f"/v1/tasks/{waiting}:subscribe") as r:
+                    return r.status_code == 200
+
+            await until(admitted, what="the streams left to give their places back")
 
 
 def rss_bytes(pid: int) -> int:

@@ -186,8 +186,9 @@ class EventTail:
                         shard.control = control
                     await self._read(shard, reader)
                     pauses.reset()
-                except (RedisError, OSError) as exc:
-                    log.warning("event log read failed", extra={"error": type(exc).__name__})
+                except Exception as exc:  # a defect must not stop the reader either
+                    level = logging.WARNING if _RETRY.retries(exc) else logging.ERROR
+                    log.log(level, "event log read failed", extra={"error": type(exc).__name__})
                     await self._close(shard, reader)
                     reader = None
                     await pauses.wait()
@@ -195,7 +196,7 @@ class EventTail:
         finally:
             shard.running = False
             await self._close(shard, reader)
-            if shard.keys and not self._stopping:  # followed again while closing
+            if shard.keys and not self._stopping and not shard.running:  # followed again
                 shard.running = True
                 shard.task = asyncio.create_task(self._run(shard), name="event-tail")
             elif not shard.keys:
