@@ -50,6 +50,7 @@ from gateway.service.keys import KeyService
 from gateway.service.memories import MemoryService
 from gateway.service.messages import MessageService
 from gateway.service.push import PushService
+from gateway.service.stream_limits import StreamLimits
 from gateway.service.streams import StreamService
 from gateway.service.tasks import TaskService
 from gateway.settings import Settings
@@ -141,7 +142,13 @@ def create_app(
         search=runtime.search,
         registry=AgentService(runtime.agents, runtime.allowlist),
         streams=StreamService(
-            runtime.store, runtime.events, messages, settings.sse_keepalive_seconds
+            runtime.store,
+            runtime.events,
+            messages,
+            settings.sse_keepalive_seconds,
+            tail=runtime.tail,
+            limits=StreamLimits(settings.streams_per_principal, settings.streams_per_process),
+            buffer_bytes=settings.stream_buffer_bytes,
         ),
         push=push,
         redis_embedded=redis_embedded,

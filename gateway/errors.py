@@ -30,10 +30,12 @@
      ├── RequestTimeoutError          (408, -32025)
      ├── HeadersTooLargeError         (431, -32026)
      ├── RateLimitedError             (429, -32027, Retry-After, RateLimit)
+     │    └── StreamsLimitedError     (a principal's open streams)
      ├── QuotaExceededError           (429, -32029)
      ├── StoredDataUnreadableError    (500, -32030: stored content does not decrypt)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
-          └── StoreUnavailableError   (Redis unreachable)
+          ├── StoreUnavailableError   (Redis unreachable)
+          └── StreamsUnavailableError (the process's open streams)
 
 Messages are fixed, safe sentences: never user content, never a stack trace.
 """
@@ -67,6 +69,8 @@ __all__ = [
     "RequestTimeoutError",
     "StoreUnavailableError",
     "StoredDataUnreadableError",
+    "StreamsLimitedError",
+    "StreamsUnavailableError",
     "TaskBusyError",
     "TaskNotCancelableError",
     "TaskNotContinuableError",
@@ -266,6 +270,15 @@ class RateLimitedError(GatewayError):
         return {"Retry-After": str(self.retry_after), **self.fields}
 
 
+class StreamsLimitedError(RateLimitedError):
+    """A new stream over its principal's limit of open streams (its open ones go on)."""
+
+    RETRY_AFTER = 5
+
+    def __init__(self) -> None:
+        super().__init__("streams", self.RETRY_AFTER)
+
+
 class QuotaExceededError(GatewayError):
     """A quota would be exceeded; ``quota`` names it (``messages_per_context``,
     ``bytes_per_context``, ``contexts_per_user``, ``running_tasks_per_user``). Nothing of the
@@ -306,3 +319,12 @@ class UnavailableError(GatewayError):
 
 class StoreUnavailableError(UnavailableError):
     default_message = "The store is unavailable; retry later"
+
+
+class StreamsUnavailableError(UnavailableError):
+    """A new stream over the process's limit of open streams (its open ones go on)."""
+
+    default_message = "This server has as many open streams as it takes; retry later"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(StreamsLimitedError.RETRY_AFTER)}

@@ -47,6 +47,7 @@ from gateway.store.agents_store import AgentStore
 from gateway.store.audit_store import AuditStore
 from gateway.store.connection import RedisClient, RedisTarget
 from gateway.store.disk_rewrite import DiskRewrite
+from gateway.store.event_tail import EventTail
 from gateway.store.jobs import JobStore
 from gateway.store.key_registry import KeyRegistry
 from gateway.store.keys import (
@@ -101,6 +102,8 @@ class Runtime:
     client: RedisClient
     events_client: Redis
     store: Store
+    # The one reader of the task event logs this process's streams follow.
+    tail: EventTail
     jobs: JobStore
     # Every job stream (runs, embeddings, the Cortadel outbox, webhook deliveries): a
     # context's scrub removes its dead letters from each.
@@ -186,6 +189,11 @@ class Runtime:
         agents.get(settings.default_agent)
         events_client = target.events_client(settings.redis_timeout_seconds)
         events = TaskEvents(events_client)
+        tail = EventTail(
+            target.url,
+            client if target.cluster else None,
+            timeout=settings.redis_timeout_seconds,
+        )
         cortadel = Cortadel(settings.cortadel) if settings.cortadel.enabled else None
         audit = (
             AuditStore(
@@ -321,6 +329,7 @@ class Runtime:
             client=client,
             events_client=events_client,
             store=store,
+            tail=tail,
             jobs=jobs,
             job_streams=(jobs, embeds, outbox_jobs, push_jobs),
             agents=agents,
@@ -397,6 +406,7 @@ class Runtime:
         for http in clients:
             with contextlib.suppress(Exception):
                 await http.aclose()
+        await self.tail.stop()
         closing = getattr(self.embedder, "close", None)
         if closing is not None:
             with contextlib.suppress(Exception):

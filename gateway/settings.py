@@ -93,6 +93,12 @@ class Settings(BaseSettings):
     blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Streams (SSE): a keep-alive comment after this long without an event.
     sse_keepalive_seconds: float = Field(default=15.0, gt=0, le=300)
+    # Open streams a principal may hold in one process, and the process in all: a new one
+    # over either is refused (429 / 503 with Retry-After), open ones go on. A stream whose
+    # client lags this many bytes of events behind is ended (it resumes by Last-Event-ID).
+    streams_per_principal: int = Field(default=100, ge=1, le=100_000)
+    streams_per_process: int = Field(default=2000, ge=1, le=1_000_000)
+    stream_buffer_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=1 << 30)
     api_keys: Annotated[dict[str, ApiKeyEntry], NoDecode] = Field(default_factory=dict)
     # Identity providers whose bearer tokens are accepted (options/identity.py), the clock
     # skew allowed on exp/nbf, how long their keys are cached and how often at most they

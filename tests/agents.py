@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from gateway.agents.base import (
     AgentRequest,
     AgentSkill,
     AgentUpdate,
+    ArtifactChunk,
     ArtifactUpdate,
     ReplyUpdate,
     StatusUpdate,
@@ -69,4 +71,25 @@ class StoreFlaky(TestAgent):
 
     async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
         raise StoreUnavailableError()
+        yield StatusUpdate("completed")
+
+
+class Gated(TestAgent):
+    """Waits for the file ``metadata.gate`` to exist (a test opens it once its readers
+    follow the task), then streams ``metadata.chunks`` pieces of ``metadata.size`` bytes
+    as one artifact, and completes."""
+
+    id = "gated"
+
+    async def run(self, request: AgentRequest) -> AsyncIterator[AgentUpdate]:
+        meta = request.message.get("metadata") or {}
+        gate = meta["gate"]
+        for _ in range(6000):  # at most a minute
+            if os.path.exists(gate):  # noqa: ASYNC240 (a stat, once per poll)
+                break
+            await asyncio.sleep(0.01)
+        chunks, size = int(meta.get("chunks", 1)), int(meta.get("size", 10))
+        for n in range(chunks):
+            piece = [{"kind": "text", "text": chr(ord("a") + n % 26) * size}]
+            yield ArtifactChunk(piece, "gated", n > 0, n == chunks - 1)
         yield StatusUpdate("completed")

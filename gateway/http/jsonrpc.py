@@ -44,6 +44,8 @@ from gateway.errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
+    StreamsLimitedError,
+    StreamsUnavailableError,
     UnsupportedOperationError,
 )
 from gateway.http import push
@@ -270,6 +272,20 @@ def _render(payload: Any) -> Response:
     return Response(orjson.dumps(payload), media_type="application/json")
 
 
+def _stream_refused(exc: Exception, entry: dict[str, Any], request_id: Any, v1: bool) -> Response:
+    """A stream refused before it began: one error response on the stream, or, over the
+    stream limits, the HTTP refusal (429 / 503 with Retry-After) with the error as body."""
+    if not isinstance(exc, GatewayError):
+        log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
+        exc = GatewayError()
+    if isinstance(exc, StreamsLimitedError | StreamsUnavailableError):
+        answer = _answer(request_id if "id" in entry else None, error=_error(exc, v1))
+        return Response(orjson.dumps(answer), exc.status, exc.headers(), "application/json")
+    if "id" not in entry:
+        return Response(status_code=204)
+    return sse_one(_answer(request_id, error=_error(exc, v1)))
+
+
 async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
     """A streaming method: its events, each a JSON-RPC response with the request's id. A
     refusal is one error response on the stream (the official clients read the stream for
@@ -286,13 +302,8 @@ async def _streamed(request: Request, entry: dict[str, Any]) -> Response:
             raise InvalidParamsError("params must be an object")
         stream = await method.open(Call.of(request), params, request.headers.get("last-event-id"))
     except Exception as exc:
-        if not isinstance(exc, GatewayError):
-            log.error("unhandled error", extra={"error": type(exc).__name__, "path": "jsonrpc"})
-            exc = GatewayError()
         operation.outcome = error_outcome(exc)
-        if "id" not in entry:
-            return Response(status_code=204)
-        return sse_one(_answer(request_id, error=_error(exc, method.v1)))
+        return _stream_refused(exc, entry, request_id, method.v1)
     if "id" not in entry:  # a notification: done (a send is stored), no answer
         close = getattr(stream, "aclose", None)
         if close is not None:

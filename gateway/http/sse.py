@@ -2,7 +2,8 @@
 shape. Each event carries its log id as the SSE ``id``, which a client sends back as
 ``Last-Event-ID`` to resume; idle streams get a comment line as keep-alive. Plain Starlette
 streaming: the framing is a few lines, and the reader already paces itself on the socket
-(uvicorn's flow control holds a send while the client's buffer is full).
+(uvicorn's flow control holds a send while the client's buffer is full; a large event goes
+out in pieces, so what waits for a slow client is bounded by the piece, not the event).
 
 Shapes:
 - 0.3 JSON (JSON-RPC, the gateway's REST): the Task, ``status-update`` events with
@@ -39,6 +40,10 @@ log = logging.getLogger("gateway.http")
 
 Shape = Callable[[StreamEvent], Any]  # a value for orjson.dumps
 _KEEPALIVE = b": keep-alive\n\n"
+# A large event is written in pieces of this size, each once the client has taken the
+# last (the server's flow control): a slow client's socket buffer holds one piece, not the
+# whole event.
+_PIECE = 64 * 1024
 # Events carry a patient's data: no cache keeps them (no-store, as every other answer), and
 # no proxy holds them back to buffer.
 _HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -84,8 +89,9 @@ async def _frames(
             if event is None:
                 yield _KEEPALIVE
                 continue
-            data = orjson.dumps(wrap(shape(event)))
-            yield b"id: " + event.id.encode() + b"\ndata: " + data + b"\n\n"
+            frame = b"id: %b\ndata: %b\n\n" % (event.id.encode(), orjson.dumps(wrap(shape(event))))
+            for start in range(0, len(frame), _PIECE):
+                yield frame[start : start + _PIECE]
     except GatewayError as exc:  # mid-stream (the store went away): a clear end
         log.warning("stream ended by an error", extra={"error": exc.name})
         if failure is not None:

@@ -8,6 +8,7 @@ follows (most blocking sends) writes no log at all."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,7 +32,7 @@ from gateway.store.replies import SNAPSHOT_FIELDS, snapshot_reply
 from gateway.store.scripts import SnapshotArgs, argv
 from gateway.store.translate import translated as _translated
 
-__all__ = ["EventLog", "LoggedEvent", "event_id"]
+__all__ = ["Decoder", "EventLog", "LoggedEvent", "event_id", "position"]
 
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
 _KINDS: dict[bytes, Literal["status", "artifact"]] = {
@@ -53,7 +54,8 @@ def _key(keys: UserKeys, context_id: str, task_id: str) -> str:
     return event_stream(keys.meta(context_id), task_id)
 
 
-def _sortable(entry_id: str) -> tuple[int, int]:
+def position(entry_id: str) -> tuple[int, int]:
+    """An entry id as a pair that sorts as the log does."""
     ms, _, n = entry_id.partition("-")
     return int(ms), int(n)
 
@@ -63,11 +65,37 @@ class LoggedEvent:
     id: str
     kind: Literal["status", "artifact"]
     data: StatusUpdate | ArtifactUpdate  # the stored bytes, unparsed
+    size: int = 0  # bytes as logged (what a reader's buffer counts)
+
+
+# A logged entry (its id, its fields) made an event; one per task (its user, its context).
+Decoder = Callable[[str, dict[bytes, bytes]], LoggedEvent]
 
 
 class EventLog:
     def __init__(self, store: Store) -> None:
         self._store = store
+
+    def key(self, keys: UserKeys, context_id: str, task_id: str) -> str:
+        """The task's log (a Redis stream)."""
+        return _key(keys, context_id, task_id)
+
+    def decoder(self, keys: UserKeys, context_id: str, task_id: str) -> Decoder:
+        """How the task's logged entries become events (opened as the task is sealed)."""
+        store = self._store
+        fields_of = {
+            "status": task_field(task_id, STATUS),
+            "artifact": task_field(task_id, EVENTS_SEAL),
+        }
+
+        def decode(entry_id: str, fields: dict[bytes, bytes]) -> LoggedEvent:
+            kind = _KINDS[fields[_KIND]]
+            raw = fields[_DATA]
+            data = store._open(keys, context_id, fields_of[kind], raw)  # sealed like the task
+            update = StatusUpdate.read(data) if kind == "status" else ArtifactUpdate(RawJson(data))
+            return LoggedEvent(entry_id, kind, update, len(raw))
+
+        return decode
 
     @_translated
     async def snapshot(
@@ -103,14 +131,8 @@ class EventLog:
         raw: list[tuple[bytes, dict[bytes, bytes]]] = await self._store.client.xrange(  # type: ignore[assignment]
             _key(keys, context_id, task_id), f"({after}", "+", count=count
         )
-        store, out = self._store, []
-        for entry_id, fields in raw:
-            kind = _KINDS[fields[_KIND]]
-            field = task_field(task_id, STATUS if kind == "status" else EVENTS_SEAL)
-            data = store._open(keys, context_id, field, fields[_DATA])  # sealed like the task
-            update = StatusUpdate.read(data) if kind == "status" else ArtifactUpdate(RawJson(data))
-            out.append(LoggedEvent(_text(entry_id), kind, update))
-        return out
+        decode = self.decoder(keys, context_id, task_id)
+        return [decode(_text(entry_id), fields) for entry_id, fields in raw]
 
     @_translated
     async def kept_since(self, keys: UserKeys, context_id: str, task_id: str, after: str) -> bool:
@@ -125,4 +147,4 @@ class EventLog:
         if after == NO_EVENT:
             flag = task_field(task_id, LOGGED)
             return bool(await self._store.client.hexists(keys.context(context_id).tasks, flag))
-        return _sortable(_text(first[0][0])) <= _sortable(after)
+        return position(_text(first[0][0])) <= position(after)
