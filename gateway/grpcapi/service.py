@@ -85,14 +85,11 @@ def _streaming(
     ) -> AsyncIterator[Message]:
         metadata = tuple(context.invocation_metadata() or ())
         visit = edge.visit(name, metadata, context.peer())
-        last_event_id = next(
-            (v for k, v in metadata if k == "last-event-id" and isinstance(v, str)), None
-        )
         stream = None
         try:
             params = MessageToDict(request)
             call = await edge.enter(visit, metadata, params)
-            stream = await method.open(call, params, last_event_id)
+            stream = await method.open(call, params, None)  # the task as it stands first
             async for event in stream:
                 if event is not None:  # None: a keep-alive tick
                     yield _reply(event_v1(event), reply)
