@@ -204,6 +204,22 @@ def test_bad_requests_are_invalid_argument_with_the_fields(served: Served) -> No
     assert details["BadRequest"]["fieldViolations"][0]["field"] == "historyLength"
     code, details = refused(served, "SendMessage", pb.SendMessageRequest(), pb.SendMessageResponse)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
+    for version in ("0.3", "2.0"):
+        code, details = refused(
+            served,
+            "ListTasks",
+            pb.ListTasksRequest(),
+            pb.ListTasksResponse,
+            **{"a2a-version": version},
+        )
+        assert code == grpc.StatusCode.FAILED_PRECONDITION
+        assert details["ErrorInfo"]["reason"] == "VERSION_NOT_SUPPORTED"
+    # A request larger than an HTTP body may be (GATEWAY_MAX_BODY_BYTES, 10 MiB) is refused.
+    with pytest.raises(grpc.RpcError) as caught:
+        call(
+            served, "SendMessage", send_request({"text": "x" * (11 << 20)}), pb.SendMessageResponse
+        )
+    assert cast(grpc.Call, caught.value).code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     code, details = refused(
         served, "GetExtendedAgentCard", pb.GetExtendedAgentCardRequest(), pb.AgentCard
     )

@@ -1,10 +1,10 @@
 """The gRPC binding's edge: what the HTTP middleware does for the other bindings, for one
 call. Credentials come from the call's metadata (``authorization: Bearer …``,
 ``x-api-key``, ``tenant-name``) through the same authenticator, failed attempts throttled
-per client address; every authenticated call is charged to the rate limits; each call is
-one operation (binding ``grpc``, the method's name) counted with its A2A outcome, logged
-(ids and timings only) and, when authenticated or refused for its credentials, written to
-the audit trail.
+per client address; every authenticated call is charged to the rate limits; an
+``a2a-version`` entry, if any, must name 1.0. Each call is one operation (binding ``grpc``,
+the method's name) counted with its A2A outcome, logged (ids and timings only) and, when
+authenticated or refused for its credentials, written to the audit trail.
 
 Per-agent and per-tenant routing ride on the proto's ``tenant`` field, the way the REST
 binding's path does: ``""`` or ``{tenant}`` is the default agent, ``agents/{id}`` or
@@ -26,7 +26,8 @@ from starlette.datastructures import Headers
 from gateway.audit.entry import AuditEntry
 from gateway.audit.log import AuditLog
 from gateway.entropy import random_bytes
-from gateway.http.a2a_calls import Call
+from gateway.errors import VersionNotSupportedError
+from gateway.http.a2a_calls import VERSION_HEADER, Call, version_of
 from gateway.http.auth import Authenticator, identify
 from gateway.http.cards import GRPC_AGENT_TENANT
 from gateway.http.operations import Operation
@@ -102,6 +103,8 @@ class Edge:
         self.authenticator.check_tenant(headers, principal)
         visit.state["principal"] = principal
         await self.limiter.admit(principal)
+        if version_of(headers.get(VERSION_HEADER)) == "0.3":  # this service is 1.0's
+            raise VersionNotSupportedError(data={"supportedVersions": "1.0"})
         agent_id, tenant = route(str(params.get("tenant") or ""), self.state.settings.default_agent)
         params["tenant"] = tenant
         if agent_id != self.state.settings.default_agent:

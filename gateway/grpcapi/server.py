@@ -43,7 +43,9 @@ def _credentials(settings: Settings) -> grpc.ServerCredentials | None:
 class GrpcServer:
     def __init__(self, settings: Settings, edge: Edge) -> None:
         self._settings = settings
-        self._server = grpc.aio.server(options=_OPTIONS, maximum_concurrent_rpcs=None)
+        # A request as large as an HTTP body may be (GATEWAY_MAX_BODY_BYTES), no larger.
+        limit = ("grpc.max_receive_message_length", settings.max_body_bytes)
+        self._server = grpc.aio.server(options=(*_OPTIONS, limit))
         self._health = health.aio.HealthServicer()
         self._server.add_generic_rpc_handlers((a2a_handler(edge),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

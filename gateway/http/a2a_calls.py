@@ -38,6 +38,7 @@ __all__ = [
     "send",
     "stream_send",
     "subscribe",
+    "version_of",
 ]
 
 VERSION_HEADER = "a2a-version"
@@ -48,7 +49,11 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z")
 def negotiated_version(request: Request) -> str | None:
     """The A2A version the ``A2A-Version`` header asks for (``"0.3"`` or ``"1.0"``), None
     when absent; any other version is ``VersionNotSupportedError``."""
-    raw = request.headers.get(VERSION_HEADER)
+    return version_of(request.headers.get(VERSION_HEADER))
+
+
+def version_of(raw: str | None) -> str | None:
+    """``negotiated_version`` of an ``A2A-Version`` value (a header, gRPC metadata)."""
     if raw is None or not raw.strip():
         return None
     match = _VERSION.fullmatch(raw)
