@@ -165,6 +165,18 @@ def test_a_non_blocking_send_then_list_and_cancel(served: Served) -> None:
     assert details["ErrorInfo"]["domain"] == "a2a-protocol.org"
 
 
+def test_unset_and_unknown_enums_are_unspecified(served: Served) -> None:
+    """A message without a role is the sender's; an unknown state filters nothing."""
+    request = send_request()
+    request.message.ClearField("role")
+    task = MessageToDict(call(served, "SendMessage", request, pb.SendMessageResponse).task)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    listing = pb.ListTasksRequest(context_id=task["contextId"])
+    listing.status = 42  # type: ignore[assignment]  # a newer proto's state
+    listed = call(served, "ListTasks", listing, pb.ListTasksResponse)
+    assert [t.id for t in listed.tasks] == [task["id"]]
+
+
 def test_another_users_or_tenants_task_is_not_found(served: Served) -> None:
     task = send(served)
     request = pb.GetTaskRequest(id=task["id"])
