@@ -507,3 +507,40 @@ def test_a_stream_left_on_one_replica_is_resumed_on_another(tmp_path: Path, redi
         assert all(e.status_update.status.state != pb.TASK_STATE_COMPLETED for e in rest)
         assert open_stream.code() == grpc.StatusCode.OK
         assert a.wait(timeout=60) == 0
+
+
+def test_a_call_is_traced_as_a_child_of_its_callers_traceparent(tmp_path: Path) -> None:
+    from tests.otlp_grpc_collector import GrpcCollector
+    from tests.waiting import until_sync
+
+    collector = GrpcCollector().start()
+    port = free_port()
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    try:
+        env = {
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "GATEWAY_GRPC_PORT": str(port),
+        }
+        with serving(tmp_path, **env), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            traced = Served("", "", channel)
+            metadata = {"traceparent": f"00-{trace_id}-{parent}-01"}
+            call(traced, "SendMessage", send_request(), pb.SendMessageResponse, None, **metadata)
+            name = "lf.a2a.v1.A2AService/SendMessage"
+
+            def exported() -> Any:
+                return [s for _, s in collector.spans() if s.name == name]
+
+            (span,) = until_sync(exported, what="the call's span")
+            assert span.trace_id.hex() == trace_id and span.parent_span_id.hex() == parent
+            # The run it started is in the same trace.
+            until_sync(
+                lambda: any(
+                    s.name == "gateway.run" and s.trace_id.hex() == trace_id
+                    for _, s in collector.spans()
+                ),
+                what="the run's span in the call's trace",
+            )
+    finally:
+        collector.stop()

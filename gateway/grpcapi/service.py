@@ -12,7 +12,8 @@ only. The handlers are built from the service's descriptor: one table, no method
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
@@ -20,6 +21,7 @@ from google.protobuf import message_factory
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message
 
+from gateway import tracing
 from gateway.errors import GatewayError
 from gateway.grpcapi.edge import Edge, Visit
 from gateway.grpcapi.proto import a2a_pb2
@@ -32,6 +34,7 @@ __all__ = ["SERVICE", "a2a_handler"]
 
 log = logging.getLogger("gateway.grpc")
 SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+Metadata = Sequence[tuple[str, Any]]
 
 
 def _reply(payload: Any, kind: type[Message]) -> Message:
@@ -49,7 +52,17 @@ async def _fail(
     visit.operation.outcome = error_outcome(exc)
     visit.status = exc.status
     code, message, details = grpc_error(exc)
+    tracing.annotate({"rpc.grpc.status_code": code.value[0]})
+    if exc.status >= 500:
+        tracing.failed(exc)
     await context.abort(code, message, trailing_metadata=((DETAILS_KEY, details),))
+
+
+def _span(name: str, metadata: Metadata) -> AbstractContextManager[Any]:
+    """The call's span, a child of the caller's ``traceparent`` if it sent one."""
+    parent = next((v for k, v in metadata if k == "traceparent" and isinstance(v, str)), "")
+    attributes = {"rpc.system": "grpc", "rpc.service": SERVICE.full_name, "rpc.method": name}
+    return tracing.call_span(f"{SERVICE.full_name}/{name}", attributes, parent)
 
 
 def _unary(
@@ -60,17 +73,18 @@ def _unary(
     async def handle(request: Message, context: grpc.aio.ServicerContext[Any, Any]) -> Message:
         metadata = tuple(context.invocation_metadata() or ())
         visit = edge.visit(name, metadata, context.peer())
-        try:
-            params = MessageToDict(request)
-            call = await edge.enter(visit, metadata, params)
-            return _reply(await method.handler(call, params), reply)
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:
-            await _fail(exc, visit, context)
-            raise  # not reached: abort raised
-        finally:
-            edge.done(visit)
+        with _span(name, metadata):
+            try:
+                params = MessageToDict(request)
+                call = await edge.enter(visit, metadata, params)
+                return _reply(await method.handler(call, params), reply)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _fail(exc, visit, context)
+                raise  # not reached: abort raised
+            finally:
+                edge.done(visit)
 
     return handle
 
@@ -87,10 +101,16 @@ def _streaming(
         visit = edge.visit(name, metadata, context.peer())
         stream = None
         try:
-            params = MessageToDict(request)
-            call = await edge.enter(visit, metadata, params)
-            stream = await method.open(call, params, None)  # the task as it stands first
-            async for event in stream:
+            with _span(name, metadata):  # the opening: its events are the task's spans'
+                try:
+                    params = MessageToDict(request)
+                    call = await edge.enter(visit, metadata, params)
+                    # the task as it stands first, then its events
+                    stream = opened = await method.open(call, params, None)
+                except Exception as exc:
+                    await _fail(exc, visit, context)
+                    raise  # not reached: abort raised
+            async for event in opened:
                 if event is not None:  # None: a keep-alive tick
                     yield _reply(event_v1(event), reply)
         except grpc.aio.AbortError:
