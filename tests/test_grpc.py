@@ -453,6 +453,8 @@ def test_tls(tmp_path: Path) -> None:
             tls = Served("", "", channel)
             listed = call(tls, "ListTasks", pb.ListTasksRequest(), pb.ListTasksResponse)
             assert listed.page_size == 50
+        log = next(tmp_path.glob("serve-*.log")).read_text()
+        assert f'"event":"grpc serving","port":{port},"tls":true' in log
         with grpc.insecure_channel(f"127.0.0.1:{port}") as plain:
             with pytest.raises(grpc.RpcError) as caught:
                 call(

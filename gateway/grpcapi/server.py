@@ -9,6 +9,7 @@ the one port, as they do the HTTP port."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from gateway.grpcapi.service import SERVICE, a2a_handler
 from gateway.settings import Settings
 
 __all__ = ["GrpcServer", "grpc_serving"]
+
+log = logging.getLogger("gateway")
 
 # HTTP/2 pings keep idle streams' connections open through proxies and find dead peers.
 _OPTIONS = (
@@ -55,6 +58,7 @@ class GrpcServer:
         host = settings.host if ":" not in settings.host else f"[{settings.host}]"
         address = f"{host}:{settings.grpc_port}"
         credentials = _credentials(settings)
+        self._tls = credentials is not None
         if credentials is None:
             self.port = self._server.add_insecure_port(address)
         else:
@@ -62,6 +66,7 @@ class GrpcServer:
 
     async def start(self) -> None:
         await self._server.start()
+        log.info("grpc serving", extra={"port": self.port, "tls": self._tls})
         for name in ("", SERVICE.full_name):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
