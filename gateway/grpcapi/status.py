@@ -12,6 +12,7 @@ import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.json_format import ParseDict
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from gateway.dialects import rpc_status
@@ -30,6 +31,11 @@ _BY_NAME = {
     "InvalidAgentResponseError": grpc.StatusCode.INTERNAL,
 }
 _BY_STATUS = {429: grpc.StatusCode.RESOURCE_EXHAUSTED}
+# The details ``rpc_status`` writes, by their type's name.
+_DETAILS: dict[str, type[Message]] = {
+    "ErrorInfo": error_details_pb2.ErrorInfo,
+    "BadRequest": error_details_pb2.BadRequest,
+}
 
 
 def _code(exc: GatewayError, named: str) -> grpc.StatusCode:
@@ -44,20 +50,18 @@ def grpc_error(exc: GatewayError) -> tuple[grpc.StatusCode, str, bytes]:
     body = rpc_status(exc)["error"]
     code = _code(exc, body["status"])
     status = status_pb2.Status(code=code.value[0], message=exc.message)
-    for detail in body["details"]:
-        packed = AnyProto()
-        if detail["@type"].endswith("ErrorInfo"):
-            fields = {k: v for k, v in detail.items() if k != "@type"}
-            packed.Pack(ParseDict(fields, error_details_pb2.ErrorInfo()))
-        else:
-            fields = {k: v for k, v in detail.items() if k != "@type"}
-            packed.Pack(ParseDict(fields, error_details_pb2.BadRequest()))
-        status.details.append(packed)
-    if isinstance(exc, RateLimitedError):
-        retry = error_details_pb2.RetryInfo(
-            retry_delay=duration_pb2.Duration(seconds=exc.retry_after)
+    details: list[Message] = [
+        ParseDict(
+            {k: v for k, v in detail.items() if k != "@type"},
+            _DETAILS[detail["@type"].rpartition(".")[2]](),
         )
+        for detail in body["details"]
+    ]
+    if isinstance(exc, RateLimitedError):
+        delay = duration_pb2.Duration(seconds=exc.retry_after)
+        details.append(error_details_pb2.RetryInfo(retry_delay=delay))
+    for detail in details:
         packed = AnyProto()
-        packed.Pack(retry)
+        packed.Pack(detail)
         status.details.append(packed)
     return code, exc.message, status.SerializeToString()
