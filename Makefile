@@ -12,7 +12,7 @@ UV     := $(VENV)/bin/uv
 UV_VERSION := 0.13.8
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: install run test bench eval lint clean
+.PHONY: install run test bench eval lint clean protos
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.installed
 
+# `make run` serves the gRPC binding too, on 50051 unless GATEWAY_GRPC_PORT says otherwise.
 run: $(VENV)/.runtime
-	$(VENV)/bin/gateway serve
+	GATEWAY_GRPC_PORT=$${GATEWAY_GRPC_PORT:-50051} $(VENV)/bin/gateway serve
+
+# The gRPC binding's stubs, generated from its proto and shipped (tests/test_grpc_stubs.py).
+protos: install
+	$(VENV)/bin/python -m tests.grpc_stubs gateway/grpcapi/proto
 
 # test_at_rest's tests of a Redis given by URL (the others start their own embedded Redis).
 AT_REST_ON_CLUSTER := $(addprefix tests/test_at_rest.py::test_,content_is_sealed_in_every_redis_value \

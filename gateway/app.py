@@ -20,6 +20,8 @@ from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.audit.log import AuditLog
 from gateway.engine.runs import RunHandOff
+from gateway.grpcapi.edge import Edge
+from gateway.grpcapi.server import grpc_serving
 from gateway.http.a2a_rest import proto_rest_routes
 from gateway.http.access_log import AccessLogMiddleware
 from gateway.http.audit import AuditMiddleware
@@ -201,8 +203,9 @@ def create_app(
         await runtime.start()
         if audit is not None:
             audit.start()
+        edge = Edge(state, authenticator, limiter, audit, settings.log_requests)
         try:
-            async with mcp_server.session_manager.run():
+            async with grpc_serving(settings, edge), mcp_server.session_manager.run():
                 yield
         finally:
             if audit is not None:

@@ -12,7 +12,8 @@ dialects:
   ``referenceTaskIds`` on messages, errors as ``google.rpc.Status`` with ``ErrorInfo``.
 
 Readers turn 1.0 requests into the canonical spelling (enums by name or number, roles also
-by their canonical names; ``gateway.protojson`` reads the 0.3 proto spelling); writers turn
+by their canonical names, an unknown enum value as unspecified, a sender's unspecified role
+as ``user``; ``gateway.protojson`` reads the 0.3 proto spelling); writers turn
 canonical answers into each dialect, leaving only fields the dialect's proto defines (its
 clients parse strictly). The contents of data parts and metadata pass untouched.
 
@@ -29,7 +30,13 @@ from typing import Any, Literal
 
 from gateway.errors import GatewayError
 from gateway.models import ArtifactUpdate, StatusUpdate, Task
-from gateway.protojson import ROLES_V1, TASK_STATES_V1, enum_name, one_content_per_part
+from gateway.protojson import (
+    ROLES_V1,
+    TASK_STATES_V1,
+    enum_name,
+    one_content_per_part,
+    open_enum,
+)
 
 __all__ = [
     "V03_PROTO",
@@ -337,13 +344,24 @@ def read_v1_message(message: Any) -> Any:
     return out
 
 
+def _sent_message(message: Any) -> Any:
+    """A sent 1.0 Message in the canonical spelling. Its role unset, unspecified or unknown
+    (a newer proto's, protobuf-es's ``"UNRECOGNIZED"``) is the sender's, ``user``, as the
+    official 1.x servers accept it; ``ROLE_AGENT`` stays, for validation to refuse."""
+    one_content_per_part(message)
+    if isinstance(message, dict):
+        role = message.get("role")
+        role = open_enum(0 if role is None else role, ROLES_V1, _ROLES_IN)
+        message = {**message, "role": "ROLE_USER" if role == "ROLE_UNSPECIFIED" else role}
+    return read_v1_message(message)
+
+
 def read_v1_send(body: Any) -> Any:
     """A 1.0 SendMessageRequest in the canonical spelling (``returnImmediately`` becomes
     ``blocking``; absent, a 1.0 send blocks)."""
     if not isinstance(body, dict):
         return body
-    one_content_per_part(body.get("message"))
-    out: dict[str, Any] = {"message": read_v1_message(body.get("message"))}
+    out: dict[str, Any] = {"message": _sent_message(body.get("message"))}
     if "metadata" in body:
         out["metadata"] = body["metadata"]
     config = body.get("configuration")

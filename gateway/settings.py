@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     public_url: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # The gRPC binding (gateway/grpcapi): its port (unset: not served), and TLS from a PEM
+    # certificate chain and key (both or neither; unset: plaintext).
+    grpc_port: int | None = Field(default=None, ge=0, le=65535)
+    grpc_tls_cert: str | None = None
+    grpc_tls_key: str | None = None
     context_ttl_seconds: int = Field(default=THIRTY_DAYS, ge=1)
     blocking_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Streams (SSE): a keep-alive comment after this long without an event.

@@ -98,6 +98,7 @@ class SendIds(MessageIds, Protocol):
 __all__ = [
     "TracingMiddleware",
     "annotate",
+    "call_span",
     "configure",
     "enabled",
     "event",
@@ -228,6 +229,21 @@ def span(
         record_exception=False,
         set_status_on_exception=False,
     )
+
+
+def call_span(
+    name: str, attributes: Attributes, traceparent: str
+) -> contextlib.AbstractContextManager[trace.Span]:
+    """The span of a call received beside the HTTP middleware (the gRPC binding): a child
+    of the caller's ``traceparent``; without one, a root sampled at the configured ratio
+    (one left out runs under a context marked not sampled, as a request's does)."""
+    if _state is None:
+        return _NOOP
+    if not traceparent and _state.ratio < 1.0 and random.random() >= _state.ratio:
+        ids = RandomIdGenerator()
+        context = trace.SpanContext(ids.generate_trace_id(), ids.generate_span_id(), False)
+        return trace.use_span(trace.NonRecordingSpan(context), end_on_exit=False)
+    return span(name, attributes, context=_context(traceparent), kind=SpanKind.SERVER)
 
 
 def traceparent() -> str:

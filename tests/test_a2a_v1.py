@@ -124,7 +124,7 @@ async def test_list_tasks_filters_and_bounds(client: httpx.AsyncClient) -> None:
     later = await listed(f"statusTimestampAfter={stamp}")
     assert done["id"] not in {t["id"] for t in later["tasks"]}
     assert (await listed("statusTimestampAfter=2000-01-01T00:00:00Z"))["totalSize"] == 3
-    for bad in ("pageSize=0", "pageSize=101", "status=DONE", "statusTimestampAfter=yesterday",
+    for bad in ("pageSize=0", "pageSize=101", "statusTimestampAfter=yesterday",
                 "statusTimestampAfter=2024-13-45T99:99:99Z", "pageToken=not-a-token"):  # fmt: skip
         r = await client.get(f"/a2a/tasks?{bad}")
         assert r.status_code == 400, bad
@@ -144,11 +144,17 @@ async def _send_both(c: httpx.AsyncClient, message: dict[str, Any]) -> list[str 
 
 async def test_both_10_bindings_read_roles_alike(client: httpx.AsyncClient) -> None:
     """proto3 JSON: an enum by its name or its number; the canonical "user" is read too.
-    Anything else is refused, the same way by both bindings."""
-    for n, role in enumerate(["ROLE_USER", 1, "user"]):
+    Unset, unspecified or unknown (a newer proto's; protobuf-es's "UNRECOGNIZED") is the
+    sender's role, as the official 1.x servers read it. An agent's role, or no enum at all,
+    is refused, the same way by both bindings."""
+    accepted = ["ROLE_USER", 1, "user", 0, "ROLE_UNSPECIFIED", "UNRECOGNIZED", 3, "USER", None]
+    for n, role in enumerate(accepted):
         message = v1_message({"text": "hi"}, message_id=f"role-{n}", role=role)
         assert await _send_both(client, message) == [None, None], role
-    for n, role in enumerate([0, 2, 3, "ROLE_AGENT", "ROLE_UNSPECIFIED", "USER", "1", True, 1.5]):
+    unset = v1_message({"text": "hi"}, message_id="role-unset")
+    del unset["role"]
+    assert await _send_both(client, unset) == [None, None]
+    for n, role in enumerate([2, "ROLE_AGENT", "agent", True, 1.5, {"a": 1}]):
         message = v1_message({"text": "hi"}, message_id=f"bad-role-{n}", role=role)
         assert await _send_both(client, message) == ["INVALID_PARAMS"] * 2, role
 
@@ -183,7 +189,15 @@ async def test_list_tasks_takes_a_state_by_number(client: httpx.AsyncClient) -> 
         assert [t["id"] for t in r.json()["tasks"]] == [done["id"]], status
     r = await client.get("/a2a/tasks?status=2")
     assert r.status_code == 200 and r.json()["tasks"] == []
-    for bad in (42, True, "3", -1):
+    # Unspecified or unknown (a newer proto's, protobuf-es's "UNRECOGNIZED"): no filter,
+    # as the official 1.x servers read it.
+    for unknown in (0, "TASK_STATE_UNSPECIFIED", "UNRECOGNIZED", 42, "3", -1):
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": unknown}}
+        listed = (await client.post("/", json=rpc)).json()["result"]
+        assert done["id"] in [t["id"] for t in listed["tasks"]], unknown
+    for query in ("0", "42", "UNRECOGNIZED"):
+        r = await client.get(f"/a2a/tasks?status={query}")
+        assert done["id"] in [t["id"] for t in r.json()["tasks"]], query
+    for bad in (True, 1.5, {"a": 1}):
         rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": bad}}
         assert (await client.post("/", json=rpc)).json()["error"]["code"] == -32602, bad
-    assert (await client.get("/a2a/tasks?status=42")).status_code == 400

@@ -1,5 +1,5 @@
 """The official a2a-sdk 1.x client, as a user runs it, against a served gateway: native 1.0
-over JSON-RPC and REST (picked from the card's ``supportedInterfaces``) and its v0.3
+over JSON-RPC, REST and gRPC (picked from the card's ``supportedInterfaces``) and its v0.3
 compatibility transports (picked for a 0.3-only card).
 
 a2a-sdk 1.x cannot live beside the gateway's 0.3 SDK: the client runs in the environment of
@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.embedded_redis import free_port
 from tests.clients import sdk1x
 from tests.conftest import API_KEYS
 from tests.processes import serving, slow_process_test
@@ -35,6 +36,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with serving(
         tmp_path_factory.mktemp("sdk1x"),
         GATEWAY_API_KEYS=keys,
+        GATEWAY_GRPC_PORT=str(free_port()),  # the gRPC binding, offered by the cards
         GATEWAY_PUSH_ALLOWLIST="127.0.0.1",  # the push test's webhook
     ) as (_, base):
         yield base
@@ -75,6 +77,7 @@ VITALS = {
 TRANSPORTS = {
     "jsonrpc": "JsonRpcTransport",
     "rest": "RestTransport",
+    "grpc": "GrpcTransport",
     "compat-jsonrpc": "CompatJsonRpcTransport",
     "compat-rest": "CompatRestTransport",
 }
@@ -163,7 +166,7 @@ def streams(r: dict[str, Any], mode: str) -> None:
 PUSH_SCENARIO = Path(__file__).parent / "clients" / "a2a_1x_push.py"
 
 
-@pytest.mark.parametrize("mode", ["jsonrpc", "rest"])
+@pytest.mark.parametrize("mode", ["jsonrpc", "rest", "grpc"])
 def test_push_configs_with_the_1x_client(sdk1x_python: Path, served: str, mode: str) -> None:
     """Create (in the send's configuration and on its own), get, list and delete configs
     with the 1.x client; the send's webhook receives StreamResponse objects with its token;

@@ -693,7 +693,11 @@ def test_every_variable_named_in_deploy_is_a_setting() -> None:
 
 def _compose_serve_ok(name: str, service: dict[str, Any], env: dict[str, str]) -> None:
     published = {str(p).rsplit(":", 1)[-1] for p in service.get("ports", [])}
-    assert published == {env["GATEWAY_PORT"]}, f"{name} publishes {published}"
+    served = {
+        env["GATEWAY_PORT"],
+        *([env["GATEWAY_GRPC_PORT"]] if "GATEWAY_GRPC_PORT" in env else []),
+    }
+    assert published == served, f"{name} publishes {published}"
     # Its own healthcheck, or the image's: HTTP on GATEWAY_PORT, to a route that exists.
     port, paths = probed(service.get("healthcheck", {}).get("test") or healthcheck_command())
     exists = app_routes()

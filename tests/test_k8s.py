@@ -108,7 +108,7 @@ def test_every_pod_meets_the_restricted_profile() -> None:
 def test_metrics_stay_off_the_api_service() -> None:
     services = {s["metadata"]["name"]: s for s in _kind("Service")}
     api = services["gateway"]
-    assert [p["targetPort"] for p in api["spec"]["ports"]] == ["http"]
+    assert [p["targetPort"] for p in api["spec"]["ports"]] == ["http", "grpc"]
     for deployment in _kind("Deployment"):
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         metrics = _env(container)["GATEWAY_METRICS_PORT"]

@@ -17,6 +17,7 @@ LAYERS = [
     "cli",
     "app",
     "runtime",
+    "grpcapi",
     "http",
     "service",
     "engine",

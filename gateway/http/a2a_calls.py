@@ -23,7 +23,7 @@ from gateway.http.audit import note_ids
 from gateway.http.state import AppState
 from gateway.models import SendMessageRequest, Task, _Id, _Model
 from gateway.principal import Principal
-from gateway.protojson import TASK_STATES_V1, enum_name
+from gateway.protojson import TASK_STATES_V1, open_enum
 from gateway.push.configs import Version
 from gateway.service.streams import TaskStream
 from gateway.service.tasks import TaskFilter
@@ -38,6 +38,7 @@ __all__ = [
     "send",
     "stream_send",
     "subscribe",
+    "version_of",
 ]
 
 VERSION_HEADER = "a2a-version"
@@ -48,7 +49,11 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z")
 def negotiated_version(request: Request) -> str | None:
     """The A2A version the ``A2A-Version`` header asks for (``"0.3"`` or ``"1.0"``), None
     when absent; any other version is ``VersionNotSupportedError``."""
-    raw = request.headers.get(VERSION_HEADER)
+    return version_of(request.headers.get(VERSION_HEADER))
+
+
+def version_of(raw: str | None) -> str | None:
+    """``negotiated_version`` of an ``A2A-Version`` value (a header, gRPC metadata)."""
     if raw is None or not raw.strip():
         return None
     match = _VERSION.fullmatch(raw)
@@ -186,8 +191,10 @@ async def list_tasks(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     """ListTasks (A2A 1.0): the caller's tasks, newest status first, a page at a time; the
     answer in the 1.0 dialect. ``status``: a TaskState's name or number."""
     await call.state.agents.resolve(call.principal.tenant, call.agent_id)
-    # proto3: an empty string is an unset field; an enum is given by name or number.
-    params = {**params, "status": enum_name(params.get("status"), TASK_STATES_V1)}
+    # proto3: an empty string is an unset field; an enum is given by name or number, an
+    # unknown one is unspecified (no filter), as the official servers read it.
+    status = open_enum(params.get("status"), TASK_STATES_V1, STATE_FROM_V1)
+    params = {**params, "status": status}
     query = validated(_ListQuery, {k: v for k, v in params.items() if v not in ("", None)})
     state = None
     if query.status not in (None, "", "TASK_STATE_UNSPECIFIED"):

@@ -29,7 +29,7 @@ from gateway.identity.tokens import TokenVerifier, looks_like_jwt
 from gateway.principal import Principal
 from gateway.settings import ApiKeyEntry
 
-__all__ = ["LOCAL_PRINCIPAL", "AuthMiddleware", "Authenticator"]
+__all__ = ["LOCAL_PRINCIPAL", "AuthMiddleware", "Authenticator", "identify"]
 
 # Open mode (no keys, loopback only) is one local operator: it may change the registry.
 LOCAL_PRINCIPAL = Principal("default", "local", frozenset({"admin"}), credential="open")
@@ -143,18 +143,27 @@ class AuthMiddleware:
         return principal
 
     async def _identify(self, scope: Scope, headers: Headers) -> Principal:
-        if self.limiter is None or self.authenticator.open:
-            return await self.authenticator.identify(headers)
         client = scope.get("client")
-        address = client[0] if client else None
-        tag = credential_tag(_credential(headers))
-        blocked = self.limiter.blocked(address, tag)
-        if blocked is not None:
-            raise blocked
-        try:
-            return await self.authenticator.identify(headers)
-        except UnauthenticatedError:
-            refusal = await self.limiter.failed(address, tag)
-            if refusal is not None:
-                raise refusal from None
-            raise
+        return await identify(
+            self.authenticator, self.limiter, client[0] if client else None, headers
+        )
+
+
+async def identify(
+    authenticator: Authenticator, limiter: RateLimiter | None, address: str | None, headers: Headers
+) -> Principal:
+    """Whom a request's credentials name (the tenant header not yet checked), failed
+    attempts from ``address`` throttled (``RateLimiter.failed``): every binding's way in."""
+    if limiter is None or authenticator.open:
+        return await authenticator.identify(headers)
+    tag = credential_tag(_credential(headers))
+    blocked = limiter.blocked(address, tag)
+    if blocked is not None:
+        raise blocked
+    try:
+        return await authenticator.identify(headers)
+    except UnauthenticatedError:
+        refusal = await limiter.failed(address, tag)
+        if refusal is not None:
+            raise refusal from None
+        raise

@@ -7,7 +7,9 @@ named at one URL for both versions, so a client that lets a 0.3 URL win lands on
 endpoint: JSON-RPC at the agent base (the method name tells the version) and the
 proto-JSON REST binding at ``{base}/a2a`` (0.3 under ``/v1/...``, 1.0 without). The
 Corti-style REST at ``{base}/v1/...`` is documented, not advertised: its JSON is the
-canonical 0.3 spelling, which the SDKs' REST clients do not parse.
+canonical 0.3 spelling, which the SDKs' REST clients do not parse. With the gRPC binding
+on (``GATEWAY_GRPC_PORT``), a 1.0 ``GRPC`` interface names its ``host:port`` and, for an
+agent other than the default one, the ``tenant`` that routes to it (``agents/{id}``).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any
 from gateway import __version__
 from gateway.agents.base import Agent
 
-__all__ = ["REST_SUFFIX", "agent_card"]
+__all__ = ["GRPC_AGENT_TENANT", "REST_SUFFIX", "agent_card"]
 
 # Where an agent's proto-JSON REST binding lives, relative to its base URL.
 REST_SUFFIX = "/a2a"
+# The gRPC ``tenant`` field that routes a call to an agent (gateway/grpcapi/edge.py).
+GRPC_AGENT_TENANT = "agents/{agent_id}"
 
 _SECURITY_SCHEMES = {
     "bearer": {
@@ -38,8 +42,16 @@ _SECURITY_SCHEMES = {
 
 
 def agent_card(
-    agent: Agent, url: str, *, authenticated: bool, push: bool = False
+    agent: Agent,
+    url: str,
+    *,
+    authenticated: bool,
+    push: bool = False,
+    grpc: str | None = None,
+    agent_id: str | None = None,
 ) -> dict[str, Any]:
+    """``grpc``: the gRPC binding's ``host:port`` (None: not served); ``agent_id``: the
+    agent's, when the card is not the default agent's."""
     rest = url + REST_SUFFIX
     card: dict[str, Any] = {
         "protocolVersion": "0.3.0",
@@ -69,6 +81,11 @@ def agent_card(
         "skills": [s.to_json() for s in agent.skills],
         "supportsAuthenticatedExtendedCard": False,
     }
+    if grpc is not None:
+        interface = {"url": grpc, "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        if agent_id is not None:
+            interface["tenant"] = GRPC_AGENT_TENANT.format(agent_id=agent_id)
+        card["supportedInterfaces"].insert(2, interface)
     # Push notifications (gateway/push): offered when the app serves their configs.
     card["capabilities"]["pushNotifications"] = push
     if authenticated:

@@ -64,6 +64,13 @@ class RateLimiter:
             principal.tenant, principal.user, user_rate, tenant_rate, count
         )
 
+    async def admit(self, principal: Principal) -> None:
+        """Charge one request of a binding without HTTP fields (gRPC); raises the refusal of
+        one over a limit."""
+        verdict = await self.request(principal) if self.active else None
+        if verdict is not None and not verdict.allowed:
+            raise _refusal(verdict)
+
     def blocked(self, address: str | None, credential: str) -> RateLimitedError | None:
         """The refusal of a credential (``credential_tag``) still blocked at an address for
         failing to authenticate there."""

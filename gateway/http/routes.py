@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.convertors import Convertor, register_url_convertor
@@ -190,8 +191,18 @@ async def card(request: Request) -> Response:
         agent = await state.agents.resolve(principal.tenant, agent_id)
     origin = state.settings.public_url or str(request.base_url).rstrip("/")
     url = origin if "agent_id" not in request.path_params else f"{origin}/agents/{agent_id}"
-    offers_push = state.push is not None
-    card_json = agent_card(agent, url, authenticated=not state.settings.open_mode, push=offers_push)
+    grpc = None
+    if state.settings.grpc_port is not None:
+        host = urlsplit(origin).hostname or state.settings.host
+        grpc = f"{f'[{host}]' if ':' in host else host}:{state.settings.grpc_port}"
+    card_json = agent_card(
+        agent,
+        url,
+        authenticated=not state.settings.open_mode,
+        push=state.push is not None,
+        grpc=grpc,
+        agent_id=request.path_params.get("agent_id"),
+    )
     return JSONResponse(card_json)
 
 

@@ -1,7 +1,7 @@
 """Push notification configs with the official a2a-sdk 1.x client against a gateway.
 
 Run in the a2a-sdk 1.x environment: ``python a2a_1x_push.py BASE_URL API_KEY MODE WEBHOOK``
-where MODE is ``jsonrpc`` or ``rest`` (native 1.0). Sends a message whose configuration
+where MODE is ``jsonrpc``, ``rest`` or ``grpc`` (native 1.0). Sends a message whose configuration
 carries a config for ``WEBHOOK``, then creates, gets, lists and deletes configs of the task.
 Prints one JSON object: what the client saw.
 """
@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 import httpx
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     DeleteTaskPushNotificationConfigRequest,
@@ -25,6 +25,7 @@ from a2a.types import (
     SendMessageRequest,
     TaskPushNotificationConfig,
 )
+from a2a_1x_grpc import client_config
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 
@@ -41,11 +42,9 @@ async def scenario(base: str, key: str, mode: str, webhook: str) -> dict[str, An
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
         card_json = (await http.get(f"{base}/agents/echo/.well-known/agent-card.json")).json()
-        binding = "HTTP+JSON" if mode == "rest" else "JSONRPC"
         card = parse_agent_card(card_json)
-        config = ClientConfig(httpx_client=http, supported_protocol_bindings=[binding])
-        config.streaming = False  # the card offers streaming; these sends block
-        client = ClientFactory(config).create(card)
+        # the card offers streaming; these sends block
+        client = ClientFactory(client_config(http, key, mode, streaming=False)).create(card)
         report: dict[str, Any] = {"push_capability": card.capabilities.push_notifications}
         send = ParseDict(
             {

@@ -1,8 +1,8 @@
 """A user's session with the official a2a-sdk 1.x client against a gateway.
 
 Run in its own environment (a2a-sdk 1.x cannot share one with the gateway's 0.3):
-``python a2a_1x_scenario.py BASE_URL API_KEY MODE`` where MODE is ``jsonrpc`` or ``rest``
-(native 1.0, chosen from the card's ``supportedInterfaces``) or ``compat-jsonrpc`` /
+``python a2a_1x_scenario.py BASE_URL API_KEY MODE`` where MODE is ``jsonrpc``, ``rest`` or
+``grpc`` (native 1.0, chosen from the card's ``supportedInterfaces``) or ``compat-jsonrpc`` /
 ``compat-rest`` (the SDK's v0.3 compatibility transports, as it picks them for a card
 without ``supportedInterfaces``). Prints one JSON object: what the client saw.
 """
@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 import httpx
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     CancelTaskRequest,
@@ -27,6 +27,7 @@ from a2a.types import (
     SubscribeToTaskRequest,
     TaskState,
 )
+from a2a_1x_grpc import client_config, transport_name
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 VITALS = {
@@ -101,28 +102,17 @@ async def scenario(base: str, key: str, mode: str) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(headers=headers, timeout=60) as http:
         card_json = (await http.get(f"{base}/agents/echo/.well-known/agent-card.json")).json()
-        binding = "HTTP+JSON" if mode.endswith("rest") else "JSONRPC"
         if mode.startswith("compat"):
             card_json.pop("supportedInterfaces")  # a 0.3-only card
         card = parse_agent_card(card_json)
         # Blocking and polling sends (the card offers streaming, which the client would
         # otherwise use for every send), and a streaming client.
-        bindings = [binding]
-        config = ClientConfig(httpx_client=http, supported_protocol_bindings=bindings)
-        config.streaming = False
-        client = ClientFactory(config).create(card)
+        client = ClientFactory(client_config(http, key, mode, streaming=False)).create(card)
         polling = ClientFactory(
-            ClientConfig(
-                httpx_client=http,
-                supported_protocol_bindings=bindings,
-                polling=True,
-                streaming=False,
-            )
+            client_config(http, key, mode, polling=True, streaming=False)
         ).create(card)
-        streaming = ClientFactory(
-            ClientConfig(httpx_client=http, supported_protocol_bindings=bindings)
-        ).create(card)
-        report: dict[str, Any] = {"transport": type(client._transport).__name__}
+        streaming = ClientFactory(client_config(http, key, mode)).create(card)
+        report: dict[str, Any] = {"transport": transport_name(client)}
 
         first = await send(client, request({"data": VITALS}))
         report["first"] = plain(first)
