@@ -34,6 +34,7 @@
      ├── StoredDataUnreadableError    (500, -32030: stored content does not decrypt)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
           └── StoreUnavailableError   (Redis unreachable)
+               └── ReplicasBehindError (a write not on enough Redis replicas in time)
 
 Messages are fixed, safe sentences: never user content, never a stack trace.
 """
@@ -64,6 +65,7 @@ __all__ = [
     "PushNotificationNotSupportedError",
     "QuotaExceededError",
     "RateLimitedError",
+    "ReplicasBehindError",
     "RequestTimeoutError",
     "StoreUnavailableError",
     "StoredDataUnreadableError",
@@ -306,3 +308,11 @@ class UnavailableError(GatewayError):
 
 class StoreUnavailableError(UnavailableError):
     default_message = "The store is unavailable; retry later"
+
+
+class ReplicasBehindError(StoreUnavailableError):
+    """GATEWAY_REDIS_MIN_REPLICAS_ACK: the write reached the primary, but not enough of its
+    replicas acknowledged it in time, so it is not reported done (a retry with the same
+    message id does not repeat it)."""
+
+    default_message = "The store could not replicate the write in time; retry later"
