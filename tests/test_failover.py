@@ -143,6 +143,11 @@ async def _fail_over_under_load(
             found = await until(
                 fates, timeout=60, what="every acknowledged task to complete", logs=logs
             )
+            # a blocking send's wait (task events, pub/sub) follows the new primary too
+            body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "after"}],
+                                "messageId": str(uuid.uuid4())}}  # fmt: skip
+            blocking = await c.post("/v1/message:send", json=body)
+            assert blocking.json()["task"]["status"]["state"] == "completed", blocking.text
     return load, found
 
 
