@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import hiredis
-from redis.exceptions import RedisError
+from redis.exceptions import ResponseError
 
 __all__ = ["ReplicaAck", "ReplicaAckError", "ReplicaAcked", "is_write"]
 
 
-class ReplicaAckError(RedisError):
+class ReplicaAckError(ResponseError):
     """Fewer replicas than required acknowledged a write in time: the write is on the
-    primary, but not reported done (a client's retry, idempotent by its id, waits again)."""
+    primary, but not reported done (a client's retry, idempotent by its id, waits again).
+    A reply error, as far as redis-py is concerned: a pipeline reads the replies after it
+    rather than leaving them on the connection."""
 
 
 # Commands that change data, by name (upper case), as the gateway uses them. A script is
@@ -87,12 +89,20 @@ class ReplicaAck:
             )
 
 
+class _Packed(list[bytes]):
+    """Packed commands, and for each whether a WAIT follows it."""
+
+    waits: list[bool]
+
+
 class ReplicaAcked:
     """A redis-py connection (a mixin, first in its bases) that follows each write with
     WAIT and fails it, once its own reply is read, unless enough replicas have it. The
-    class is made per setting (``acked``); ``replica_ack`` None leaves it a plain one."""
+    class is made per setting (``connection._acked``). What a command expects is recorded
+    when it is written, not packed: connecting, between the two, writes and reads the
+    handshake's commands."""
 
-    replica_ack: ReplicaAck | None = None
+    replica_ack: ReplicaAck
 
     def _waits(self) -> deque[bool]:
         # per command written, in order: whether a WAIT reply follows its reply
@@ -102,26 +112,40 @@ class ReplicaAcked:
         return waits
 
     def pack_command(self, *args: Any) -> list[bytes]:
-        packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
-        ack = self.replica_ack
-        if ack is None or not args:
-            return packed
-        name = _name(args[0])
+        packed = _Packed(super().pack_command(*args))  # type: ignore[misc]
+        name = _name(args[0]) if args else ""
         if name == "MULTI":
             self.__dict__["_ack_multi"] = True
         in_multi = self.__dict__.get("_ack_multi", False)
         if name in ("EXEC", "DISCARD"):
             self.__dict__["_ack_multi"] = False
         follow = (not in_multi or name == "EXEC") and name in _WRITES
-        self._waits().append(follow)
-        return [*packed, ack.packed] if follow else packed
+        if follow:
+            packed.append(self.replica_ack.packed)
+        packed.waits = [follow]
+        collecting: list[bool] | None = self.__dict__.get("_ack_collect")
+        if collecting is not None:
+            collecting.append(follow)
+        return packed
+
+    def pack_commands(self, commands: Any) -> list[bytes]:
+        collecting = self.__dict__["_ack_collect"] = []
+        try:
+            packed = _Packed(super().pack_commands(commands))  # type: ignore[misc]
+        finally:
+            self.__dict__.pop("_ack_collect", None)
+        packed.waits = collecting
+        return packed
+
+    async def send_packed_command(self, command: Any, *args: Any, **kwargs: Any) -> None:
+        await super().send_packed_command(command, *args, **kwargs)  # type: ignore[misc]
+        self._waits().extend(getattr(command, "waits", ()))
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        ack = self.replica_ack
-        waits = self._waits() if ack is not None else None
+        waits = self._waits()
         if not waits or not waits.popleft():
             return await super().read_response(*args, **kwargs)  # type: ignore[misc]
-        assert ack is not None
+        ack = self.replica_ack
         try:
             reply = await super().read_response(*args, **kwargs)  # type: ignore[misc]
         finally:
