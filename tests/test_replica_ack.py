@@ -11,7 +11,8 @@ import pytest
 from redis import Redis
 
 from gateway.embedded_redis import EmbeddedRedis
-from tests.conftest import AppFactory, message
+from tests.agents import Partial
+from tests.conftest import AppFactory, message, post_message
 from tests.waiting import until
 
 
@@ -72,3 +73,29 @@ async def test_a_send_is_refused_until_a_replica_has_it(
         assert [m["messageId"] for m in task["history"] if m["role"] == "user"] == [
             "unreplicated-1"
         ]
+
+
+async def test_a_cancel_is_refused_until_a_replica_has_it(
+    make_app: AppFactory, replica: EmbeddedRedis, tmp_path: Path
+) -> None:
+    await until(lambda: _in_sync(replica), what="the replica to sync", logs=tmp_path)
+    settings = {"redis_min_replicas_ack": 1, "redis_replica_ack_timeout_ms": 200}
+    async with make_app([Partial()], **settings) as c:
+        r = await post_message(
+            c, "x", agent="partial", metadata={"sleep": 30}, configuration={"blocking": False}
+        )
+        assert r.status_code == 200, r.text
+        task_id = r.json()["task"]["id"]
+
+        replica.stop()
+        refused = await c.post(f"/v1/tasks/{task_id}:cancel")
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["Retry-After"] == "1"
+
+        replica.restart()
+        await until(lambda: _in_sync(replica), what="the replica to sync again", logs=tmp_path)
+        # the refused cancel reached the primary: its retry finds the task canceled
+        retried = await c.post(f"/v1/tasks/{task_id}:cancel")
+        assert retried.status_code == 409, retried.text
+        assert retried.json()["data"]["state"] == "canceled"
+        assert (await c.get(f"/v1/tasks/{task_id}")).json()["status"]["state"] == "canceled"
