@@ -8,17 +8,19 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from redis import Redis
 
+from tests.cluster import LocalCluster
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.sentinel import MASTER, LocalSentinel
-from tests.waiting import until
+from tests.waiting import until, until_sync
 
 CLIENTS = 4
 # Each client's acknowledged sends before the primary is killed, and after service resumes.
@@ -47,6 +49,7 @@ class Load:
     # when each send after the kill was acknowledged, and when it was first tried
     after_kill: list[tuple[float, float]] = field(default_factory=list)
     refused: int = 0
+    failing: bool = False  # the failure is under way: the load goes on until it is over
 
     async def client(self, n: int, deadline: float) -> None:
         async with httpx.AsyncClient(base_url=self.base, timeout=30) as c:
@@ -55,7 +58,7 @@ class Load:
                 if self.killed_at is None and done >= BEFORE:
                     await asyncio.sleep(0.02)  # until the kill: the load is bounded
                     continue
-                if len(self.after_kill) >= CLIENTS * AFTER:
+                if len(self.after_kill) >= CLIENTS * AFTER and not self.failing:
                     return
                 message_id, tried = f"c{n}-{uuid.uuid4()}", time.monotonic()
                 body = {
@@ -88,22 +91,40 @@ class Load:
         return min(done for _, done in self.after_kill) - self.killed_at
 
 
-async def _fail_over_under_load(
-    tmp_path: Path, sentinel: LocalSentinel, replicas_ack: int
-) -> tuple[Load, dict[str, Any]]:
-    """Sends from several clients; the primary SIGKILLed once each has some acknowledged;
-    the load runs on until each has as many more. Returns the load and, for each
-    acknowledged task, what became of it (None: it is gone)."""
-    env = {
+def _kill_primary(sentinel: LocalSentinel) -> Callable[[], None]:
+    def kill() -> None:
+        primary = sentinel.primary_port()
+        assert primary is not None
+        process = sentinel.node(primary).process
+        assert process is not None
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=PROCESS_SECONDS)
+
+    return kill
+
+
+def _sentinel_env(sentinel: LocalSentinel, replicas_ack: int) -> dict[str, str]:
+    return {
         "REDIS_URL": "redis://127.0.0.1/0",  # scheme and database: the host is Sentinel's
         "GATEWAY_REDIS_SENTINELS": sentinel.addresses,
         "GATEWAY_REDIS_SENTINEL_MASTER": MASTER,
         "GATEWAY_REDIS_MIN_REPLICAS_ACK": str(replicas_ack),
+    }
+
+
+async def _fail_over_under_load(
+    tmp_path: Path, env: dict[str, str], fail: Callable[[], None], logs: list[Path]
+) -> tuple[Load, dict[str, Any]]:
+    """Sends from several clients; ``fail`` (a primary killed, a failover forced) once each
+    has some acknowledged; the load runs on until each has as many more. Returns the load
+    and, for each acknowledged task, what became of it (None: it is gone)."""
+    env = {
         "GATEWAY_REDIS_REPLICA_ACK_TIMEOUT_MS": "1000",
         "GATEWAY_REDIS_TIMEOUT_SECONDS": "1",
         "GATEWAY_JOB_LEASE_SECONDS": "2",
+        **env,
     }
-    logs = [*sentinel.logs, tmp_path]
+    logs = [*logs, tmp_path]
     with serving(tmp_path, **env) as (_, base):
         load = Load(base)
         deadline = time.monotonic() + LOAD_SECONDS
@@ -114,18 +135,13 @@ async def _fail_over_under_load(
             what="the first sends to be acknowledged",
             logs=logs,
         )
-        primary = sentinel.primary_port()
-        assert primary is not None
-        process = sentinel.node(primary).process
-        assert process is not None
-        load.killed_at = time.monotonic()
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=PROCESS_SECONDS)
+        load.killed_at, load.failing = time.monotonic(), True
+        await asyncio.to_thread(fail)  # the load goes on meanwhile
+        load.failing = False
         await asyncio.gather(*clients)
         assert len(load.after_kill) >= CLIENTS * AFTER, (
             f"service did not resume within {LOAD_SECONDS}s"
         )
-        assert sentinel.primary_port() != primary
         async with httpx.AsyncClient(base_url=base, timeout=30) as c:
 
             async def fates() -> dict[str, Any] | None:
@@ -155,7 +171,11 @@ async def _fail_over_under_load(
 async def test_primary_killed_with_replica_acks_loses_nothing_acknowledged(
     tmp_path: Path, sentinel: LocalSentinel
 ) -> None:
-    load, found = await _fail_over_under_load(tmp_path, sentinel, replicas_ack=1)
+    primary = sentinel.primary_port()
+    load, found = await _fail_over_under_load(
+        tmp_path, _sentinel_env(sentinel, 1), _kill_primary(sentinel), sentinel.logs
+    )
+    assert sentinel.primary_port() != primary
     lost = [task_id for task_id, task in found.items() if task is None]
     assert lost == [], f"{len(lost)} acknowledged tasks lost"
     for task in found.values():
@@ -174,7 +194,9 @@ async def test_primary_killed_with_replica_acks_loses_nothing_acknowledged(
 async def test_primary_killed_without_replica_acks_what_can_be_lost(
     tmp_path: Path, sentinel: LocalSentinel
 ) -> None:
-    load, found = await _fail_over_under_load(tmp_path, sentinel, replicas_ack=0)
+    load, found = await _fail_over_under_load(
+        tmp_path, _sentinel_env(sentinel, 0), _kill_primary(sentinel), sentinel.logs
+    )
     lost = [task_id for task_id, task in found.items() if task is None]
     print(
         f"\nfailover, MIN_REPLICAS_ACK=0: {len(load.acknowledged)} sends acknowledged, "
@@ -182,3 +204,51 @@ async def test_primary_killed_without_replica_acks_what_can_be_lost(
         "was killed"
     )
     assert load.resumed_seconds < 20
+
+
+@slow_process_test
+async def test_cluster_failover_forced_under_load_loses_nothing_acknowledged(
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster(tmp_path / "cluster", masters=3, replicas=1)
+    try:
+        url = cluster.start()
+        logs = [node.data_dir / "redis.log" for node in cluster.nodes]
+
+        def force() -> None:
+            """Every replica takes its primary's place at once (CLUSTER FAILOVER FORCE)."""
+            for port in [n.port for n in cluster.nodes if _role(n.port) == "slave"]:
+                _force_failover(port, logs)
+
+        env = {"REDIS_URL": url, "GATEWAY_REDIS_MIN_REPLICAS_ACK": "1"}
+        load, found = await _fail_over_under_load(tmp_path, env, force, logs)
+    finally:
+        cluster.stop()
+    lost = [task_id for task_id, task in found.items() if task is None]
+    assert lost == [], f"{len(lost)} acknowledged tasks lost"
+    for task in found.values():
+        assert [m["role"] for m in task["history"]] == ["user", "agent"], task
+    print(
+        f"\ncluster failover forced, MIN_REPLICAS_ACK=1: {len(load.acknowledged)} sends "
+        f"acknowledged, 0 lost; service resumed {load.resumed_seconds:.1f}s after"
+    )
+
+
+def _role(port: int) -> str:
+    with Redis(port=port, socket_timeout=5) as client:
+        return str(client.info("replication")["role"])
+
+
+def _force_failover(port: int, logs: list[Path]) -> None:
+    """The replica on ``port`` takes its primary's place. One shard at a time: elections of
+    several at once may split the primaries' votes, and a manual failover that loses its
+    election is not tried again by Redis, so it is asked again here."""
+    for attempt in range(3):
+        with Redis(port=port, socket_timeout=5) as client:
+            client.execute_command("CLUSTER", "FAILOVER", "FORCE")
+        try:
+            until_sync(lambda: _role(port) == "master", timeout=15, what=f"{port} to take over")
+            return
+        except AssertionError:
+            if attempt == 2:
+                until_sync(lambda: _role(port) == "master", timeout=1, logs=logs)

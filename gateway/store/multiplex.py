@@ -152,12 +152,13 @@ class _Link(asyncio.Protocol):
         self._waiting.append((waited, loop.time() + self._timeout + ack.timeout_ms / 1000))
 
         def settle(waited: asyncio.Future[Any]) -> None:
-            problem = waited.exception() if not waited.cancelled() else None
-            if problem is None:
-                try:
-                    ack.check(waited.result())
-                except Exception as exc:
-                    problem = exc
+            problem: BaseException | None = RedisConnectionError("Connection to Redis lost")
+            if not waited.cancelled():
+                problem = waited.exception()
+            try:
+                ack.check(problem if problem is not None else waited.result())
+            except Exception as exc:
+                problem = exc
             for reply, outer in held:
                 if outer.done():
                     continue

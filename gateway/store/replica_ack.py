@@ -80,7 +80,10 @@ class ReplicaAck:
         return packed
 
     def check(self, acknowledged: Any) -> None:
-        """Raise unless WAIT's reply counts enough replicas."""
+        """Raise unless WAIT's reply counts enough replicas. An error reply (a primary
+        demoted meanwhile: "WAIT cannot be used with replica instances") counts none."""
+        if isinstance(acknowledged, ResponseError):
+            raise ReplicaAckError(f"WAIT failed: {acknowledged}")
         if isinstance(acknowledged, Exception):
             raise acknowledged
         if int(acknowledged) < self.replicas:
@@ -149,9 +152,13 @@ class ReplicaAcked:
         try:
             reply = await super().read_response(*args, **kwargs)  # type: ignore[misc]
         finally:
-            # WAIT blocks up to its timeout: allow for it over the connection's own
+            # WAIT blocks up to its timeout: allow for it over the connection's own. Its
+            # error reply must not hide the command's (a MOVED the client follows).
             timeout = (getattr(self, "socket_timeout", None) or 0) + ack.timeout_ms / 1000
-            acknowledged = await super().read_response(timeout=timeout)  # type: ignore[misc]
+            try:
+                acknowledged = await super().read_response(timeout=timeout)  # type: ignore[misc]
+            except ResponseError as exc:
+                acknowledged = exc
         ack.check(acknowledged)
         return reply
 
