@@ -162,7 +162,13 @@ async def _fail_over_under_load(
             # a blocking send's wait (task events, pub/sub) follows the new primary too
             body = {"message": {"role": "user", "parts": [{"kind": "text", "text": "after"}],
                                 "messageId": str(uuid.uuid4())}}  # fmt: skip
-            blocking = await c.post("/v1/message:send", json=body)
+
+            async def sent() -> httpx.Response | None:
+                r = await c.post("/v1/message:send", json=body)
+                assert r.status_code in (200, 503), r.text
+                return r if r.status_code == 200 else None
+
+            blocking = await until(sent, what="a blocking send", every=0.1, logs=logs)
             assert blocking.json()["task"]["status"]["state"] == "completed", blocking.text
     return load, found
 
@@ -252,3 +258,37 @@ def _force_failover(port: int, logs: list[Path]) -> None:
         except AssertionError:
             if attempt == 2:
                 until_sync(lambda: _role(port) == "master", timeout=1, logs=logs)
+
+
+@slow_process_test
+async def test_a_primary_demoted_by_sentinel_under_load_loses_nothing_acknowledged(
+    tmp_path: Path, sentinel: LocalSentinel
+) -> None:
+    """SENTINEL FAILOVER of a live primary: it takes writes until the Sentinels demote it,
+    and a replica still following it may acknowledge them; with every replica required
+    (N = 2 here) none is acknowledged there, and the gateway moves to the new primary."""
+    primary = sentinel.primary_port()
+
+    def fail_over() -> None:
+        with Redis(port=sentinel.sentinel_ports[0], socket_timeout=5) as client:
+            client.execute_command("SENTINEL", "FAILOVER", MASTER)
+        until_sync(
+            lambda: sentinel.primary_port() not in (None, primary) and _role(primary) == "slave",
+            timeout=60,
+            what="the Sentinels to promote a replica and demote the old primary",
+            logs=sentinel.logs,
+        )
+
+    assert primary is not None
+    load, found = await _fail_over_under_load(
+        tmp_path, _sentinel_env(sentinel, 2), fail_over, sentinel.logs
+    )
+    lost = [task_id for task_id, task in found.items() if task is None]
+    assert lost == [], f"{len(lost)} of {len(found)} acknowledged tasks lost"
+    for task in found.values():
+        assert [m["role"] for m in task["history"]] == ["user", "agent"], task
+    print(
+        f"\nSentinel failover (primary demoted), MIN_REPLICAS_ACK=2: "
+        f"{len(load.acknowledged)} sends acknowledged, 0 lost; service resumed "
+        f"{load.resumed_seconds:.1f}s after"
+    )
