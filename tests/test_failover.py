@@ -268,8 +268,10 @@ async def test_a_primary_demoted_by_sentinel_under_load_loses_nothing_acknowledg
     and a replica still following it may acknowledge them; with every replica required
     (N = 2 here) none is acknowledged there, and the gateway moves to the new primary."""
     primary = sentinel.primary_port()
+    assert primary is not None
 
     def fail_over() -> None:
+        assert primary is not None
         with Redis(port=sentinel.sentinel_ports[0], socket_timeout=5) as client:
             client.execute_command("SENTINEL", "FAILOVER", MASTER)
         until_sync(
@@ -279,7 +281,6 @@ async def test_a_primary_demoted_by_sentinel_under_load_loses_nothing_acknowledg
             logs=sentinel.logs,
         )
 
-    assert primary is not None
     load, found = await _fail_over_under_load(
         tmp_path, _sentinel_env(sentinel, 2), fail_over, sentinel.logs
     )
