@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SecretStr,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -104,6 +105,17 @@ class Settings(BaseSettings):
     # Writes wait until this many replicas have them (WAIT), within the timeout, or fail.
     redis_min_replicas_ack: int = Field(default=0, ge=0, le=16)
     redis_replica_ack_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+
+    @model_validator(mode="after")
+    def _sentinels_or_cluster(self) -> Settings:
+        scheme = (self.redis_url or "").partition("://")[0]
+        if self.redis_sentinels and (self.redis_cluster or scheme.endswith("+cluster")):
+            raise ValueError(
+                "GATEWAY_REDIS_SENTINELS: not with a Redis Cluster (REDIS_URL, "
+                "GATEWAY_REDIS_CLUSTER), which has no Sentinels"
+            )
+        return self
+
     data_dir: str = ".data"
     public_url: str | None = None
     host: str = "127.0.0.1"

@@ -166,11 +166,7 @@ class RedisTarget:
             raise ConfigurationError(["REDIS_URL: not set; the runtime needs a Redis to use"])
         target = cls.parse(settings.redis_url, settings.redis_cluster)
         sentinel = None
-        if settings.redis_sentinels:
-            if target.cluster:
-                raise ConfigurationError(
-                    ["GATEWAY_REDIS_SENTINELS: not with a Redis Cluster, which has none"]
-                )
+        if settings.redis_sentinels:  # not with a cluster (the settings' own check)
             password = settings.redis_sentinel_password
             sentinel = SentinelTarget(
                 tuple(_address(a) for a in settings.redis_sentinels),
