@@ -56,6 +56,7 @@ SECTIONS = (
     "encryption",
     "streaming",
     "push",
+    "replicas",
 )
 # Every gateway the benchmark starts seals content at rest, as by default (see README).
 BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
@@ -897,6 +898,12 @@ def push_section(tmp: Path) -> None:
     push_bench(tmp)
 
 
+def replicas_section(tmp: Path) -> None:
+    from bench.replicas import replicas_bench
+
+    replicas_bench(tmp)
+
+
 def selected() -> list[str]:
     """The sections BENCH_ONLY names (comma-separated), in their order; all when unset."""
     only = {name.strip() for name in os.environ.get("BENCH_ONLY", "").split(",") if name.strip()}
@@ -941,6 +948,7 @@ def main() -> None:
         "encryption": encryption_section,
         "streaming": streaming_section,
         "push": push_section,
+        "replicas": replicas_section,
     }
     sections = selected()
     strict = os.environ.get("BENCH_STRICT") == "1"

@@ -507,7 +507,7 @@ async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
     from gateway.store.scripts import Scripts
 
     assert settings.redis_url is not None and settings.api_key_secret is not None
-    target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
+    target = RedisTarget.from_settings(settings)
     client = target.client(settings.redis_timeout_seconds)
     service = KeyService(
         ApiKeyStore(client, Scripts.register(client)),

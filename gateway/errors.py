@@ -35,6 +35,7 @@
      ├── StoredDataUnreadableError    (500, -32030: stored content does not decrypt)
      └── UnavailableError             (503, -32603 InternalError, Retry-After)
           ├── StoreUnavailableError   (Redis unreachable)
+          │    └── ReplicasBehindError (a write not on enough Redis replicas in time)
           └── StreamsUnavailableError (the process's open streams)
 
 Messages are fixed, safe sentences: never user content, never a stack trace.
@@ -66,6 +67,7 @@ __all__ = [
     "PushNotificationNotSupportedError",
     "QuotaExceededError",
     "RateLimitedError",
+    "ReplicasBehindError",
     "RequestTimeoutError",
     "StoreUnavailableError",
     "StoredDataUnreadableError",
@@ -328,3 +330,11 @@ class StreamsUnavailableError(UnavailableError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(StreamsLimitedError.RETRY_AFTER)}
+
+
+class ReplicasBehindError(StoreUnavailableError):
+    """GATEWAY_REDIS_MIN_REPLICAS_ACK: the write reached the primary, but not enough of its
+    replicas acknowledged it in time, so it is not reported done (a retry with the same
+    message id does not repeat it)."""
+
+    default_message = "The store could not replicate the write in time; retry later"

@@ -136,7 +136,8 @@ class Runtime:
         """``serving``: the process takes sends (``gateway serve``), not only jobs
         (``gateway worker``); only then do its runs embed their own messages."""
         tracing.configure(settings)
-        target = RedisTarget.parse(_redis_url(settings), settings.redis_cluster)
+        _redis_url(settings)
+        target = RedisTarget.from_settings(settings)
         client = target.client(settings.redis_timeout_seconds)
         store = Store(
             client,

@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SecretStr,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -69,6 +70,15 @@ def _host_patterns(value: list[str]) -> list[str]:
     return value
 
 
+def _host_ports(value: list[str]) -> list[str]:
+    """``host:port`` addresses (``[v6]:port`` for an IPv6 one)."""
+    for address in value:
+        host, _, port = address.rpartition(":")
+        if not host.strip("[]") or not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError("each address must be host:port, the port from 1 to 65535")
+    return value
+
+
 class ApiKeyEntry(BaseModel):
     """The principal an API key stands for."""
 
@@ -85,6 +95,27 @@ class Settings(BaseSettings):
     )
     redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    # Redis Sentinel (README, Operations): the Sentinels' host:port, the primary's name.
+    redis_sentinels: Annotated[
+        list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_ports)
+    ] = Field(default_factory=list)
+    redis_sentinel_master: str = Field(default="mymaster", min_length=1)
+    redis_sentinel_password: SecretStr | None = None
+    redis_sentinel_tls: bool = False
+    # Writes wait until this many replicas have them (WAIT), within the timeout, or fail.
+    redis_min_replicas_ack: int = Field(default=0, ge=0, le=16)
+    redis_replica_ack_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+
+    @model_validator(mode="after")
+    def _sentinels_or_cluster(self) -> Settings:
+        scheme = (self.redis_url or "").partition("://")[0]
+        if self.redis_sentinels and (self.redis_cluster or scheme.endswith("+cluster")):
+            raise ValueError(
+                "GATEWAY_REDIS_SENTINELS: not with a Redis Cluster (REDIS_URL, "
+                "GATEWAY_REDIS_CLUSTER), which has no Sentinels"
+            )
+        return self
+
     data_dir: str = ".data"
     public_url: str | None = None
     host: str = "127.0.0.1"

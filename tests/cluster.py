@@ -12,8 +12,10 @@ from tests.waiting import until_sync
 
 
 class LocalCluster:
-    def __init__(self, root: Path, masters: int = 3) -> None:
-        self.root, self.masters = root, masters
+    """``masters`` primaries, each with ``replicas`` replicas."""
+
+    def __init__(self, root: Path, masters: int = 3, replicas: int = 0) -> None:
+        self.root, self.masters, self.replicas = root, masters, replicas
         self.nodes = self._nodes(0)
 
     def _nodes(self, attempt: int) -> list[EmbeddedRedis]:
@@ -29,7 +31,7 @@ class LocalCluster:
                     "--cluster-node-timeout", "2000",
                 ),
             )
-            for i in range(self.masters)
+            for i in range(self.masters * (1 + self.replicas))
         ]  # fmt: skip
 
     @property
@@ -56,8 +58,8 @@ class LocalCluster:
             node.start()
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         subprocess.run(
-            [REDIS_CLI_PATH, "--cluster", "create", *addresses, "--cluster-replicas", "0",
-             "--cluster-yes"],
+            [REDIS_CLI_PATH, "--cluster", "create", *addresses, "--cluster-replicas",
+             str(self.replicas), "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip
 
@@ -66,7 +68,11 @@ class LocalCluster:
                 Redis(port=n.port).execute_command("CLUSTER INFO")["cluster_state"]  # type: ignore[no-untyped-call]
                 for n in self.nodes
             ]
-            return all(s == "ok" for s in states)
+            if not all(s == "ok" for s in states):
+                return False
+            # every replica in sync with its primary
+            roles = [Redis(port=n.port).info("replication") for n in self.nodes]
+            return all(r["role"] == "master" or r.get("master_link_status") == "up" for r in roles)
 
         try:
             until_sync(ready, timeout=30, what="the cluster to be ready", every=0.1)

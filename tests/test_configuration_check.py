@@ -108,3 +108,26 @@ def test_an_allowlist_pattern_that_is_no_host_is_refused() -> None:
         assert line.startswith("gateway: invalid configuration: GATEWAY_OUTBOUND_ALLOWLIST: ")
     good = "*.example.com:443,10.0.0.0/8,[::1]:8080,localhost:*,127.0.0.1,vllm:8000"
     assert _cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=good).returncode == 0
+
+
+def test_sentinel_addresses_are_host_port_and_their_password_is_not_shown() -> None:
+    for bad in ("sentinel-0", "sentinel-0:0", ":26379", "sentinel-0:port"):
+        done = _cli("config", "check", GATEWAY_REDIS_SENTINELS=f"s1:26379,{bad}")
+        assert done.returncode == 2, bad
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("gateway: invalid configuration: GATEWAY_REDIS_SENTINELS: ")
+    done = _cli(
+        "config",
+        "check",
+        GATEWAY_REDIS_SENTINELS="s1:26379, s2:26379,[::1]:26380",
+        GATEWAY_REDIS_SENTINEL_PASSWORD="sentinel-pw-3",
+    )
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["redis_sentinels"] == ["s1:26379", "s2:26379", "[::1]:26380"]
+    assert "sentinel-pw-3" not in done.stdout
+    # Sentinel and a Redis Cluster exclude each other: `gateway serve` says so and exits 2
+    for cluster in ({"REDIS_URL": "redis+cluster://127.0.0.1:1"}, {"GATEWAY_REDIS_CLUSTER": "1"}):
+        done = _cli("serve", GATEWAY_REDIS_SENTINELS="127.0.0.1:2", **cluster)
+        assert done.returncode == 2, done.stderr
+        (line,) = done.stderr.splitlines()
+        assert "GATEWAY_REDIS_SENTINELS: not with a Redis Cluster" in line

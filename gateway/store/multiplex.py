@@ -18,6 +18,11 @@ translates them as it does the client's. A command whose reply is late by the ti
 closes the connection (a hung or half-open peer), failing the commands in flight with it;
 the next command connects again. Replies come in order, so one timer per connection
 watches the oldest command only, instead of a timeout per command.
+
+With replica acknowledgements on (``replica_ack.py``) one ``WAIT`` follows the writes of
+each batch, and each write's reply is handed back once that WAIT counts enough replicas.
+Through Sentinel (``follow``) each connection asks for the primary's address first, and a
+``READONLY`` reply (the primary was demoted) closes it, so the next connects to the new one.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -40,6 +45,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.store.replica_ack import ReplicaAck, is_write
 
 __all__ = ["Multiplexed"]
 
@@ -61,7 +68,10 @@ def _error(reply: hiredis.ReplyError) -> Exception:
 class _Link(asyncio.Protocol):
     """One connection: commands written in batches, replies matched to them in order."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, ack: ReplicaAck | None = None, follow: bool = False) -> None:
+        self._ack, self._follow = ack, follow
+        # This turn's writes (their reply, and the future handed out) awaiting its WAIT.
+        self._held: list[tuple[asyncio.Future[Any], asyncio.Future[Any]]] = []
         self._reader = hiredis.Reader(replyError=hiredis.ReplyError)
         # Each command's future and the loop time by which its reply is due.
         self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
@@ -87,17 +97,28 @@ class _Link(asyncio.Protocol):
             future, _ = self._waiting.popleft()
             if not future.done():
                 future.set_exception(error(message))
+        held, self._held = self._held, []
+        for _, outer in held:
+            if not outer.done():
+                outer.set_exception(error(message))
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
+        demoted = False
         while (reply := self._reader.gets()) is not False:
             future, _ = self._waiting.popleft()
             if future.done():  # its caller gave up (cancelled, timed out)
                 continue
             if isinstance(reply, hiredis.ReplyError):
-                future.set_exception(_error(reply))
+                error = _error(reply)
+                if self._follow and isinstance(error, ReadOnlyError):
+                    demoted = True
+                    error = RedisConnectionError("The primary is now a replica")
+                future.set_exception(error)
             else:
                 future.set_result(reply)
+        if demoted:
+            self.close()
 
     def send(self, args: Sequence[str | bytes | int]) -> asyncio.Future[Any]:
         """Queue a command for this turn's write; its reply comes in the future."""
@@ -112,7 +133,45 @@ class _Link(asyncio.Protocol):
         self._waiting.append((future, due))
         if self._watchdog is None:
             self._watchdog = loop.call_at(due, self._watch)
+        if self._ack is not None and args and is_write(args[0]):
+            outer: asyncio.Future[Any] = loop.create_future()
+            self._held.append((future, outer))
+            return outer
         return future
+
+    def _wait_for_replicas(self) -> None:
+        """Follow this turn's writes with one WAIT; hand their replies out when it counts
+        enough replicas (``replica_ack.py``), else fail them."""
+        held, self._held = self._held, []
+        if not held or self._ack is None:
+            return
+        ack = self._ack
+        loop = asyncio.get_running_loop()
+        waited: asyncio.Future[Any] = loop.create_future()
+        self._out.append(ack.packed)
+        self._waiting.append((waited, loop.time() + self._timeout + ack.timeout_ms / 1000))
+
+        def settle(waited: asyncio.Future[Any]) -> None:
+            problem: BaseException | None = RedisConnectionError("Connection to Redis lost")
+            if not waited.cancelled():
+                problem = waited.exception()
+            try:
+                ack.check(problem if problem is not None else waited.result())
+            except Exception as exc:
+                problem = exc
+            for reply, outer in held:
+                if outer.done():
+                    continue
+                if reply.done() and not reply.cancelled() and reply.exception() is not None:
+                    outer.set_exception(reply.exception())  # type: ignore[arg-type]
+                elif problem is not None:
+                    outer.set_exception(type(problem)(*problem.args))
+                elif reply.done() and not reply.cancelled():
+                    outer.set_result(reply.result())
+                else:
+                    outer.set_exception(RedisConnectionError("Connection to Redis lost"))
+
+        waited.add_done_callback(settle)
 
     def _watch(self) -> None:
         """The oldest command's reply is due: past its time the connection is taken for hung
@@ -131,6 +190,8 @@ class _Link(asyncio.Protocol):
         self._watchdog = loop.call_at(due, self._watch)
 
     def _flush(self) -> None:
+        if not self.lost:
+            self._wait_for_replicas()
         out, self._out = self._out, []
         if out and self._transport is not None and not self.lost:
             self._transport.write(b"".join(out))
@@ -159,8 +220,12 @@ class Multiplexed:
         db: int = 0,
         tls: bool = False,
         path: str | None = None,
+        ack: ReplicaAck | None = None,
     ) -> None:
         self._host, self._port, self._timeout, self._path = host, port, timeout, path
+        self._ack = ack
+        # Where the primary is now (Sentinel), asked before each connection: None, fixed.
+        self._locate: Callable[[], Awaitable[tuple[str, int]]] | None = None
         self._hello: list[tuple[str | bytes | int, ...]] = []
         if password is not None:
             self._hello.append(("AUTH", username, password) if username else ("AUTH", password))
@@ -170,8 +235,12 @@ class Multiplexed:
         self._link: _Link | None = None
         self._connecting = asyncio.Lock()
 
+    def follow(self, locate: Callable[[], Awaitable[tuple[str, int]]]) -> None:
+        """Connect wherever ``locate`` says the primary is (Sentinel's discovery)."""
+        self._locate = locate
+
     @classmethod
-    def for_url(cls, url: str, timeout: float) -> Multiplexed | None:
+    def for_url(cls, url: str, timeout: float, ack: ReplicaAck | None = None) -> Multiplexed | None:
         """For a standalone ``redis://`` or ``rediss://`` URL without options, or a
         ``unix://`` one with at most ``?db=N``; None for anything else (TLS or socket
         options in the query), which keeps redis-py's client."""
@@ -186,7 +255,10 @@ class Multiplexed:
             if query or not parts.path or not db.isdigit():
                 return None
             path = unquote(parts.path)
-            return cls("", 0, timeout, username=username, password=password, db=int(db), path=path)
+            return cls(
+                "", 0, timeout, username=username, password=password, db=int(db), path=path,
+                ack=ack,
+            )  # fmt: skip
         if parts.scheme not in ("redis", "rediss") or parts.query or not parts.hostname:
             return None
         path = parts.path.strip("/")
@@ -198,6 +270,7 @@ class Multiplexed:
             password=password,
             db=int(path) if path.isdigit() else 0,
             tls=parts.scheme == "rediss",
+            ack=ack,
         )
 
     async def script(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
@@ -263,16 +336,20 @@ class Multiplexed:
     async def _connect(self) -> _Link:
         loop = asyncio.get_running_loop()
         link: _Link | None = None
+        follow = self._locate is not None
+
+        def made() -> _Link:
+            return _Link(self._timeout, self._ack, follow)
+
         try:
             async with asyncio.timeout(self._timeout):
+                host, port = self._host, self._port
+                if self._locate is not None:
+                    host, port = await self._locate()
                 if self._path is not None:
-                    _, link = await loop.create_unix_connection(
-                        lambda: _Link(self._timeout), self._path
-                    )
+                    _, link = await loop.create_unix_connection(made, self._path)
                 else:
-                    _, link = await loop.create_connection(
-                        lambda: _Link(self._timeout), self._host, self._port, ssl=self._tls
-                    )
+                    _, link = await loop.create_connection(made, host, port, ssl=self._tls)
                 for command in self._hello:
                     await link.send(command)
         except BaseException as exc:

@@ -365,7 +365,7 @@ async def rotate_data(settings: Settings) -> RotationFigures:
     from gateway.store.connection import RedisTarget
 
     assert settings.redis_url
-    target = RedisTarget.parse(settings.redis_url, settings.redis_cluster)
+    target = RedisTarget.from_settings(settings)
     client = target.client(settings.redis_timeout_seconds)
     try:
         rotation = Rotation(client, sealer_for(settings))
