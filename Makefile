@@ -2,7 +2,7 @@
 # The interpreter the venv is made from: the system's own CPython when it is 3.11 or newer
 # and can make a venv, else the first python3 on PATH. Distributions build theirs with
 # profile-guided and link-time optimisation; on a plain source build (pyenv's default) a send
-# takes 14-16% more CPU (docs/ARCHITECTURE.md, "Fourteenth round"). `make PYTHON=...` picks
+# takes 14-16% more CPU (docs/performance.md, "The interpreter"). `make PYTHON=...` picks
 # another; an existing .venv keeps its interpreter until `make clean`.
 SYSTEM_PYTHON := /usr/bin/python3
 PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' \

@@ -4,7 +4,7 @@ of start-up objects kept out of its scans.
 A full collection scans every tracked object. Once started, a gateway process holds a large
 heap that lives as long as it does (modules, pydantic models, clients, the app); under load
 full collections scanned it again and again, each a pause of tens of milliseconds in the
-middle of requests (see docs/ARCHITECTURE.md, Performance). ``settle()`` moves that heap
+middle of requests (see docs/performance.md, "Garbage collector"). ``settle()`` moves that heap
 to the permanent generation (``gc.freeze()``) once start-up is over, and raises the
 threshold of the youngest generation so the many short-lived objects of a request die
 between collections instead of being promoted. ``watch()`` records every collection's pause
