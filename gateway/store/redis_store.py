@@ -127,6 +127,9 @@ class SendWrite:
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push_config_json: bytes = b""  # a webhook for the task (its config, with its id)
     subject: str = ""  # what a new context is about (``message.metadata.subject``), or ""
+    # The client named the context, which this message opens if the user does not have it
+    # (unless it was scrubbed within the retention: then it stays unknown).
+    named: bool = False
 
 
 @dataclass(frozen=True)
@@ -474,7 +477,7 @@ class Store:
     @_translated
     async def send(self, keys: UserKeys, w: SendWrite) -> SendResult:
         """Record a user message atomically; a repeated messageId returns the original."""
-        mode = "new" if w.new_context else "continue"
+        mode = "new" if w.new_context else "named" if w.named else "continue"
         return await self._send(keys, w, mode, w.context_id, "")
 
     async def _send(
@@ -514,7 +517,7 @@ class Store:
                         self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
                     ),
                     subject=self._seal(keys, context_id, f.META_SUBJECT, w.subject.encode())
-                    if w.subject and mode == "new"
+                    if w.subject and mode in ("new", "named")
                     else b"",
                     refs=list(w.reference_ids),
                 )
@@ -703,9 +706,8 @@ class Store:
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
         was removed from the context's keys (no dead letters: they live elsewhere), or None
         when there was no such context."""
-        reply = await self.scripts.scrub(
-            keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
-        )
+        args = ScrubArgs(context_id, forget_job, self.ttl_ms)
+        reply = await self.scripts.scrub(keys=self._keys(keys, context_id), args=argv(args))
         scrubbed = scrub_reply(reply)
         if scrubbed is None:
             return None
@@ -843,6 +845,11 @@ class Store:
 
     def open_subject_token(self, keys: UserKeys, context_id: str, token: str) -> str:
         return _text(self._open(keys, context_id, f.META_SUBJECT, token.encode()))
+
+    @_translated
+    async def context_exists(self, keys: UserKeys, context_id: str) -> bool:
+        """Whether the user has the context (not expired, not scrubbed)."""
+        return bool(await self.client.exists(keys.meta(context_id)))
 
     @_translated
     async def context_subject(self, keys: UserKeys, context_id: str) -> str | None:
