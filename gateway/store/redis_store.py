@@ -463,7 +463,8 @@ class Store:
         async for member, _ in self.client.zscan_iter(PUSH_CONTEXTS, count=500):
             pending = _text(member)
             moved += await self.move_pushes(pending, stale_only=True)
-            # A context whose meta key is gone is dead for good (ids are never reused).
+            # A context whose meta key is gone is dead: its entry goes (a send reopening its id with
+            # a webhook notes it again).
             if not await self.client.exists(pending.removesuffix(PENDING_PUSHES)):
                 await self.client.zrem(PUSH_CONTEXTS, pending)
         return moved
