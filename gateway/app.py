@@ -129,6 +129,7 @@ def create_app(
         ),
         push=push,
         longterm=runtime.longterm,
+        client_context_ids=settings.client_context_ids == "accept",
     )
     state = AppState(
         settings=settings,

@@ -244,6 +244,9 @@ class Settings(BaseSettings):
     # A message that continues a task whose run is under way: waits its turn, is refused
     # (409 TaskBusyError) or interrupts that run. Agents and messages may choose their own.
     run_policy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+    # A send naming a contextId the user does not have opens it (``accept``) or is refused
+    # with 404 ContextNotFoundError (``refuse``: server-generated context ids only).
+    client_context_ids: Literal["accept", "refuse"] = "accept"
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     embedder: Literal["wordllama", "hashing", "openai", "none"] = "wordllama"
     embedder_url: str | None = None

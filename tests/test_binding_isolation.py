@@ -161,10 +161,13 @@ async def test_every_binding_serves_every_other_bindings_contexts(gw: httpx.Asyn
         second = await used.send("alice", context_id, str(uuid.uuid4()))
         assert second is not None and second[1] == context_id, pair
         assert await used.state("alice", task_id) == "completed", pair
-        # Anyone else, same tenant or not: not found, to read or to continue.
+        # Anyone else, same tenant or not: not found to read; naming the context id opens
+        # their own context of that id, which the owner does not see either.
         for other in ("bob", "carol"):
             assert await used.state(other, task_id) is None, (pair, other)
-            assert await used.send(other, context_id, str(uuid.uuid4())) is None, (pair, other)
+            theirs = await used.send(other, context_id, str(uuid.uuid4()))
+            assert theirs is not None and theirs[1] == context_id, (pair, other)
+            assert await used.state("alice", theirs[0]) is None, (pair, other)
         # A retry of the first send over the other binding is the same task.
         again = await used.send("alice", context_id, "idem-" + task_id)
         replay = await made.send("alice", context_id, "idem-" + task_id)

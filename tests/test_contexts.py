@@ -158,7 +158,7 @@ async def test_a_retention_of_thousands_of_years_is_set_exactly(
 
 
 async def test_context_expires_after_retention(make_app: AppFactory, redis: RawRedis) -> None:
-    async with make_app(context_ttl_seconds=2) as c:
+    async with make_app(context_ttl_seconds=2, client_context_ids="refuse") as c:
         body = {
             "message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "1"}
         }

@@ -166,6 +166,25 @@ def test_a_non_blocking_send_then_list_and_cancel(served: Served) -> None:
     assert details["ErrorInfo"]["domain"] == "a2a-protocol.org"
 
 
+def test_a_client_named_context_is_opened_per_user(served: Served) -> None:
+    named = "grpc-named-" + uuid.uuid4().hex
+    tasks = {}
+    for key in ("key-alice", "key-bob"):
+        request = send_request()
+        request.message.context_id = named
+        reply = call(served, "SendMessage", request, pb.SendMessageResponse, key)
+        assert reply.task.context_id == named
+        tasks[key] = reply.task.id
+    for key, own in tasks.items():
+        listing = pb.ListTasksRequest(context_id=named)
+        listed = call(served, "ListTasks", listing, pb.ListTasksResponse, key)
+        assert [t.id for t in listed.tasks] == [own]
+    request = send_request()
+    request.message.context_id = "not a valid id"
+    code, _ = refused(served, "SendMessage", request, pb.SendMessageResponse)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_unset_and_unknown_enums_are_unspecified(served: Served) -> None:
     """A message without a role is the sender's; an unknown state filters nothing."""
     request = send_request()

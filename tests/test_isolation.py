@@ -30,9 +30,6 @@ async def test_other_users_get_404_everywhere(keyed: httpx.AsyncClient, send: Se
                 await keyed.post(f"{base}/v1/tasks/{tid}:cancel", headers=h),
                 await keyed.get(f"{base}/v1/contexts/{cid}", headers=h),
                 await keyed.delete(f"{base}/v1/contexts/{cid}", headers=h),
-                await send(
-                    "x", via=keyed, headers=h, path=f"{base}/v1/message:send", contextId=cid
-                ),
                 await send("x", via=keyed, headers=h, path=f"{base}/v1/message:send", taskId=tid),
                 await send(
                     "x",
@@ -48,6 +45,14 @@ async def test_other_users_get_404_everywhere(keyed: httpx.AsyncClient, send: Se
                 assert r.json()["error"] in ("TaskNotFoundError", "ContextNotFoundError")
             listed = await keyed.get(f"{base}/v1/contexts", headers=h)
             assert listed.json()["items"] == []
+        # Naming alice's context id opens the intruder's own context of that id: none of
+        # alice's messages or tasks in it.
+        r = await send("x", via=keyed, headers=h, contextId=cid)
+        assert r.status_code == 200, r.text
+        theirs = r.json()["task"]
+        assert theirs["artifacts"][0]["parts"][-1]["data"]["echo"]["historyMessages"] == 0
+        page = (await keyed.get(f"/v1/contexts/{cid}", headers=h)).json()
+        assert [t["id"] for t in page["items"]] == [theirs["id"]]
         own = (await send("mine", via=keyed, headers=h)).json()["task"]
         r = await send(
             "x", via=keyed, headers=h, contextId=own["contextId"], referenceTaskIds=[tid]

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import Send, message
+from tests.conftest import AppFactory, Send, message, post_message
 from tests.waiting import until
 
 
@@ -58,11 +58,18 @@ async def test_context_continuation_gives_agent_prior_messages(send: Send) -> No
     assert report["historyMessages"] == 2  # user + agent message of the first turn
 
 
-async def test_unknown_context_is_404(send: Send) -> None:
-    r = await send("x", contextId=str(uuid.uuid4()))
+async def test_unknown_context_is_404_when_client_ids_are_refused(make_app: AppFactory) -> None:
+    async with make_app(client_context_ids="refuse") as c:
+        r = await post_message(c, "x", contextId=str(uuid.uuid4()))
     assert r.status_code == 404
     assert r.json()["error"] == "ContextNotFoundError"
     assert r.json()["code"] == -32010
+
+
+async def test_an_unknown_context_named_with_a_task_is_404(send: Send) -> None:
+    r = await send("x", contextId=str(uuid.uuid4()), taskId=str(uuid.uuid4()))
+    assert r.status_code == 404
+    assert r.json()["error"] == "ContextNotFoundError"
 
 
 async def test_task_continuation_and_409_on_terminal(send: Send) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,6 +69,23 @@ def named_subject(metadata: dict[str, Any] | None) -> str | None:
     return subject
 
 
+# A context id a client names: 1 to 128 of letters, digits and ``._-``, starting with a
+# letter or digit. Room for UUIDs, ULIDs and prefixed ids (``app.session-42``); nothing that
+# needs escaping in a URL path, a Redis key or a log line, no look-alike Unicode, no path
+# segment ``.``/``..``, and no ``:``, which separates a context's keys (``<cid>:items``).
+_CONTEXT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_context_id(context_id: str) -> None:
+    """Refuse a client-named context id outside ``_CONTEXT_ID``."""
+    if _CONTEXT_ID.fullmatch(context_id) is None:
+        raise InvalidParamsError(
+            "message.contextId must be 1 to 128 of A-Z a-z 0-9 . _ -, starting with a letter "
+            "or digit",
+            data={"errors": [{"field": "message.contextId", "reason": "invalid"}]},
+        )
+
+
 @dataclass
 class MessageService:
     store: Store
@@ -83,6 +101,9 @@ class MessageService:
     inline: InlineEmbedding | None = None
     # Long-term memory, when on: a blocking send may wait for its turn to be stored.
     longterm: LongTermMemory | None = None
+    # A send naming a context the user does not have opens it (else: 404, as for any
+    # unknown context).
+    client_context_ids: bool = True
 
     async def send(
         self,
@@ -206,13 +227,17 @@ class MessageService:
             if context_id is None:
                 raise TaskNotFoundError()
         new_context = context_id is None
+        # A message naming a context without a task may open it, under the id it names.
+        named = self.client_context_ids and context_id is not None and task_id is None
+        if named and context_id is not None:
+            check_context_id(context_id)
         context_id = context_id or new_id()
         continuing = task_id is not None
         task_id = task_id or new_id()
         stored = message.model_dump(mode="json", exclude_none=True)
         digest = message_digest(stored)
         stored["contextId"], stored["taskId"] = context_id, task_id
-        subject = await self._subject(principal, context_id, new_context, stored)
+        subject = await self._subject(principal, context_id, new_context, named, stored)
         references = tuple(message.referenceTaskIds or ())
         text = embeddable_text(stored) if self.embedding else ""
         template = RunJob(
@@ -233,6 +258,7 @@ class MessageService:
             task_id=task_id,
             continuing=continuing,
             new_context=new_context,
+            named=named,
             message_id=message.messageId,
             digest=digest,
             message_json=orjson.dumps(stored),
@@ -242,22 +268,31 @@ class MessageService:
             job_json=template.wire(),
             embed=bool(text),
             quotas=self.quotas,
-            subject=subject if new_context else "",
+            subject=subject if new_context or named else "",
             **queueing,
         )
         return write, template
 
     async def _subject(
-        self, principal: Principal, context_id: str, new_context: bool, stored: dict[str, Any]
+        self,
+        principal: Principal,
+        context_id: str,
+        new_context: bool,
+        may_open: bool,
+        stored: dict[str, Any],
     ) -> str:
         """The subject of the message's context: the one it names when it opens the context
         (it binds it), else the one the context is bound to, which it may repeat but not
         change, and which its metadata then carries (a subject never changes once bound,
-        so reading it ahead of the write is sound)."""
+        so reading it ahead of the write is sound). With ``may_open``, a context the user
+        does not have is opened by this message."""
         named = named_subject(stored.get("metadata"))
         if new_context:
             return named or ""
-        bound = await self.store.context_subject(keys_of(principal), context_id)
+        keys = keys_of(principal)
+        bound = await self.store.context_subject(keys, context_id)
+        if bound is None and may_open and not await self.store.context_exists(keys, context_id):
+            return named or ""
         if named is not None and named != bound:
             reason = "differs from" if bound else "cannot be bound to"
             raise InvalidParamsError(

@@ -38,6 +38,9 @@ key                                    type    holds
                                                into this context (dedupe across turns)
 ``gw:{u}:c:<cid>:ledger``              set     ids of memories Cortadel named for this
                                                context's turns (deleted with it on scrub)
+``gw:{u}:ctxs:gone:<sha1(cid)>``       string  "1": the context was scrubbed; a send naming its
+                                               id finds no context (expires after the context
+                                               retention)
 ``gw:{u}:c:<cid>:stored:<tid>:<seq>``  string  "1": Cortadel has stored that turn (for a send
                                                that waits for it; expires after 10 minutes)
 =====================================  ======  ==============================================
@@ -85,6 +88,7 @@ __all__ = [
     "EVENTS_GRACE_MS",
     "EVENT_CHANNEL",
     "EVENT_STREAM",
+    "GONE",
     "JOBS",
     "JOBS_GROUP",
     "KEYRING",
@@ -134,6 +138,9 @@ SIGNAL_ARTIFACT = "artifact"
 EVENT_STREAM = ":ev:"
 # Redis Cluster: a context's webhook deliveries wait in '<context meta><PENDING_PUSHES>'.
 PENDING_PUSHES = ":push"
+# A scrubbed context's tombstone is '<the user's contexts><GONE><SHA-1 of the context id>'
+# (for the context's retention; named by a digest so the scrubbed id itself is not kept).
+GONE = ":gone:"
 # How long a settled task's event stream outlives it (unless its context expires first).
 EVENTS_GRACE_MS = 300_000
 JOBS = "gw:{jobs}"

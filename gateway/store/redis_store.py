@@ -127,6 +127,9 @@ class SendWrite:
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push_config_json: bytes = b""  # a webhook for the task (its config, with its id)
     subject: str = ""  # what a new context is about (``message.metadata.subject``), or ""
+    # The client named the context, which this message opens if the user does not have it
+    # (unless it was scrubbed within the retention: then it stays unknown).
+    named: bool = False
 
 
 @dataclass(frozen=True)
@@ -460,7 +463,8 @@ class Store:
         async for member, _ in self.client.zscan_iter(PUSH_CONTEXTS, count=500):
             pending = _text(member)
             moved += await self.move_pushes(pending, stale_only=True)
-            # A context whose meta key is gone is dead for good (ids are never reused).
+            # A context whose meta key is gone is dead: its entry goes (a send reopening its id with
+            # a webhook notes it again).
             if not await self.client.exists(pending.removesuffix(PENDING_PUSHES)):
                 await self.client.zrem(PUSH_CONTEXTS, pending)
         return moved
@@ -474,7 +478,7 @@ class Store:
     @_translated
     async def send(self, keys: UserKeys, w: SendWrite) -> SendResult:
         """Record a user message atomically; a repeated messageId returns the original."""
-        mode = "new" if w.new_context else "continue"
+        mode = "new" if w.new_context else "named" if w.named else "continue"
         return await self._send(keys, w, mode, w.context_id, "")
 
     async def _send(
@@ -514,7 +518,7 @@ class Store:
                         self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
                     ),
                     subject=self._seal(keys, context_id, f.META_SUBJECT, w.subject.encode())
-                    if w.subject and mode == "new"
+                    if w.subject and mode in ("new", "named")
                     else b"",
                     refs=list(w.reference_ids),
                 )
@@ -703,9 +707,8 @@ class Store:
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
         was removed from the context's keys (no dead letters: they live elsewhere), or None
         when there was no such context."""
-        reply = await self.scripts.scrub(
-            keys=self._keys(keys, context_id), args=argv(ScrubArgs(context_id, forget_job))
-        )
+        args = ScrubArgs(context_id, forget_job, self.ttl_ms)
+        reply = await self.scripts.scrub(keys=self._keys(keys, context_id), args=argv(args))
         scrubbed = scrub_reply(reply)
         if scrubbed is None:
             return None
@@ -843,6 +846,11 @@ class Store:
 
     def open_subject_token(self, keys: UserKeys, context_id: str, token: str) -> str:
         return _text(self._open(keys, context_id, f.META_SUBJECT, token.encode()))
+
+    @_translated
+    async def context_exists(self, keys: UserKeys, context_id: str) -> bool:
+        """Whether the user has the context (not expired, not scrubbed)."""
+        return bool(await self.client.exists(keys.meta(context_id)))
 
     @_translated
     async def context_subject(self, keys: UserKeys, context_id: str) -> str | None:

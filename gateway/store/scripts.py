@@ -9,9 +9,10 @@ and refresh the sliding TTL of every key it owns in O(1). On Redis Cluster the j
 live in another slot, so they are not passed: the scripts then leave the streams alone and
 the store queues and acknowledges jobs in a second step.
 
-A context whose meta key is missing is dead (scrubbed or expired) and, since ids
-are never reused, stays dead: every writer checks the meta key inside its script,
-so no late write can resurrect it.
+A context whose meta key is missing is dead (scrubbed or expired): every writer checks the
+meta key inside its script, so no late write can resurrect it. Only a send may open a context
+under an id it names (``SendArgs.mode`` 'named'), never one scrubbed within the retention:
+the scrub leaves a tombstone (``GONE``) for that long.
 
 Names shared with Python (fields, marks, channels, states) are generated into each script's
 prelude from their definitions (``LUA_NAMES``). A script's ARGV is a NamedTuple here, in
@@ -37,6 +38,7 @@ from gateway.store.keys import (
     EVENT_CHANNEL,
     EVENT_STREAM,
     EVENTS_GRACE_MS,
+    GONE,
     JOBS_GROUP,
     PENDING_PUSHES,
     SIGNAL_ARTIFACT,
@@ -150,6 +152,7 @@ LUA_NAMES: Mapping[str, str | int] = {
     "EVENT_STREAM": EVENT_STREAM,
     "EVENTS_GRACE_MS": EVENTS_GRACE_MS,
     "PENDING_PUSHES": PENDING_PUSHES,
+    "GONE": GONE,
     # The keys whose TTL a write of the context refreshes: all of its own (not the user's
     # running tasks, nor the streams).
     "CONTEXT_TTL_KEYS": CONTEXT_KEY_COUNT - 1,
@@ -442,7 +445,9 @@ end
 class SendArgs(NamedTuple):
     """The send script's ARGV, in order."""
 
-    mode: str  # 'new' (the message opens the context) or 'continue'
+    # 'new' (the message opens the context), 'continue', or 'named' (the client named the
+    # context: continue it, or open it when the user has none of that id and no tombstone)
+    mode: str
     cid: str
     mid: str  # the messageId
     digest: str
@@ -471,7 +476,16 @@ continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
 local embed_entry = ''  -- the message's embedding job, when queued here
-if mode == 'new' then
+local named = mode == 'named'
+if named then
+  if redis.call('EXISTS', META) == 1 then mode = 'continue'
+  elseif redis.call('EXISTS', CONTEXTS .. GONE .. redis.sha1hex(cid)) == 1 then
+    return {'nocontext'}
+  else mode = 'new' end
+end
+if named and mode == 'new' then
+  -- a named context has no origin: a retry names it again
+elseif mode == 'new' then
   local origin = redis.call('HGET', ORIGINS, mid)
   if origin and origin ~= stale_origin then return {'origin', origin} end
   if redis.call('EXISTS', META) == 1 then return {'collision'} end
@@ -563,13 +577,13 @@ local function stored(reply)
 end
 if fresh then
   seq = 1
-  local meta = {M_CREATED, now, M_UPDATED, now, M_SEQ, seq, M_TASKS, 1, M_BYTES, #message,
-                M_ORIGIN, mid}
+  local meta = {M_CREATED, now, M_UPDATED, now, M_SEQ, seq, M_TASKS, 1, M_BYTES, #message}
+  if not named then meta[#meta + 1], meta[#meta + 2] = M_ORIGIN, mid end
   if subject ~= '' then meta[#meta + 1], meta[#meta + 2] = M_SUBJECT, subject end
   if flag('e') then meta[#meta + 1], meta[#meta + 2] = M_EMBED_QUEUED, 1 end
   redis.call('HSET', META, unpack(meta))
   META_LEFT = -1
-  redis.call('HSET', ORIGINS, mid, cid)
+  if not named then redis.call('HSET', ORIGINS, mid, cid) end
 else
   seq = tonumber(META_SEQ or '0') + 1
   set_meta(M_SEQ, seq)
@@ -1132,6 +1146,7 @@ class ScrubArgs(NamedTuple):
 
     cid: str
     forget_job: bytes  # long-term memory job json, or '' to leave Cortadel's memories alone
+    ttl: int  # ms: how long the context's id stays unknown (its tombstone lives)
 
 
 _SCRUB = (
@@ -1176,6 +1191,8 @@ redis.call('UNLINK', META, ITEMS, TASKS, MSGS, MIDS, VECTORS, VECTOR_SEQS, VECTO
 receipt[5] = receipt[5] + redis.call('ZCARD', PUSH_PENDING)
 redis.call('UNLINK', PUSH_PENDING)
 redis.call('ZREM', CONTEXTS, cid)
+-- The tombstone: a send naming this id finds no context for the retention period.
+redis.call('SET', CONTEXTS .. GONE .. redis.sha1hex(cid), '1', 'PX', ttl)
 for i = 1, #forget do receipt[#receipt + 1] = forget[i] end
 return receipt
 """
