@@ -3,6 +3,7 @@ installs the runtime dependencies only; `make test` adds the dev tools."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,8 +15,16 @@ def _planned(target: str, tmp: Path) -> list[str]:
     """The commands `make <target>` would run in a clone with no venv yet."""
     for name in ("Makefile", "pyproject.toml", "uv.lock"):
         shutil.copy(ROOT / name, tmp / name)
+    # as from a shell: `make test` runs this suite, and a parent make's variables would
+    # change what a child prints (directories) and does
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     done = subprocess.run(
-        ["make", "-n", target], cwd=tmp, capture_output=True, text=True, timeout=60
+        ["make", "-n", "--no-print-directory", target],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()

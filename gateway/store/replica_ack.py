@@ -149,16 +149,22 @@ class ReplicaAcked:
         if not waits or not waits.popleft():
             return await super().read_response(*args, **kwargs)  # type: ignore[misc]
         ack = self.replica_ack
+        refused: ResponseError | None = None
         try:
             reply = await super().read_response(*args, **kwargs)  # type: ignore[misc]
-        finally:
-            # WAIT blocks up to its timeout: allow for it over the connection's own. Its
-            # error reply must not hide the command's (a MOVED the client follows).
-            timeout = (getattr(self, "socket_timeout", None) or 0) + ack.timeout_ms / 1000
-            try:
-                acknowledged = await super().read_response(timeout=timeout)  # type: ignore[misc]
-            except ResponseError as exc:
-                acknowledged = exc
+        except ResponseError as exc:  # a reply: the connection is still in step
+            refused, reply = exc, None
+        # Any other failure (the connection lost, a timeout) has left the connection
+        # disconnected: there is no WAIT reply to read, and the failure is the answer.
+        # WAIT blocks up to its timeout: allow for it over the connection's own. Its error
+        # reply must not hide the command's (a MOVED the client follows).
+        timeout = (getattr(self, "socket_timeout", None) or 0) + ack.timeout_ms / 1000
+        try:
+            acknowledged = await super().read_response(timeout=timeout)  # type: ignore[misc]
+        except ResponseError as exc:
+            acknowledged = exc
+        if refused is not None:
+            raise refused
         ack.check(acknowledged)
         return reply
 
