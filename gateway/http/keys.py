@@ -11,32 +11,21 @@ from gateway.errors import UnsupportedOperationError
 from gateway.http.audit import note_ids
 from gateway.http.params import json_body, validated
 from gateway.http.responses import JSONResponse
-from gateway.http.state import AppState
+from gateway.http.state import app_state, principal_of
 from gateway.models import KeyCreateRequest, KeyRotateRequest
-from gateway.principal import Principal
 from gateway.service.keys import Issued, KeyService, admin_tenant
 
 __all__ = ["key_routes"]
 
 
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.gateway
-    return state
-
-
-def _principal(request: Request) -> Principal:
-    principal: Principal = request.scope["state"]["principal"]
-    return principal
-
-
 def _keys(request: Request) -> tuple[KeyService, str]:
     """The key service and the admin caller's tenant (501 when keys are not managed)."""
-    service = _state(request).keys
+    service = app_state(request).keys
     if service is None:
         raise UnsupportedOperationError(
             "API keys are not managed here (GATEWAY_API_KEY_SECRET is not set)"
         )
-    return service, admin_tenant(_principal(request))
+    return service, admin_tenant(principal_of(request))
 
 
 async def list_keys(request: Request) -> Response:
@@ -62,7 +51,7 @@ async def create_key(request: Request) -> Response:
     service, _ = _keys(request)
     body = validated(KeyCreateRequest, await json_body(request))
     issued = await service.issue(
-        _principal(request), body.user, list(body.roles), body.name, body.expiresInSeconds
+        principal_of(request), body.user, list(body.roles), body.name, body.expiresInSeconds
     )
     return _issued(request, issued)
 
@@ -82,7 +71,7 @@ async def rotate_key(request: Request) -> Response:
     service, _ = _keys(request)
     body = validated(KeyRotateRequest, await json_body(request, optional=True) or {})
     key_id = request.path_params["key_id"]
-    issued = await service.reissue(_principal(request), key_id, body.graceSeconds)
+    issued = await service.reissue(principal_of(request), key_id, body.graceSeconds)
     return _issued(request, issued)
 
 

@@ -43,9 +43,8 @@ from gateway.http.params import (
 )
 from gateway.http.responses import JSONResponse
 from gateway.http.sse import event_v03, sse_response
-from gateway.http.state import AppState
+from gateway.http.state import AppState, app_state, principal_of
 from gateway.models import SearchRequest, SendMessageRequest
-from gateway.principal import Principal
 from gateway.protojson import normalise_send_request
 from gateway.service.audit import AuditQuery
 from gateway.service.keys import admin_tenant
@@ -67,19 +66,9 @@ _OPENAPI_CANDIDATES = (
 MAX_PAGE = 1000
 
 
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.gateway
-    return state
-
-
-def _principal(request: Request) -> Principal:
-    principal: Principal = request.scope["state"]["principal"]
-    return principal
-
-
 def _agent_id(request: Request) -> str:
     agent_id = request.path_params.get("agent_id")
-    return agent_id if isinstance(agent_id, str) else _state(request).settings.default_agent
+    return agent_id if isinstance(agent_id, str) else app_state(request).settings.default_agent
 
 
 async def _served(request: Request) -> AppState:
@@ -91,14 +80,14 @@ async def _served(request: Request) -> AppState:
 async def _serving(request: Request) -> tuple[AppState, Agent]:
     """The app state and the agent named by the path (or the default), as the caller sees
     it: resolved once for the request."""
-    state = _state(request)
-    return state, await state.agents.resolve(_principal(request).tenant, _agent_id(request))
+    state = app_state(request)
+    return state, await state.agents.resolve(principal_of(request).tenant, _agent_id(request))
 
 
 async def send_message(request: Request) -> Response:
     state, agent = await _serving(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    task = await state.messages.send(_principal(request), agent, body)
+    task = await state.messages.send(principal_of(request), agent, body)
     note_ids(request.scope, task=task.id, context=task.context_id)
     return JSONResponse({"task": task_json(task)})
 
@@ -106,7 +95,7 @@ async def send_message(request: Request) -> Response:
 async def stream_message(request: Request) -> Response:
     state, agent = await _serving(request)
     body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    task, stream = await state.streams.send(_principal(request), agent, body)
+    task, stream = await state.streams.send(principal_of(request), agent, body)
     note_ids(request.scope, task=task.id, context=task.context_id)
     return sse_response(stream, event_v03)
 
@@ -117,14 +106,14 @@ async def subscribe_task(request: Request) -> Response:
         await json_body(request, optional=True)
     last = request.headers.get("last-event-id")
     task_id = request.path_params["task_id"]
-    stream = await state.streams.subscribe(_principal(request), task_id, last)
+    stream = await state.streams.subscribe(principal_of(request), task_id, last)
     return sse_response(stream, event_v03)
 
 
 async def get_task(request: Request) -> Response:
     state = await _served(request)
     history = query_int(request, "historyLength", "history_length", default=None)
-    task = await state.tasks.get(_principal(request), request.path_params["task_id"], history)
+    task = await state.tasks.get(principal_of(request), request.path_params["task_id"], history)
     note_ids(request.scope, context=task.context_id)
     return JSONResponse(task_json(task))
 
@@ -132,7 +121,7 @@ async def get_task(request: Request) -> Response:
 async def cancel_task(request: Request) -> Response:
     state = await _served(request)
     await json_body(request, optional=True)
-    task = await state.tasks.cancel(_principal(request), request.path_params["task_id"])
+    task = await state.tasks.cancel(principal_of(request), request.path_params["task_id"])
     note_ids(request.scope, context=task.context_id)
     return JSONResponse(task_json(task))
 
@@ -147,7 +136,7 @@ def _page(request: Request, default_limit: int) -> tuple[int, int]:
 async def list_contexts(request: Request) -> Response:
     state = await _served(request)
     limit, offset = _page(request, 50)
-    listing = await state.contexts.list(_principal(request), limit, offset)
+    listing = await state.contexts.list(principal_of(request), limit, offset)
     return JSONResponse(context_list_json(listing))
 
 
@@ -155,7 +144,7 @@ async def read_context(request: Request) -> Response:
     state = await _served(request)
     limit, offset = _page(request, 100)
     page = await state.contexts.read(
-        _principal(request), request.path_params["context_id"], limit, offset
+        principal_of(request), request.path_params["context_id"], limit, offset
     )
     return JSONResponse(context_page_json(page))
 
@@ -164,7 +153,7 @@ async def delete_context(request: Request) -> Response:
     state = await _served(request)
     request_id = audit_request_id(request.scope)  # the forget job's entry names the scrub
     receipt = await state.contexts.delete(
-        _principal(request), request.path_params["context_id"], request_id
+        principal_of(request), request.path_params["context_id"], request_id
     )
     note_receipt(request.scope, scrub_json(receipt))
     return Response(status_code=204)
@@ -174,14 +163,14 @@ async def search_context(request: Request) -> Response:
     state = await _served(request)
     body = validated(SearchRequest, await json_body(request))
     found = await state.search.search(
-        _principal(request), request.path_params["context_id"], body.query, body.topK,
+        principal_of(request), request.path_params["context_id"], body.query, body.topK,
         body.minScore, body.mode,
     )  # fmt: skip
     return JSONResponse({"hits": [hit_json(h) for h in found.hits], "mode": found.mode})
 
 
 async def card(request: Request) -> Response:
-    state = _state(request)
+    state = app_state(request)
     agent_id = _agent_id(request)
     agent = state.agents.builtin(agent_id)
     if agent is None:
@@ -247,13 +236,15 @@ def agent_routes(prefix: str) -> list[BaseRoute]:
 
 
 async def list_agents(request: Request) -> Response:
-    return JSONResponse(agent_list_json(await _state(request).registry.list(_principal(request))))
+    return JSONResponse(
+        agent_list_json(await app_state(request).registry.list(principal_of(request)))
+    )
 
 
 async def register_agent(request: Request) -> Response:
     spec = validated(AgentSpec, await json_body(request))
     ephemeral = query_bool(request, "ephemeral", default=False)
-    view = await _state(request).registry.create(_principal(request), spec, ephemeral)
+    view = await app_state(request).registry.create(principal_of(request), spec, ephemeral)
     return JSONResponse(
         agent_json(view), status_code=201, headers={"Location": f"/agents/{view.id}"}
     )
@@ -262,19 +253,19 @@ async def register_agent(request: Request) -> Response:
 async def read_agent(request: Request) -> Response:
     agent_id = request.path_params["agent_id"]
     return JSONResponse(
-        agent_json(await _state(request).registry.read(_principal(request), agent_id))
+        agent_json(await app_state(request).registry.read(principal_of(request), agent_id))
     )
 
 
 async def change_agent(request: Request) -> Response:
     patch = validated(AgentPatch, await json_body(request))
     agent_id = request.path_params["agent_id"]
-    changed = await _state(request).registry.patch(_principal(request), agent_id, patch)
+    changed = await app_state(request).registry.patch(principal_of(request), agent_id, patch)
     return JSONResponse(agent_json(changed))
 
 
 async def delete_agent(request: Request) -> Response:
-    await _state(request).registry.delete(_principal(request), request.path_params["agent_id"])
+    await app_state(request).registry.delete(principal_of(request), request.path_params["agent_id"])
     return Response(status_code=204)
 
 
@@ -289,8 +280,8 @@ def registry_routes() -> list[BaseRoute]:
 
 
 async def read_audit(request: Request) -> Response:
-    state = _state(request)
-    tenant = admin_tenant(_principal(request))
+    state = app_state(request)
+    tenant = admin_tenant(principal_of(request))
     if state.audit is None:
         raise UnsupportedOperationError("The audit trail is off (GATEWAY_AUDIT=false)")
     query = AuditQuery(
@@ -312,7 +303,7 @@ def audit_routes() -> list[BaseRoute]:
 async def healthz(request: Request) -> Response:
     """The process is up, and so is the embedded Redis if it has one (part of the gateway;
     an external Redis is /readyz's: restarting the gateway would not bring it back)."""
-    state = _state(request)
+    state = app_state(request)
     if state.redis_embedded and not await _redis_answers(state):
         return JSONResponse(
             {"status": "unavailable", "checks": {"redis": "unreachable"}},
@@ -330,7 +321,7 @@ async def _redis_answers(state: AppState) -> bool:
 
 
 async def readyz(request: Request) -> Response:
-    state = _state(request)
+    state = app_state(request)
     ok = await _redis_answers(state)
     cortadel = request.app.state.runtime.cortadel
     if ok and cortadel is not None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from starlette.requests import Request
+
 from gateway.agents.registry import AgentRegistry
+from gateway.principal import Principal
 from gateway.service.agents import AgentService
 from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
@@ -18,7 +21,7 @@ from gateway.service.tasks import TaskService
 from gateway.settings import Settings
 from gateway.store.redis_store import Store
 
-__all__ = ["AppState"]
+__all__ = ["AppState", "app_state", "principal_of"]
 
 
 @dataclass
@@ -37,3 +40,15 @@ class AppState:
     push: PushService | None = None  # None: push notifications are not offered
     redis_embedded: bool = False  # /healthz fails while the embedded Redis does not answer
     memories: MemoryService = field(default_factory=lambda: MemoryService(None))
+
+
+def app_state(request: Request) -> AppState:
+    """The app's shared state, as a route reads it."""
+    state: AppState = request.app.state.gateway
+    return state
+
+
+def principal_of(request: Request) -> Principal:
+    """Who is calling: the principal authentication put in the request's scope."""
+    principal: Principal = request.scope["state"]["principal"]
+    return principal
