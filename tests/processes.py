@@ -81,6 +81,10 @@ def serving(tmp: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Pope
         try:
             _started(proc, ready, f"`gateway serve` on port {port}", log_path)
             yield proc, base
+        except BaseException:
+            # the test failed while the process served: what it logged is the evidence
+            sys.stderr.write(f"`gateway serve` on port {port} logged:{log_tail(log_path)}\n")
+            raise
         finally:
             stop(proc)
 
