@@ -58,7 +58,7 @@ SECTIONS = (
     "push",
     "replicas",
 )
-# Every gateway the benchmark starts seals content at rest, as by default (see README).
+# Every gateway the benchmark starts seals content at rest, as by default (see docs/security.md).
 BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
 os.environ.setdefault("GATEWAY_ENCRYPTION_KEYS", BENCH_KEYRING)
 OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
