@@ -30,7 +30,8 @@ from gateway.errors import (
 )
 from gateway.http import push
 from gateway.http.audit import audit_request_id, note_ids, note_receipt
-from gateway.http.cards import agent_card
+from gateway.http.card_signing import JWKS_PATH, card_signature
+from gateway.http.cards import CardSigner, agent_card
 from gateway.http.keys import key_routes
 from gateway.http.params import (
     json_body,
@@ -191,8 +192,18 @@ async def card(request: Request) -> Response:
         push=state.push is not None,
         grpc=grpc,
         agent_id=request.path_params.get("agent_id"),
+        signer=_card_signer(state, origin),
     )
     return JSONResponse(card_json)
+
+
+def _card_signer(state: AppState, origin: str) -> CardSigner | None:
+    """Signs a card with the gateway's signing key (None: no key yet, the card goes unsigned)."""
+    key = state.signing_keys.signer if state.signing_keys is not None else None
+    if key is None:
+        return None
+    jku = origin + JWKS_PATH
+    return lambda card: [card_signature(card, key, jku)]
 
 
 class _IdConvertor(Convertor[str]):
