@@ -50,6 +50,7 @@ from gateway.http.a2a_calls import (
     list_tasks,
     negotiated_version,
     send,
+    sent,
     stream_send,
     subscribe,
 )
@@ -116,7 +117,7 @@ def send_handler(dialect: Dialect) -> Endpoint:
             if isinstance(config, dict):
                 config.setdefault("blocking", False)  # proto3: a false blocking is left off
         task = await send(Call.of(request), body, _VERSION[dialect])
-        return JSONResponse({"task": task_out(task, dialect)})
+        return JSONResponse(sent(task, dialect))
 
     return endpoint
 

@@ -56,6 +56,7 @@ from gateway.http.a2a_calls import (
     list_tasks,
     negotiated_version,
     send,
+    sent,
     stream_send,
     subscribe,
 )
@@ -108,7 +109,7 @@ async def _cancel_v03(call: Call, params: Params) -> Any:
 
 async def _send_v1(call: Call, params: Params) -> Any:
     call.check_tenant(params.get("tenant"))
-    return {"task": task_out(await send(call, read_v1_send(params), "1.0"), V1)}
+    return sent(await send(call, read_v1_send(params), "1.0"), V1)
 
 
 async def _get_v1(call: Call, params: Params) -> Any:
