@@ -21,7 +21,8 @@ from gateway.dialects import STATE_FROM_V1, V1, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
 from gateway.http.audit import note_ids
 from gateway.http.state import AppState
-from gateway.models import SendMessageRequest, Task, _Id, _Model
+from gateway.models import SendMessageRequest, Task
+from gateway.models.requests import _Id, _Model
 from gateway.principal import Principal
 from gateway.protojson import TASK_STATES_V1, open_enum
 from gateway.push.configs import Version
