@@ -17,14 +17,13 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.types import Scope
 
-from gateway.dialects import STATE_FROM_V1, V1, task_out
+from gateway.dialects import STATE_FROM_V1, TASK_STATES_V1, V1, open_enum, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
 from gateway.http.audit import note_ids
 from gateway.http.state import AppState
 from gateway.models import SendMessageRequest, Task
 from gateway.models.requests import _Id, _Model
 from gateway.principal import Principal
-from gateway.protojson import TASK_STATES_V1, open_enum
 from gateway.push.configs import Version
 from gateway.service.streams import TaskStream
 from gateway.service.tasks import TaskFilter
