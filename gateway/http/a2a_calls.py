@@ -19,13 +19,13 @@ from starlette.requests import Request
 from starlette.types import Scope
 
 from gateway.canonical import task_json
-from gateway.dialects import STATE_FROM_V1, V1, Dialect, task_out
+from gateway.dialects import STATE_FROM_V1, TASK_STATES_V1, V1, Dialect, open_enum, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
 from gateway.http.audit import note_ids
 from gateway.http.state import AppState, app_state, principal_of
-from gateway.models import SendMessageRequest, Task, _Id, _Model
+from gateway.models import SendMessageRequest, Task
+from gateway.models.requests import _Id, _Model
 from gateway.principal import Principal
-from gateway.protojson import TASK_STATES_V1, open_enum
 from gateway.push.configs import Version
 from gateway.service.streams import TaskStream
 from gateway.service.tasks import TaskFilter

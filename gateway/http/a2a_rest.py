@@ -34,6 +34,7 @@ from gateway.dialects import (
     V03_PROTO,
     V1,
     Dialect,
+    normalise_send_request,
     read_v1_send,
     rpc_status,
     task_out,
@@ -58,7 +59,6 @@ from gateway.http.cards import REST_SUFFIX
 from gateway.http.params import json_body, query_bool, query_int
 from gateway.http.responses import JSONResponse
 from gateway.http.sse import Shape, event_v03_proto, event_v1, sse_response
-from gateway.protojson import normalise_send_request
 from gateway.push.configs import Version
 
 __all__ = ["proto_rest_routes"]

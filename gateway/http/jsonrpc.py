@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.canonical import task_json
-from gateway.dialects import V1, jsonrpc_error_v1, read_v1_send, task_out
+from gateway.dialects import V1, jsonrpc_error_v1, normalise_send_request, read_v1_send, task_out
 from gateway.errors import (
     ExtendedCardNotConfiguredError,
     GatewayError,
@@ -64,7 +64,6 @@ from gateway.http.operations import Operation, error_outcome, note
 from gateway.http.params import json_body
 from gateway.http.ratelimit import Charge
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
-from gateway.protojson import normalise_send_request
 from gateway.service.streams import TaskStream
 
 __all__ = ["MAX_BATCH", "METHODS", "STREAMING", "jsonrpc_endpoint", "jsonrpc_routes"]

@@ -24,6 +24,7 @@ from gateway.canonical import (
     scrub_json,
     task_json,
 )
+from gateway.dialects import normalise_send_request
 from gateway.errors import (
     AgentNotFoundError,
     UnsupportedOperationError,
@@ -47,7 +48,6 @@ from gateway.http.responses import JSONResponse
 from gateway.http.sse import event_v03, sse_response
 from gateway.http.state import AppState, app_state, principal_of
 from gateway.models import SearchRequest
-from gateway.protojson import normalise_send_request
 from gateway.service.audit import AuditQuery
 from gateway.service.keys import admin_tenant
 
