@@ -57,6 +57,18 @@ async def test_files_are_read_by_proto_field_names_and_written_in_proto_json(
     ]
 
 
+async def test_files_in_proto3_json_names_round_trip(client: httpx.AsyncClient) -> None:
+    """proto3 JSON: a parser accepts a field's lowerCamelCase name as well as its proto name,
+    and protobuf's own printer (what a 0.3 SDK's REST client sends) uses the former."""
+    content = [
+        {"file": {"fileWithUri": "https://files.example/ecg.pdf", "mimeType": "application/pdf"}},
+        {"file": {"fileWithBytes": "aGVsbG8=", "mimeType": "text/plain", "name": "note.txt"}},
+    ]
+    task = await send(client, content, message_id="p2c")
+    read = (await client.get(f"/a2a/v1/tasks/{task['id']}")).json()["history"][0]["content"]
+    assert read == content
+
+
 async def test_states_are_the_0_3_proto_enums(client: httpx.AsyncClient) -> None:
     body = {
         "request": {

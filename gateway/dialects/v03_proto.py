@@ -53,9 +53,12 @@ _MESSAGE_FIELDS = {
     "reference_task_ids": "referenceTaskIds",
     "content": "parts",
 }
+# proto3 JSON: each field by its proto name or its lowerCamelCase JSON name.
 _FILE_FIELDS = {
     "file_with_uri": "uri",
+    "fileWithUri": "uri",
     "file_with_bytes": "bytes",
+    "fileWithBytes": "bytes",
     "mime_type": "mimeType",
 }
 _ROLES_IN = {"ROLE_USER": "user", "ROLE_AGENT": "agent", "USER": "user", "AGENT": "agent"}
