@@ -13,7 +13,7 @@ __all__ = ["build"]
 
 _CONFIGURATION = """\
 Configuration comes from the environment: GATEWAY_* variables, and REDIS_URL for the
-Redis to use (see README.md, Configuration). Without REDIS_URL, `gateway serve` runs an
+Redis to use (see docs/configuration.md). Without REDIS_URL, `gateway serve` runs an
 embedded redis-server under GATEWAY_DATA_DIR (default .data), private to your user and
 password-protected; a second `gateway serve` on the same data directory refuses to start."""
 
