@@ -43,6 +43,19 @@ def environment(tmp: Path, **env: str) -> dict[str, str]:
     return base
 
 
+def gateway_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gateway.cli ARGS`` to its end, in an environment without the caller's
+    gateway settings (``env`` on top); its output captured as text."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "REDIS_URL"))}
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        env={**base, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=2 * PROCESS_SECONDS,
+    )
+
+
 def _started(
     proc: subprocess.Popen[bytes], ready: Callable[[], bool], what: str, log: Path
 ) -> None:

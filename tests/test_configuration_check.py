@@ -4,32 +4,18 @@ traceback; misspelt variables named with the setting they were probably meant to
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
-from tests.processes import PROCESS_SECONDS, serving, slow_process_test
+from tests.processes import PROCESS_SECONDS, gateway_cli, serving, slow_process_test
 from tests.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "REDIS_URL"))}
-    return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args],
-        env={**base, "PYTHONPATH": str(ROOT), **env},
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_SECONDS,
-    )
-
-
 def test_an_unknown_log_level_is_one_line_and_exit_2() -> None:
-    done = _cli("serve", GATEWAY_LOG_LEVEL="LOUD")
+    done = gateway_cli("serve", GATEWAY_LOG_LEVEL="LOUD")
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         "gateway: invalid configuration: GATEWAY_LOG_LEVEL: "
@@ -38,13 +24,13 @@ def test_an_unknown_log_level_is_one_line_and_exit_2() -> None:
 
 
 def test_a_log_level_in_any_case_is_accepted() -> None:
-    done = _cli("config", "check", GATEWAY_LOG_LEVEL="debug")
+    done = gateway_cli("config", "check", GATEWAY_LOG_LEVEL="debug")
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["log_level"] == "DEBUG"
 
 
 def test_config_check_names_every_problem_and_the_nearest_setting() -> None:
-    done = _cli(
+    done = gateway_cli(
         "config",
         "check",
         GATEWAY_BLOKING_TIMEOUT_SECONDS="30",
@@ -62,7 +48,7 @@ def test_config_check_names_every_problem_and_the_nearest_setting() -> None:
 
 
 def test_config_check_of_a_valid_environment_prints_it_without_secrets() -> None:
-    done = _cli(
+    done = gateway_cli(
         "config",
         "check",
         GATEWAY_API_KEYS='{"sk-live-check-1": {"tenant": "t", "user": "u"}}',
@@ -77,7 +63,7 @@ def test_config_check_of_a_valid_environment_prints_it_without_secrets() -> None
 def test_a_data_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    done = _cli("serve", "--port", "1", GATEWAY_DATA_DIR=str(blocker / "data"))
+    done = gateway_cli("serve", "--port", "1", GATEWAY_DATA_DIR=str(blocker / "data"))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.splitlines()
@@ -102,21 +88,21 @@ def test_serve_reports_a_misspelt_variable_at_start(tmp_path: Path) -> None:
 
 def test_an_allowlist_pattern_that_is_no_host_is_refused() -> None:
     for bad in ("exa mple.com", "host:99999", "[::1]:x", "https://model.example"):
-        done = _cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=f"vllm:8000,{bad}")
+        done = gateway_cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=f"vllm:8000,{bad}")
         assert done.returncode == 2, bad
         (line,) = done.stderr.splitlines()
         assert line.startswith("gateway: invalid configuration: GATEWAY_OUTBOUND_ALLOWLIST: ")
     good = "*.example.com:443,10.0.0.0/8,[::1]:8080,localhost:*,127.0.0.1,vllm:8000"
-    assert _cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=good).returncode == 0
+    assert gateway_cli("config", "check", GATEWAY_OUTBOUND_ALLOWLIST=good).returncode == 0
 
 
 def test_sentinel_addresses_are_host_port_and_their_password_is_not_shown() -> None:
     for bad in ("sentinel-0", "sentinel-0:0", ":26379", "sentinel-0:port"):
-        done = _cli("config", "check", GATEWAY_REDIS_SENTINELS=f"s1:26379,{bad}")
+        done = gateway_cli("config", "check", GATEWAY_REDIS_SENTINELS=f"s1:26379,{bad}")
         assert done.returncode == 2, bad
         (line,) = done.stderr.splitlines()
         assert line.startswith("gateway: invalid configuration: GATEWAY_REDIS_SENTINELS: ")
-    done = _cli(
+    done = gateway_cli(
         "config",
         "check",
         GATEWAY_REDIS_SENTINELS="s1:26379, s2:26379,[::1]:26380",
@@ -127,7 +113,7 @@ def test_sentinel_addresses_are_host_port_and_their_password_is_not_shown() -> N
     assert "sentinel-pw-3" not in done.stdout
     # Sentinel and a Redis Cluster exclude each other: `gateway serve` says so and exits 2
     for cluster in ({"REDIS_URL": "redis+cluster://127.0.0.1:1"}, {"GATEWAY_REDIS_CLUSTER": "1"}):
-        done = _cli("serve", GATEWAY_REDIS_SENTINELS="127.0.0.1:2", **cluster)
+        done = gateway_cli("serve", GATEWAY_REDIS_SENTINELS="127.0.0.1:2", **cluster)
         assert done.returncode == 2, done.stderr
         (line,) = done.stderr.splitlines()
         assert "GATEWAY_REDIS_SENTINELS: not with a Redis Cluster" in line

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from gateway.configuration import ConfigurationError, load_settings, summary
 from gateway.embedded_redis import free_port
 from gateway.store.keys import MAINTENANCE_LEADER
 from tests.conftest import message
-from tests.processes import ROOT, serving, slow_process_test, working
+from tests.processes import gateway_cli, serving, slow_process_test, working
 from tests.waiting import log_tail, stays, until, until_sync
 
 SECRETS = {
@@ -55,30 +53,19 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
-def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "REDIS_URL"))}
-    return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args],
-        env={**base, "PYTHONPATH": str(ROOT), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 # --- the command line ---------------------------------------------------------------
 
 
 def test_version_and_help_without_markup() -> None:
-    version = _cli("--version")
+    version = gateway_cli("--version")
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == "gateway 0.1.0"
     for args in (("--help",), ("serve", "--help"), ("worker", "--help")):
-        shown = _cli(*args)
+        shown = gateway_cli(*args)
         assert shown.returncode == 0, shown.stderr
         assert "``" not in shown.stdout, shown.stdout
-        assert "GATEWAY_*" in shown.stdout and "README" in shown.stdout, shown.stdout
-    worker = _cli("worker", "--help").stdout
+        assert "GATEWAY_*" in shown.stdout and "docs/configuration.md" in shown.stdout, shown.stdout
+    worker = gateway_cli("worker", "--help").stdout
     assert "Run agents from the durable job queue" in worker
     assert "REDIS_URL" in worker
 
@@ -126,7 +113,7 @@ def test_configuration_errors_name_the_variable_and_never_a_secret(
 
 
 def test_a_configuration_error_exits_non_zero_with_one_line_each() -> None:
-    done = _cli(
+    done = gateway_cli(
         "serve",
         GATEWAY_PORT="eighty",
         GATEWAY_API_KEYS='{"sk-live-4f9a2c": {"tenant": ""}}',
@@ -256,7 +243,7 @@ async def test_an_idle_gateway_logs_its_configuration_once_and_no_scheduler_runs
 
 
 def test_a_worker_without_redis_refuses_to_start(tmp_path: Path) -> None:
-    done = _cli("worker", GATEWAY_DATA_DIR=str(tmp_path / ".data"))
+    done = gateway_cli("worker", GATEWAY_DATA_DIR=str(tmp_path / ".data"))
     assert done.returncode == 2, done.stderr
     assert "no Redis to work from" in done.stderr
     assert "REDIS_URL" in done.stderr and "gateway serve" in done.stderr
@@ -469,7 +456,7 @@ def _redis_servers_of(data: Path) -> int:
 @slow_process_test
 def test_a_second_serve_on_the_data_directory_refuses_clearly(tmp_path: Path) -> None:
     with serving(tmp_path) as (_, base):
-        done = _cli(
+        done = gateway_cli(
             "serve",
             "--port",
             str(free_port()),
