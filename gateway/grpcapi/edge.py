@@ -14,7 +14,6 @@ cards declare each agent's ``tenant`` value.
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Sequence
@@ -30,15 +29,13 @@ from gateway.errors import VersionNotSupportedError
 from gateway.http.a2a_calls import VERSION_HEADER, Call, version_of
 from gateway.http.auth import Authenticator, identify
 from gateway.http.cards import GRPC_AGENT_TENANT
-from gateway.http.operations import Operation
+from gateway.http.operations import Operation, finished
 from gateway.http.ratelimit import RateLimiter
 from gateway.http.state import AppState
-from gateway.metrics import OPERATION_SECONDS, OPERATIONS
 from gateway.store.assembly import now_ms
 
 __all__ = ["Edge", "Visit", "route"]
 
-log = logging.getLogger("gateway.access")
 _AGENT = re.compile(GRPC_AGENT_TENANT.format(agent_id=r"([^/]+)") + r"(?:/(.*))?")
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _PEER = re.compile(r"ipv[46]:(\[?[^\]]*\]?):\d+")
@@ -124,23 +121,15 @@ class Edge:
     def done(self, visit: Visit) -> None:
         """Count, log and audit the call (unless its entry was written already)."""
         seconds = time.perf_counter() - visit.began
-        operation = visit.operation
-        OPERATIONS.labels(operation.binding, operation.name, operation.outcome).inc()
-        OPERATION_SECONDS.labels(operation.binding, operation.name).observe(seconds)
-        if self.log_requests:
-            log.info(
-                "request",
-                extra={
-                    "request_id": visit.request_id,
-                    "method": "POST",
-                    "route": operation.name,
-                    "binding": operation.binding,
-                    "operation": operation.name,
-                    "outcome": operation.outcome,
-                    "status": visit.status,
-                    "ms": round(seconds * 1000, 2),
-                },
-            )
+        finished(
+            [visit.operation],
+            seconds,
+            log_line=self.log_requests,
+            request_id=visit.request_id,
+            method="POST",
+            route=visit.operation.name,
+            status=visit.status,
+        )
         if self.audit is not None and not visit.audited:
             entry = self._entry(visit)
             if entry is not None:

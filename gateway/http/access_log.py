@@ -10,7 +10,6 @@ rule, body limit) is matched here. Labels per route are built once and their ser
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from typing import Any
@@ -19,14 +18,13 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.entropy import random_bytes
-from gateway.http.operations import Operation, noted, outcome_of_body
+from gateway.http.operations import Operation, finished, noted, outcome_of_body
 from gateway.http.response_start import started, status_of
 from gateway.http.router import IndexedRouter
-from gateway.metrics import OPERATION_SECONDS, OPERATIONS, REQUEST_SECONDS, REQUESTS
+from gateway.metrics import REQUEST_SECONDS, REQUESTS
 
 __all__ = ["AccessLogMiddleware", "matched_route", "route_labels"]
 
-log = logging.getLogger("gateway.access")
 # A client's own request id is kept (echoed and logged) only when it is short and plain,
 # all of it: a trailing line break would forge a log line or break the response header.
 _SAFE_ID = re.compile(rb"[A-Za-z0-9._-]{1,64}")
@@ -111,23 +109,15 @@ class AccessLogMiddleware:
             operations = noted(scope) or [
                 Operation(binding, template, outcome_of_body(status, b"".join(error_body)))
             ]
-            for operation in operations:
-                OPERATIONS.labels(operation.binding, operation.name, operation.outcome).inc()
-                OPERATION_SECONDS.labels(operation.binding, operation.name).observe(seconds)
-            if self.enabled:
-                log.info(
-                    "request",
-                    extra={
-                        "request_id": request_id.decode(),
-                        "method": scope["method"],
-                        "route": template,
-                        "binding": operations[0].binding,
-                        "operation": ",".join(o.name for o in operations),
-                        "outcome": ",".join(o.outcome for o in operations),
-                        "status": status,
-                        "ms": round(seconds * 1000, 2),
-                    },
-                )
+            finished(
+                operations,
+                seconds,
+                log_line=self.enabled,
+                request_id=request_id.decode(),
+                method=scope["method"],
+                route=template,
+                status=status,
+            )
 
     def _observe(self, scope: Scope, status: int, seconds: float) -> tuple[str, str]:
         """Counts the request; its (binding, route template)."""

@@ -10,6 +10,8 @@ metrics, the request's span and the audit trail all read the operations noted he
 from __future__ import annotations
 
 import functools
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +19,11 @@ import orjson
 from starlette.types import Scope
 
 from gateway.errors import GatewayError
+from gateway.metrics import OPERATION_SECONDS, OPERATIONS
 
-__all__ = ["Operation", "error_outcome", "note", "noted", "outcome_of_body"]
+__all__ = ["Operation", "error_outcome", "finished", "note", "noted", "outcome_of_body"]
+
+log = logging.getLogger("gateway.access")
 
 OK = "ok"
 _KEY = "operations"
@@ -85,3 +90,34 @@ def note(scope: Scope, binding: str, name: str) -> Operation:
 def noted(scope: Scope) -> list[Operation]:
     found: list[Operation] = scope.get("state", {}).get(_KEY, [])
     return found
+
+
+def finished(
+    operations: Sequence[Operation],
+    seconds: float,
+    *,
+    log_line: bool,
+    request_id: str,
+    method: str,
+    route: str,
+    status: int,
+) -> None:
+    """A request (an HTTP request, a gRPC call) is over: count its operations and, when
+    ``log_line``, write its access log line — ids, names, outcome and timing, no content."""
+    for operation in operations:
+        OPERATIONS.labels(operation.binding, operation.name, operation.outcome).inc()
+        OPERATION_SECONDS.labels(operation.binding, operation.name).observe(seconds)
+    if log_line:
+        log.info(
+            "request",
+            extra={
+                "request_id": request_id,
+                "method": method,
+                "route": route,
+                "binding": operations[0].binding,
+                "operation": ",".join(o.name for o in operations),
+                "outcome": ",".join(o.outcome for o in operations),
+                "status": status,
+                "ms": round(seconds * 1000, 2),
+            },
+        )
