@@ -120,8 +120,11 @@ class HashingEmbedder:
         return self.embed_now(texts)
 
 
-# Batches of at least this many texts are embedded off the event loop.
-_THREAD_BATCH = 8
+# Batches of at least this many texts are embedded off the event loop. An indexer's batch
+# (up to GATEWAY_EMBEDDER_BATCH_SIZE, 64 by default: under a millisecond) is embedded on it:
+# a thread holding the GIL would take it from the loop in 5 ms slices, each time the loop
+# waits on a socket, which halved the throughput of a serving process at c=32.
+_THREAD_BATCH = 512
 
 
 @functools.cache

@@ -5,8 +5,8 @@ one call; failures that may pass (timeouts, 429, 5xx) are retried with
 exponential backoff and jitter until they do, so nothing is lost and the queue
 simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
 still refused, skipped with a logged reason. Vectors are written by one script per
-user for up to eight of its contexts a round trip; it writes nothing to a context that
-is gone, nor into a context whose vectors are of another model: that context is queued
+user for up to eight of its contexts, the batch's scripts in one round trip; a script
+writes nothing to a context that is gone, nor into a context whose vectors are of another model: that context is queued
 for re-embedding instead (``reembed.py``).
 
 It runs in the serving process's background loop (and in ``gateway worker`` processes): a
@@ -172,12 +172,16 @@ class Indexer(BatchConsumer):
             )
             for where in sorted(set(per_context) | set(skipped))
         ]
-        results: list[int] = []
-        for start in range(0, len(batches), self._write_step):
-            # A few contexts' vectors per round trip (one script, the user's contexts sorted
-            # together): a request's scripts, on the same connection, wait behind at most
-            # these, not behind the whole batch's.
-            results += await self._store.add_vectors(batches[start : start + self._write_step])
+        # A few contexts' vectors per script (one script per user and ``write_step``
+        # contexts), every script of the batch in one round trip: the indexer waits on one
+        # answer, not one per script behind the loop's other work.
+        parts = await asyncio.gather(
+            *(
+                self._store.add_vectors(batches[start : start + self._write_step])
+                for start in range(0, len(batches), self._write_step)
+            )
+        )
+        results = [added for part in parts for added in part]
         for batch, added in zip(batches, results, strict=True):
             if added == -1:  # embedded by another model: embed the whole context again
                 item = item_of[(batch.keys.prefix, batch.context_id)]
