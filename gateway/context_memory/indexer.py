@@ -6,8 +6,8 @@ exponential backoff and jitter until they do, so nothing is lost and the queue
 simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
 still refused, skipped with a logged reason. Vectors are written by one script per
 user for up to eight of its contexts, the batch's scripts in one round trip; a script
-writes nothing to a context that is gone, nor into a context whose vectors are of another model: that context is queued
-for re-embedding instead (``reembed.py``).
+writes nothing to a context that is gone, nor into a context whose vectors are of another
+model: that context is queued for re-embedding instead (``reembed.py``).
 
 It runs in the serving process's background loop (and in ``gateway worker`` processes): a
 send never waits for its message's vector. A read that finds fewer jobs than a batch waits
