@@ -4,9 +4,11 @@ Prints throughput and latency of blocking echo sends at concurrency 1 and 32 nex
 to a bare Starlette + one-Redis-pipeline endpoint (the floor) and a bare Starlette
 endpoint answering a constant JSON (the ceiling), append and page latency at small vs
 large contexts, Redis bytes per stored message against its JSON size, the gateway's
-peak RSS under load, the queue variants, context memory, long-term memory, and the cost
-of authentication modes, the audit trail and rate limits (``auth``), and streaming
-(``streaming``: time to first event, events/s, idle subscribers).
+peak RSS under load, the queue variants, context memory (``memory``: indexing and search),
+background embedding (``embedding``: on vs off, searchable delay, ``consistency=wait``
+search, batch costs), long-term memory, and the cost of authentication modes, the audit
+trail and rate limits (``auth``), and streaming (``streaming``: time to first event,
+events/s, idle subscribers).
 
 Every section records its figures into ``bench.report.REPORT``; the end prints each
 target with its measured value and pass/miss, the total duration, and writes
@@ -50,6 +52,7 @@ SECTIONS = (
     "bindings",
     "queues",
     "memory",
+    "embedding",
     "longterm",
     "scale",
     "auth",
@@ -613,33 +616,6 @@ def queues_bench(tmp: Path) -> None:
             server.stop()
 
 
-ON, OFF, IN_WORKER = "embedding on (wordllama)", "embedding off", "on, in a worker process"
-
-
-def embedding_on_off(tmp: Path) -> None:
-    """Blocking send latency with background embedding on vs off, same run, interleaved;
-    beside them (not a target: not the default), a server that leaves embedding to a
-    ``gateway worker`` process (``GATEWAY_SERVE_EMBEDS=false``)."""
-    servers = [EmbeddedRedis(tmp / f"redis-emb{i}") for i in range(3)]
-    urls = [s.start() for s in servers]
-    ports = {ON: free_port(), OFF: free_port(), IN_WORKER: free_port()}
-    try:
-        with contextlib.ExitStack() as stack:
-            sides = (
-                {"GATEWAY_EMBEDDER": "wordllama"},
-                {"GATEWAY_EMBEDDER": "none"},
-                {"GATEWAY_EMBEDDER": "wordllama", "GATEWAY_SERVE_EMBEDS": "false"},
-            )
-            for port, url, env in zip(ports.values(), urls, sides, strict=True):
-                stack.enter_context(gateway(port, {"REDIS_URL": url, **env}))
-            stack.enter_context(worker(urls[2], free_port()))
-            indexed = {ON: Redis.from_url(urls[0]), IN_WORKER: Redis.from_url(urls[2])}
-            asyncio.run(_on_off(ports, indexed))
-    finally:
-        for s in servers:
-            s.stop()
-
-
 def wait_for_indexer(redis: Redis, deadline_s: float = 120.0) -> float:
     """Seconds until the indexer has embedded every message queued on ``redis`` (it deletes
     each job from the stream once done)."""
@@ -651,59 +627,12 @@ def wait_for_indexer(redis: Redis, deadline_s: float = 120.0) -> float:
     raise SystemExit("the indexer did not catch up within its deadline")
 
 
-async def _on_off(ports: dict[str, int], indexed: dict[str, Redis]) -> None:
-    counter = itertools.count(40_000_000)
-    merged = await timed_rounds(ports, counter, 150)
-    print("blocking send latency, concurrency 1, embedding on vs off (interleaved)")
-    for name, r in merged.items():
-        print(line(name, r))
-    on, off, in_worker = merged[ON], merged[OFF], merged[IN_WORKER]
-    on_off = ratio(on.pct(0.5), off.pct(0.5))
-    print(f"  p50 ratio on/off: {on_off:.2f}")
-    for name, r in merged.items():
-        REPORT.run("message:send, c=1", f"memory: {name}", "gateway", r)
-    REPORT.target("c=1 send p50, embedding on/off", on_off, 1.10, "<=")
-    p99_on_off = ratio(on.pct(0.99), off.pct(0.99))
-    print(f"  p99 ratio on/off: {p99_on_off:.2f}")
-    REPORT.target("c=1 send p99, embedding on/off", p99_on_off, 1.5, "<=")
-    worker_p50, worker_p99 = (
-        ratio(in_worker.pct(0.5), off.pct(0.5)),
-        ratio(in_worker.pct(0.99), off.pct(0.99)),
-    )
-    print(f"  in a worker process, p50 / p99 ratio to off: {worker_p50:.2f} / {worker_p99:.2f}")
-    REPORT.figure("c=1 send p50, embedding in a worker/off", worker_p50)
-    REPORT.figure("c=1 send p99, embedding in a worker/off", worker_p99)
-
-    def settle(name: str) -> float:  # embedding off queues nothing
-        return wait_for_indexer(indexed[name]) if name in indexed else 0.0
-
-    busy = await send_rounds(ports, 32, counter, settle=settle)
-    print("blocking send throughput, concurrency 32, embedding on vs off (interleaved)")
-    for name, r in busy.items():
-        print(line(name, r))
-    busy_ratio = ratio(busy[ON].throughput, busy[OFF].throughput)
-    print(
-        f"  throughput ratio on/off: {busy_ratio:.2f} ({by_round(busy[ON], busy[OFF])}; "
-        "embedding shares the process's CPU; "
-        "a run with embedding on lasts until its messages are embedded)"
-    )
-    worker_ratio = ratio(busy[IN_WORKER].throughput, busy[OFF].throughput)
-    print(
-        f"  in a worker process, throughput ratio to off: {worker_ratio:.2f} (the worker "
-        "embeds on the other core, beside Redis and the load generator)"
-    )
-    for name, r in busy.items():
-        REPORT.run("message:send, c=32", f"memory: {name}", "gateway", r)
-    REPORT.target("c=32 send throughput, embedding on/off", busy_ratio, 0.90, ">=")
-    REPORT.figure("c=32 send throughput, embedding in a worker/off", worker_ratio)
-
-
 def core_bench(tmp: Path) -> None:
     server, defaults_redis = EmbeddedRedis(tmp / "redis"), EmbeddedRedis(tmp / "redis-defaults")
     url, defaults_url = server.start(), defaults_redis.start()
     ports = {name: free_port() for name in CORE_SERVERS}
     # The core figures measure the A2A path; context memory's cost is measured on its own
-    # (embedding on vs off) in the memory section. "defaults" is the gateway as shipped
+    # (embedding on vs off) in the embedding section. "defaults" is the gateway as shipped
     # (durable queue, wordllama embedder on), on a Redis of its own; each of its runs lasts
     # until its messages are embedded.
     env = {**QUIET, "REDIS_URL": url, "GATEWAY_EMBEDDER": "none"}
@@ -791,7 +720,12 @@ def memory_section(tmp: Path) -> None:
     from bench.memory import memory_bench
 
     memory_bench(tmp)
-    embedding_on_off(tmp)
+
+
+def embedding_section(tmp: Path) -> None:
+    from bench.embedding import embedding_section as measure
+
+    measure(tmp)
 
 
 def encryption_section(tmp: Path) -> None:
@@ -868,6 +802,7 @@ def main() -> None:
         "bindings": bindings_section,
         "queues": queues_bench,
         "memory": memory_section,
+        "embedding": embedding_section,
         "longterm": longterm_section,
         "scale": scale_bench,
         "auth": auth_section,

@@ -120,7 +120,6 @@ def create_app(
         runtime.events,
         settings.blocking_timeout_seconds,
         embedding=runtime.embedder is not None,
-        inline=runtime.inline,
         quotas=(
             settings.quota_messages_per_context,
             settings.quota_bytes_per_context,

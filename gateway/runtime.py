@@ -24,10 +24,10 @@ from gateway.agents.key_env import KeyEnvPolicy
 from gateway.agents.plugins import load_agents
 from gateway.agents.registry import AgentFactory, AgentRegistry
 from gateway.configuration import ConfigurationError
-from gateway.context_memory.embedders import Embedder, LocalEmbedder
+from gateway.context_memory.embedders import Embedder
 from gateway.context_memory.factory import build_embedder
 from gateway.context_memory.indexer import Indexer
-from gateway.context_memory.inline import InlineEmbedding
+from gateway.context_memory.progress import EmbeddingProgress
 from gateway.engine.durable_queue import DurableQueue
 from gateway.engine.events import TaskEvents
 from gateway.engine.executor import RunExecutor
@@ -115,7 +115,6 @@ class Runtime:
     maintenance: Maintenance
     embedder: Embedder | None
     indexer: Indexer | None
-    inline: InlineEmbedding | None  # runs here embed their own messages
     allowlist: Allowlist
     key_registry: KeyRegistry  # this process among those sealing and opening the store's data
     search: SearchService
@@ -134,7 +133,8 @@ class Runtime:
         cls, settings: Settings, extra_agents: Iterable[Agent] = (), *, serving: bool = True
     ) -> Runtime:
         """``serving``: the process takes sends (``gateway serve``), not only jobs
-        (``gateway worker``); only then do its runs embed their own messages."""
+        (``gateway worker``); such a process embeds in the background only with
+        ``GATEWAY_SERVE_EMBEDS`` on."""
         tracing.configure(settings)
         _redis_url(settings)
         target = RedisTarget.from_settings(settings)
@@ -208,20 +208,10 @@ class Runtime:
             defaults = settings.cortadel.options()
             longterm = LongTermMemory(cortadel, LongTermStore(store), defaults, audit)
         embedder = build_embedder(settings)
-        search = SearchService(MemoryStore(store), embedder)
-        # A run here embeds its own message with its last write when the embedder is local
-        # and the store standalone (a cluster's streams are in another slot than the context).
+        progress = EmbeddingProgress()  # this process's indexer tells its waiting searches
+        search = SearchService(MemoryStore(store), embedder, settings.search_wait_seconds, progress)
         # A serving process told not to embed leaves every message to the workers' indexers.
         embeds_here = settings.serve_embeds or not serving
-        inline = None
-        if (
-            isinstance(embedder, LocalEmbedder)
-            and serving
-            and embeds_here
-            and settings.workers
-            and not store.cluster
-        ):
-            inline = InlineEmbedding(embedder, settings.embedder_max_chars)
         executor = RunExecutor(
             store,
             agents,
@@ -231,7 +221,6 @@ class Runtime:
             longterm=longterm,
             search_for=search.for_run,
             retry_seconds=settings.job_lease_seconds,
-            inline=inline,
         )
         queue: JobQueue
         if settings.queue == "memory":
@@ -259,7 +248,8 @@ class Runtime:
                 backoff_cap=settings.embedder_backoff_max_seconds,
                 block_ms=block_ms,
                 lease_seconds=settings.job_lease_seconds,
-                inline=inline,
+                linger=settings.embedder_linger_ms / 1000,
+                progress=progress,
             )
         outbox_jobs = job_store(OUTBOX, OUTBOX_GROUP, OUTBOX_DEAD)
         outbox = None
@@ -340,7 +330,6 @@ class Runtime:
             maintenance=maintenance,
             embedder=embedder,
             indexer=indexer,
-            inline=inline,
             allowlist=allowlist,
             key_registry=KeyRegistry(client, store.sealer, consumer_name()),
             search=search,

@@ -257,9 +257,15 @@ class Settings(BaseSettings):
     embedder_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     embedder_backoff_max_seconds: float = Field(default=30.0, gt=0, le=3600)
     embedder_max_chars: int = Field(default=8000, ge=100, le=1_000_000)
-    # gateway serve embeds user messages (its runs their own, its indexer the rest); false
-    # leaves every message to `gateway worker` processes (their indexers), off its CPU.
+    # How long the indexer lets a batch gather once a job is there: more messages per
+    # embedding pass and vectors script, that much later searchable.
+    embedder_linger_ms: int = Field(default=20, ge=0, le=1000)
+    # gateway serve embeds user messages in its background loop (its indexer); false leaves
+    # every message to `gateway worker` processes (their indexers), off its CPU.
     serve_embeds: bool = True
+    # The longest a search with consistency=wait waits for the context's pending messages to
+    # be embedded; past it, it answers with what is embedded.
+    search_wait_seconds: float = Field(default=2.0, gt=0, le=60)
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Tracing (see trace_export.py): an OTLP collector's base URL (over HTTP, spans go to
     # <url>/v1/traces); unset, the standard OTEL_* variables decide, and with no endpoint

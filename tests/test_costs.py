@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.context_memory.inline import INLINE_MAX_CHARS
 from gateway.principal import Principal
 from gateway.store.redis_store import Store
 from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, message
@@ -146,13 +145,13 @@ async def test_the_indexers_acknowledgements_ride_the_connection_of_the_scripts(
 ) -> None:
     """On a standalone Redis the indexer acknowledges its batch (XACK and XDEL of the
     embedding stream) on the multiplexed connection the send scripts use, not through a
-    pooled connection's MULTI (seen with MONITOR). The message is longer than a run embeds
-    itself, so the indexer does."""
-    long_text = "an allergy to penicillin noted in the chart; " * (INLINE_MAX_CHARS // 40)
+    pooled connection's MULTI (seen with MONITOR)."""
     async with make_app(queue="memory", embedder="hashing", audit=False) as client:
 
         async def send() -> None:
-            r = await client.post("/v1/message:send", json={"message": message(long_text)})
+            r = await client.post(
+                "/v1/message:send", json={"message": message("an allergy to penicillin")}
+            )
             assert r.status_code == 200
 
         def acknowledged(seen: list[Command]) -> bool:

@@ -13,7 +13,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import API_KEYS, auth, message
 from tests.processes import serving, slow_process_test
-from tests.waiting import until
 
 
 async def _call(base: str, user: str, arguments: dict[str, Any]) -> tuple[list[str], Any]:
@@ -38,13 +37,9 @@ async def test_search_memory_tool_with_the_sdk_client(tmp_path: Path, redis_url:
             cid = first.json()["task"]["contextId"]
             body = {"message": message("blood pressure is normal", contextId=cid)}
             await c.post("/v1/message:send", json=body)
-
-            async def indexed() -> bool:
-                memory = (await c.get(f"/v1/contexts/{cid}")).json()["memory"]
-                return bool(memory["pending"] == 0)
-
-            await until(indexed, what="both messages to be indexed", logs=tmp_path)
-        tools, result = await _call(base, "alice", {"contextId": cid, "query": "fever", "topK": 1})
+        # consistency=wait: the search finds the messages just sent, once they are embedded
+        just_sent = {"contextId": cid, "query": "fever", "topK": 1, "consistency": "wait"}
+        tools, result = await _call(base, "alice", just_sent)
         assert tools == ["search_memory"]
         assert not result.is_error
         text = result.content[0].text
@@ -58,6 +53,8 @@ async def test_search_memory_tool_with_the_sdk_client(tmp_path: Path, redis_url:
         assert not words.is_error and "(text ranking)" in text and "blood pressure" not in text
         _, wrong = await _call(base, "alice", {"contextId": cid, "query": "x", "mode": "fuzzy"})
         assert wrong.is_error and wrong.content[0].text == "Invalid arguments: mode"
+        _, unsure = await _call(base, "alice", {"contextId": cid, "query": "x", "consistency": "s"})
+        assert unsure.is_error and unsure.content[0].text == "Invalid arguments: consistency"
         async with httpx.AsyncClient() as anonymous:
             r = await anonymous.post(
                 f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -139,7 +139,10 @@ async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> No
         {"content": "Noted."},
         {
             "tool_calls": [
-                ("search_memory", '{"query": "penicillin allergy", "topK": 2}'),
+                (
+                    "search_memory",
+                    '{"query": "penicillin allergy", "topK": 2, "consistency": "wait"}',
+                ),
                 ("search_memory", '{"query": "penicillin", "mode": "text"}'),
                 ("search_memory", '{"query": "penicillin", "mode": "fuzzy"}'),
             ]
@@ -148,12 +151,7 @@ async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> No
     ]
     async with gateway() as c:
         first = await send(c, "Patient reports a penicillin allergy with rash.")
-
-        async def embedded() -> bool:
-            ctx = (await c.get(f"/v1/contexts/{first['contextId']}", headers=auth("alice"))).json()
-            return bool(ctx["memory"]["pending"] == 0)
-
-        await until(embedded, what="the message to be embedded")
+        # the first search waits until the message just sent is embedded
         done = await send(c, "Any allergies?", contextId=first["contextId"])
     assert text_of(done) == "The patient is allergic to penicillin."
     assert done["metadata"]["usage"]["calls"] == 2
@@ -173,6 +171,8 @@ async def test_the_search_memory_tool_loop(gateway: Any, chat: ChatServer) -> No
     assert "penicillin allergy" in hybrid["hits"][0]["text"]
     assert [h["text"] for h in text["hits"]] == ["Patient reports a penicillin allergy with rash."]
     assert "mode" in bad["error"] and "hits" not in bad
+    consistency = asked["tools"][0]["function"]["parameters"]["properties"]["consistency"]
+    assert consistency["enum"] == ["eventual", "wait"]
 
 
 async def test_tool_errors_are_tool_messages_and_the_loop_is_bounded(

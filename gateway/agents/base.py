@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.search_mode import Mode
+from gateway.search_mode import Consistency, Mode
 
 __all__ = [
     "Agent",
@@ -40,10 +40,16 @@ class ContextHistory(Protocol):
 
 class ContextSearch(Protocol):
     """Search over the run's context: hits ``{messageId, taskId, score, text}``, ranked by
-    ``mode`` (``hybrid``, ``vector`` or ``text``, see ``gateway.context_memory.ranking``)."""
+    ``mode`` (``hybrid``, ``vector`` or ``text``, see ``gateway.context_memory.ranking``);
+    with ``consistency`` ``wait``, once the context's queued messages are embedded (up to a
+    bound, see ``gateway.search_mode``)."""
 
     async def __call__(
-        self, query: str, top_k: int, mode: Mode = "hybrid"
+        self,
+        query: str,
+        top_k: int,
+        mode: Mode = "hybrid",
+        consistency: Consistency = "eventual",
     ) -> list[dict[str, Any]]: ...
 
 

@@ -40,7 +40,7 @@ from gateway.agents.registered import RegisteredAgent
 from gateway.agents.specs import AgentEntry, OpenAIConfig
 from gateway.genai_spans import answered, chat_span
 from gateway.outbound import Allowlist, OutboundRefused
-from gateway.search_mode import MODES
+from gateway.search_mode import CONSISTENCIES, MODES
 
 __all__ = ["OpenAIAgent"]
 
@@ -63,6 +63,13 @@ SEARCH_TOOL = {
                     "description": "hybrid: meaning and words fused; vector: meaning only; "
                     "text: words only (names, codes, numbers).",
                 },
+                "consistency": {
+                    "type": "string",
+                    "enum": list(CONSISTENCIES),
+                    "default": "eventual",
+                    "description": "eventual: what is embedded now; wait: first wait, briefly, "
+                    "until this conversation's latest messages are embedded.",
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -70,6 +77,11 @@ SEARCH_TOOL = {
     },
 }
 _MODES = " | ".join(f'"{m}"' for m in MODES)
+_ARGUMENTS = (
+    f"arguments must be {{query: string, topK?: integer, mode?: {_MODES}, consistency?: "
+    + " | ".join(f'"{c}"' for c in CONSISTENCIES)
+    + "}"
+)
 
 
 def long_term_tools(search_name: str, add_name: str) -> list[dict[str, Any]]:
@@ -314,14 +326,13 @@ async def _call_tool(call: Any, request: AgentRequest) -> str:
         query = str(args["query"])
         top_k = max(1, min(20, int(args.get("topK", 5))))
         mode = args.get("mode", "hybrid")
-        if mode not in MODES:
+        consistency = args.get("consistency", "eventual")
+        if mode not in MODES or consistency not in CONSISTENCIES:
             raise ValueError("mode")
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return orjson.dumps(
-            {"error": "arguments must be {query: string, topK?: integer, mode?: " + _MODES + "}"}
-        ).decode()
+        return orjson.dumps({"error": _ARGUMENTS}).decode()
     try:
-        hits = await request.search(query, top_k, mode)
+        hits = await request.search(query, top_k, mode, consistency)
     except Exception as exc:  # a tool failure is the model's to handle
         return orjson.dumps({"error": f"search failed ({type(exc).__name__})"}).decode()
     return orjson.dumps({"hits": hits}).decode()

@@ -28,7 +28,7 @@ import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +39,6 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "HashingEmbedder",
-    "LocalEmbedder",
     "OpenAIEmbedder",
     "WordLlamaEmbedder",
 ]
@@ -68,16 +67,6 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> Matrix:
         """One L2-normalised float32 row per text."""
-        ...
-
-
-@runtime_checkable
-class LocalEmbedder(Embedder, Protocol):
-    """An embedder computed in this process in microseconds per text (no network): a run
-    may embed its own message (``inline.py``)."""
-
-    def embed_now(self, texts: Sequence[str]) -> Matrix:
-        """``embed``, in the calling thread."""
         ...
 
 
@@ -131,8 +120,11 @@ class HashingEmbedder:
         return self.embed_now(texts)
 
 
-# Batches of at least this many texts are embedded off the event loop.
-_THREAD_BATCH = 8
+# Batches of at least this many texts are embedded off the event loop. An indexer's batch
+# (up to GATEWAY_EMBEDDER_BATCH_SIZE, 64 by default: under a millisecond) is embedded on it:
+# a thread holding the GIL would take it from the loop in 5 ms slices, each time the loop
+# waits on a socket, which halved the throughput of a serving process at c=32.
+_THREAD_BATCH = 512
 
 
 @functools.cache
@@ -269,8 +261,9 @@ class WordLlamaEmbedder:
         return _normalise(matrix)
 
     def _one(self, ids: list[int]) -> Matrix:
-        """One text's embedding (a run embeds its own message): the same float32 steps as a
-        batch's, without a batch's arrays and loop (~half the time of one text in a batch).
+        """One text's embedding (the indexer's batch of one when messages come one at a
+        time): the same float32 steps as a batch's, without a batch's arrays and loop (~half
+        the time of one text in a batch).
         The rows are gathered with ``take``: indexing with the list is twice as slow."""
         row = np.add.reduce(self._table.take(ids, axis=0), axis=0)
         row /= np.float32(len(ids))

@@ -5,10 +5,14 @@ one call; failures that may pass (timeouts, 429, 5xx) are retried with
 exponential backoff and jitter until they do, so nothing is lost and the queue
 simply waits. An input the embedder refuses (4xx) is retried alone and, if it is
 still refused, skipped with a logged reason. Vectors are written by one script per
-user for up to eight of its contexts a round trip; it writes nothing to a context that
-is gone, nor into a context whose vectors are of another model: that context is queued
-for re-embedding instead (``reembed.py``). Jobs a run of this process does itself
-(``inline.py``) are left to it.
+user for up to eight of its contexts, the batch's scripts in one round trip; a script
+writes nothing to a context that is gone, nor into a context whose vectors are of another
+model: that context is queued for re-embedding instead (``reembed.py``).
+
+It runs in the serving process's background loop (and in ``gateway worker`` processes): a
+send never waits for its message's vector. A read that finds fewer jobs than a batch waits
+``linger`` for more, so a busy gateway embeds and writes many messages per tokenizer pass,
+matrix product and script, at the cost of that much delay before they are searchable.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import orjson
 from gateway import metrics, tracing
 from gateway.backoff import Backoff, RetryPolicy
 from gateway.context_memory.embedders import Embedder, EmbedderError, Matrix
-from gateway.context_memory.inline import InlineEmbedding
+from gateway.context_memory.progress import EmbeddingProgress
 from gateway.context_memory.reembed import reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
@@ -36,8 +40,6 @@ from gateway.stream_consumer import BatchConsumer
 __all__ = ["Indexer"]
 
 _JOB, _SEQ = ENTRY_JOB.encode(), ENTRY_SEQ.encode()
-# The longest pause between two looks of an idle indexer whose process's runs embed.
-_IDLE_PAUSE = 1.0
 
 log = logging.getLogger("gateway.memory")
 
@@ -69,7 +71,7 @@ class Indexer(BatchConsumer):
         linger: float = 0.05,
         backoff_cap: float = 30.0,
         write_step: int = 8,
-        inline: InlineEmbedding | None = None,
+        progress: EmbeddingProgress | None = None,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
         # A batch whose embedding failed stays pending; the loop pauses, then reads on.
@@ -85,10 +87,7 @@ class Indexer(BatchConsumer):
         self._store, self._embedder = store, embedder
         self._max_chars, self._linger = max_chars, linger
         self._write_step = write_step
-        self._inline = inline  # the jobs this process's runs do themselves
-        self._pause = linger  # before the next look, with ``inline``
-        if inline is not None:
-            inline.release = self.let_go
+        self._progress = progress  # told of each batch written, for searches waiting here
         # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
         # unless the indexer is stopping.
         self._embed_retry = RetryPolicy(
@@ -97,42 +96,15 @@ class Indexer(BatchConsumer):
         )
 
     async def read(self, count: int) -> list[Entry]:
-        if self._inline is not None:
-            return await self._poll(count)
         batch = await super().read(count)
         if batch and len(batch) < count and self._linger:
-            # Let a batch gather: fewer round trips, less competition with requests.
+            # Let a batch gather: fewer passes and round trips per message.
             await asyncio.sleep(self._linger)
             batch += await self.jobs.read(self.consumer, count - len(batch), None)
         return batch
 
-    async def _poll(self, count: int) -> list[Entry]:
-        """Where runs here embed their own messages, most jobs are done within milliseconds
-        of being queued: the indexer looks after a pause instead of waking on each new job,
-        and finds only the rest (sooner while there is more, less often while idle)."""
-        assert self._inline is not None
-        if back := self._inline.returned(count):
-            return back
-        await asyncio.sleep(self._pause)
-        batch = await self.jobs.read(self.consumer, count, None)
-        if len(batch) == count:
-            self._pause = 0.0
-        elif batch:
-            self._pause = self._linger
-        else:
-            self._pause = min(max(self._pause * 2, self._linger), _IDLE_PAUSE)
-        return batch
-
-    async def handle(self, entries: list[Entry]) -> None:
-        await super().handle(entries)
-        if self._inline is not None:  # runs here may outlast the lease of their jobs
-            self.hold(self._inline.held())
-
     async def process(self, entries: list[Entry]) -> None:
-        if self._inline is not None:
-            entries = self._inline.for_indexer(entries)
-        if entries:
-            await self.index([self._item(e, f) for e, f in entries])
+        await self.index([self._item(e, f) for e, f in entries])
 
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
@@ -169,6 +141,8 @@ class Indexer(BatchConsumer):
         tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
         vectors = await self._embed_all(texts)
         await self._write(items, todo, vectors, skipped)
+        if self._progress is not None:
+            self._progress.written()
         await self.jobs.ack([i.entry for i in items])
 
     async def _write(
@@ -198,12 +172,16 @@ class Indexer(BatchConsumer):
             )
             for where in sorted(set(per_context) | set(skipped))
         ]
-        results: list[int] = []
-        for start in range(0, len(batches), self._write_step):
-            # A few contexts' vectors per round trip (one script, the user's contexts sorted
-            # together): a request's scripts, on the same connection, wait behind at most
-            # these, not behind the whole batch's.
-            results += await self._store.add_vectors(batches[start : start + self._write_step])
+        # A few contexts' vectors per script (one script per user and ``write_step``
+        # contexts), every script of the batch in one round trip: the indexer waits on one
+        # answer, not one per script behind the loop's other work.
+        parts = await asyncio.gather(
+            *(
+                self._store.add_vectors(batches[start : start + self._write_step])
+                for start in range(0, len(batches), self._write_step)
+            )
+        )
+        results = [added for part in parts for added in part]
         for batch, added in zip(batches, results, strict=True):
             if added == -1:  # embedded by another model: embed the whole context again
                 item = item_of[(batch.keys.prefix, batch.context_id)]

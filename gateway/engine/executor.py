@@ -36,7 +36,6 @@ from gateway.agents.base import (
 from gateway.agents.registry import AgentRegistry
 from gateway.backoff import Backoff, RetryPolicy
 from gateway.canonical import task_value
-from gateway.context_memory.inline import InlineEmbedding
 from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent, TaskEvents
 from gateway.engine.runs import RunJob
 from gateway.engine.status import (
@@ -93,13 +92,9 @@ class _Run:
         job: RunJob,
         retry_seconds: float = 0.0,
         on_next: Callable[[RunJob], None] | None = None,
-        inline: InlineEmbedding | None = None,
     ) -> None:
         self.store, self.events, self.job = store, events, job
         self.retry_seconds, self.on_next = retry_seconds, on_next
-        # Set when the run adds its message's vector with its last write (``inline.py``).
-        self.inline = inline if inline is not None and self._embeds_here(inline) else None
-        self.embedded = False  # that write added it
         self.keys = UserKeys.of(job.tenant, job.user)
         self.artifacts: list[bytes] = []
         self.artifact_events: list[bytes] = []  # for the task's event stream
@@ -117,18 +112,6 @@ class _Run:
         self.stopped = ""  # "canceled" or "interrupted" when an event stopped the run
         self.kind = ""  # the agent's type (for metrics), once resolved
 
-    def _embeds_here(self, inline: InlineEmbedding) -> bool:
-        if not self.job.embed_entry or self.job.embedding is None:
-            return False
-        inline.claim(self.job.embed_entry)
-        return True
-
-    def settle_embedding(self) -> None:
-        """The run is over: its claim on its message's embedding job ends."""
-        if self.inline is not None:
-            self.inline.settle(self.job.embed_entry, self.embedded)
-            self.inline = None
-
     async def write(self, state: str, text: str | None = None, *, finish: bool = False) -> None:
         """Store an update; ``finish`` also records the run as done and acknowledges its job.
         ``state`` "" changes no status."""
@@ -139,9 +122,6 @@ class _Run:
             self._close_streamed()
         metadata = orjson.dumps(self.metadata) if self.metadata else None
         following = status_json("submitted") if finish else b""
-        vector = None
-        if finish and self.inline is not None and job.embedding is not None and not self.embedded:
-            vector = await self.inline.vector(job.embed_entry, job.seq, job.embedding)
         update = TaskUpdate(
             job.context_id,
             job.task_id,
@@ -159,13 +139,11 @@ class _Run:
             next_status_json=following,
             artifact_events=self.artifact_events,
             open_artifact=self.streamed_change,
-            vector=vector,
         )
         result = await retrying(
             lambda: self.store.update_task(self.keys, update),
             self.retry_seconds,
         )
-        self.embedded = self.embedded or result.embedded
         if finish:
             tracing.annotate({"gateway.task.state": state, "gateway.run.write": result.outcome})
         self.artifacts, self.reply, self.metadata_pending = [], None, False
@@ -307,13 +285,11 @@ class RunExecutor:
         longterm: LongTermMemory | None = None,
         search_for: SearchFor | None = None,
         retry_seconds: float = 0.0,
-        inline: InlineEmbedding | None = None,
     ) -> None:
         """``search_for``: the context search a run's agent is given (injected by the
         composition root); ``retry_seconds``: how long a run's writes are retried through a
-        store outage; ``inline``: set when a run here embeds its own message."""
+        store outage."""
         self._store, self._agents, self._events = store, agents, events
-        self._inline = inline
         self._longterm, self._search_for = longterm, search_for
         self._window, self._working_after = context_window, working_after
         self._retry_seconds = retry_seconds
@@ -336,7 +312,7 @@ class RunExecutor:
             running[0].cancel()
 
     def _run(self, job: RunJob) -> _Run:
-        return _Run(self._store, self._events, job, self._retry_seconds, self.on_next, self._inline)
+        return _Run(self._store, self._events, job, self._retry_seconds, self.on_next)
 
     async def execute(self, job: RunJob) -> None:
         """Run the job; runs of one task in this process take turns."""
@@ -398,7 +374,6 @@ class RunExecutor:
             with contextlib.suppress(GatewayError):
                 await run.write("failed", FAILURE_TEXT, finish=True)
         finally:
-            run.settle_embedding()
             self._running.pop(job.task_id, None)
             seconds = time.perf_counter() - started
             # A failure write that did not land leaves the outcome to the store's outage.
@@ -418,11 +393,8 @@ class RunExecutor:
     async def fail(self, job: RunJob, text: str) -> None:
         """End a run that will never happen (shutdown, too many attempts) as failed."""
         run = self._run(job)
-        try:
-            with contextlib.suppress(GatewayError):
-                await run.write("failed", text, finish=True)
-        finally:
-            run.settle_embedding()
+        with contextlib.suppress(GatewayError):
+            await run.write("failed", text, finish=True)
 
     async def _drive(self, run: _Run) -> None:
         job = run.job

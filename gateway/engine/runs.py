@@ -13,7 +13,6 @@ is under way (``enqueue``, ``reject`` or ``interrupt``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -75,10 +74,6 @@ class RunJob:
     # The W3C traceparent of the span that queued the run (empty when tracing is off):
     # the run's span continues that trace on whichever replica takes the job.
     trace: str = ""
-    # The message's embedding job, handed over by the send with the inputs, and its vector
-    # being computed: a run here adds it with its last write (``context_memory/inline.py``).
-    embed_entry: str = field(default="", compare=False)
-    embedding: asyncio.Future[bytes | None] | None = field(default=None, compare=False)
 
     def wire(self) -> bytes:
         """The job's fields as stored in the stream (``seq`` is added by the send script)."""
@@ -138,7 +133,6 @@ class RunJob:
             task_id=result.task_id,
             seq=result.seq,
             inputs=result.inputs,
-            embed_entry=result.embed_entry,
             entry=entry,
             attempt=attempt,
         )
@@ -224,12 +218,6 @@ class RunHandOff:
             "claimant": slot.consumer,
             "policy": policy,
         }
-
-    def may_run_here(self, slot: Reservation) -> bool:
-        """Whether the send's run may start in this process (``accepted``): in its own queue,
-        or taken at once by ``slot``'s worker; otherwise it waits on the stream for whichever
-        worker reads it."""
-        return not self.queue.durable or bool(slot.consumer)
 
     async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> bool:
         """Hand over the run of an accepted message (``job``: its ids as the write named

@@ -30,7 +30,7 @@ from gateway.errors import ContentTypeNotSupportedError, GatewayError
 from gateway.http.responses import JSONResponse, error_response
 from gateway.models import SearchHit
 from gateway.principal import Principal
-from gateway.search_mode import Mode
+from gateway.search_mode import Consistency, Mode
 from gateway.service.memories import MemoryService
 from gateway.service.search import SearchService
 from gateway.validation import JsonInt
@@ -166,7 +166,9 @@ def mcp_endpoint(
             "Search the messages of a conversation context by meaning and by words. Arguments: "
             "contextId (the context to search), query (what to look for), topK (1-50, "
             "default 5), mode (hybrid: meaning and words fused, the default; vector: meaning "
-            "only; text: words only)."
+            "only; text: words only), consistency (eventual: what is embedded now, the "
+            "default; wait: first wait, briefly, until the context's latest messages are "
+            "embedded, to find a message just sent)."
         ),
     )
     async def search_memory(
@@ -175,6 +177,7 @@ def mcp_endpoint(
         ctx: Context,
         topK: JsonInt = 5,
         mode: Mode = "hybrid",
+        consistency: Consistency = "eventual",
     ) -> str:
         request = ctx.request_context.request
         assert request is not None, "served over HTTP only"
@@ -182,7 +185,9 @@ def mcp_endpoint(
         if not 1 <= topK <= MAX_TOP_K or not query.strip():
             raise ToolError("topK must be between 1 and 50, and query must not be empty")
         try:
-            found = await search.search(principal, contextId, query, topK, mode=mode)
+            found = await search.search(
+                principal, contextId, query, topK, mode=mode, consistency=consistency
+            )
         except GatewayError as exc:
             raise ToolError(exc.message) from None
         return render_hits(found.hits, found.mode)

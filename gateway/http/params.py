@@ -8,8 +8,9 @@ script's digits).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "json_body",
     "query_bool",
+    "query_choice",
     "query_int",
     "validated",
 ]
@@ -33,6 +35,7 @@ JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
 # (a task around a message around its parts) can be written back.
 MAX_JSON_DEPTH = 128
 _DIGITS = re.compile(r"[0-9]{1,10}")
+T = TypeVar("T", bound=str)
 
 
 def _media_type(request: Request) -> str:
@@ -109,6 +112,17 @@ def query_bool(request: Request, name: str, *, default: bool) -> bool:
     if raw.lower() not in ("true", "false", "1", "0"):
         raise _invalid(name, "must be true or false")
     return raw.lower() in ("true", "1")
+
+
+def query_choice(request: Request, name: str, choices: Sequence[T], default: T) -> T:
+    """A query parameter that is one of ``choices`` (spelled exactly)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    for choice in choices:
+        if raw == choice:
+            return choice
+    raise _invalid(name, f"must be one of {', '.join(map(str, choices))}")
 
 
 _CURSOR = re.compile(r"[0-9]{1,19}-[0-9]{1,19}")  # a stream id (each part below 2**64)

@@ -38,6 +38,7 @@ from gateway.http.keys import key_routes
 from gateway.http.params import (
     json_body,
     query_bool,
+    query_choice,
     query_cursor,
     query_int,
     query_text,
@@ -48,6 +49,7 @@ from gateway.http.responses import JSONResponse
 from gateway.http.sse import event_v03, sse_response
 from gateway.http.state import AppState, app_state, principal_of
 from gateway.models import SearchRequest
+from gateway.search_mode import CONSISTENCIES
 from gateway.service.audit import AuditQuery
 from gateway.service.keys import admin_tenant
 
@@ -152,9 +154,10 @@ async def delete_context(request: Request) -> Response:
 async def search_context(request: Request) -> Response:
     state = await _served(request)
     body = validated(SearchRequest, await json_body(request))
+    consistency = query_choice(request, "consistency", CONSISTENCIES, "eventual")
     found = await state.search.search(
         principal_of(request), request.path_params["context_id"], body.query, body.topK,
-        body.minScore, body.mode,
+        body.minScore, body.mode, consistency,
     )  # fmt: skip
     return JSONResponse({"hits": [hit_json(h) for h in found.hits], "mode": found.mode})
 

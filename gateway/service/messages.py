@@ -14,7 +14,6 @@ from gateway import metrics, tracing
 from gateway.a2a import accepts_any
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
-from gateway.context_memory.inline import InlineEmbedding
 from gateway.context_memory.text import embeddable_text
 from gateway.engine.events import TaskEvent, TaskEvents
 from gateway.engine.runs import RunHandOff, RunJob
@@ -97,8 +96,6 @@ class MessageService:
     # messages, bytes per context; contexts, running tasks per user (0: none)
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
     push: PushService | None = None  # None: sends with a push config are refused
-    # Set when a run here embeds its own message (``context_memory/inline.py``).
-    inline: InlineEmbedding | None = None
     # Long-term memory, when on: a blocking send may wait for its turn to be stored.
     longterm: LongTermMemory | None = None
     # A send naming a context the user does not have opens it (else: 404, as for any
@@ -123,10 +120,7 @@ class MessageService:
         registered = self.agents.builtin(agent.id) is None
         with self.runs.reserve() as slot:
             queueing = self.runs.queueing(slot, policy)
-            inline = self.inline if self.runs.may_run_here(slot) else None
-            write, job = await self._prepare(
-                principal, agent.id, request, registered, queueing, inline
-            )
+            write, job = await self._prepare(principal, agent.id, request, registered, queueing)
             if config.pushNotificationConfig is not None and self.push is not None:
                 push = await self.push.for_send(
                     principal, write.task_id, config.pushNotificationConfig, push_version
@@ -214,12 +208,9 @@ class MessageService:
         request: SendMessageRequest,
         registered: bool,
         queueing: dict[str, Any],
-        inline: InlineEmbedding | None,
     ) -> tuple[SendWrite, RunJob]:
         """The send's write (its run queued as ``queueing`` says), and its run as a job (ids
-        as the write names them; the store's answer fixes the ids and the message's seq;
-        its message's vector being computed by ``inline`` when its run may start here, the
-        only run that can use it)."""
+        as the write names them; the store's answer fixes the ids and the message's seq)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -251,7 +242,6 @@ class MessageService:
             tuple(request.configuration.acceptedOutputModes or ()),
             registered,
             trace=tracing.traceparent(),
-            embedding=inline.begin(text) if inline is not None else None,
         )
         write = SendWrite(
             context_id=context_id,

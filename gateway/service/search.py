@@ -1,6 +1,10 @@
 """Search within a context: by meaning (cosine over its stored vectors), by words (BM25
 over its user messages' embedded text), or both fused (see ``gateway.context_memory.ranking``).
 
+A search with ``consistency`` ``wait`` first waits, up to ``wait_seconds``, until the
+messages the context had queued are embedded (``gateway.context_memory.progress``): a client
+that sends and then searches finds its message. ``eventual`` (the default) searches at once.
+
 A context whose vectors are of another model than the embedder's is searched by words, and
 queued for re-embedding (``gateway.context_memory.reembed``); so is one being re-embedded.
 
@@ -20,16 +24,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gateway import tracing
 from gateway.agents.base import ContextSearch
 from gateway.canonical import hit_json
 from gateway.context_memory.embedders import Embedder, EmbedderError
 from gateway.context_memory.lexical import LexicalIndex, counted
-from gateway.context_memory.ranking import Mode, rank
+from gateway.context_memory.progress import EmbeddingProgress, wait_embedded
+from gateway.context_memory.ranking import rank
 from gateway.context_memory.reembed import job_json, reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOperationError
 from gateway.models import SearchHit
 from gateway.principal import Principal
+from gateway.search_mode import Consistency, Mode
 from gateway.store.keys import UserKeys, keys_of
 from gateway.store.memory_store import MemoryStore, StoredVectors
 
@@ -128,6 +135,9 @@ class _HeldContexts:
 class SearchService:
     store: MemoryStore
     embedder: Embedder | None
+    # consistency=wait: the longest wait, and this process's indexer's news (None: polls only)
+    wait_seconds: float = 2.0
+    progress: EmbeddingProgress | None = None
     _held: _HeldContexts = field(default_factory=lambda: _HeldContexts(HELD_CONTEXTS, HELD_BYTES))
 
     async def search(
@@ -138,10 +148,16 @@ class SearchService:
         top_k: int,
         min_score: float | None = None,
         mode: Mode = "hybrid",
+        consistency: Consistency = "eventual",
     ) -> Found:
         if self.embedder is None:
             raise UnsupportedOperationError("Context memory is off (GATEWAY_EMBEDDER=none)")
         keys = keys_of(principal)
+        if consistency == "wait":
+            caught_up = await wait_embedded(
+                self.store, keys, context_id, self.wait_seconds, self.progress
+            )
+            tracing.annotate({"gateway.search.waited": True, "gateway.search.caught_up": caught_up})
         held = self._held.get(f"{keys.prefix}|{context_id}")
         async with held.lock:
             stored = await self._refresh(held, keys, context_id)
@@ -184,9 +200,11 @@ class SearchService:
         principal = Principal(tenant, user)
 
         async def context_search(
-            query: str, top_k: int, mode: Mode = "hybrid"
+            query: str, top_k: int, mode: Mode = "hybrid", consistency: Consistency = "eventual"
         ) -> list[dict[str, Any]]:
-            found = await self.search(principal, context_id, query, top_k, mode=mode)
+            found = await self.search(
+                principal, context_id, query, top_k, mode=mode, consistency=consistency
+            )
             return [hit_json(h) for h in found.hits]
 
         return context_search

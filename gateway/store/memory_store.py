@@ -293,6 +293,16 @@ class MemoryStore:
         return None if created is None else (int(last or 0), int(queued or 0))
 
     @_translated
+    async def embedding_progress(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
+        """(messages ever queued for embedding, messages embedded or skipped) of the
+        context's current vectors; None when it is gone."""
+        meta = keys.context(context_id).meta
+        created, queued, embedded = await self._store.client.hmget(
+            meta, [f.META_CREATED, f.META_EMBED_QUEUED, f.META_EMBEDDED]
+        )
+        return None if created is None else (int(queued or 0), int(embedded or 0))
+
+    @_translated
     async def reset_vectors(
         self,
         keys: UserKeys,
