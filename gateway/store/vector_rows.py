@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gateway.store.scripts import VectorRows, argv
+from gateway.store.lua.vectors import VectorRows
 from gateway.store.sealing import Sealer, context_of
 
 __all__ = ["VECTORS_FIELD", "frame", "frames_of", "vector_rows"]
@@ -58,4 +58,4 @@ def vector_rows(
         sealed_frame = frame(sealer.seal(joined, aad)) if joined else b"-"
         for seq, _ in vectors:
             rows += [seq.to_bytes(4, "little"), seq, b""]
-    return argv(VectorRows(skipped, sealed_frame, len(vectors), rows))
+    return VectorRows(skipped, sealed_frame, len(vectors), rows).argv()
