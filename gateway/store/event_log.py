@@ -1,7 +1,7 @@
 """Reads of a task's event stream (``<context meta>:ev:<task id>``), the log SSE readers
 follow on any replica. A task is logged from its first reader on (``snapshot`` marks it):
 from then the context scripts write each change to the stream in the same step as the
-change itself (``scripts.py``: ``emit``), so an event is in the log exactly when its change
+change itself (``emit`` in ``lua/prelude.py``), so an event is in the log exactly when its change
 is in the task; its entry ids order a task's events and are the SSE ``id``s. A task no one
 follows (most blocking sends) writes no log at all."""
 

@@ -2,7 +2,7 @@
 lists the ids, ``<tid>:pn:<id>`` holds each config), so they expire and are scrubbed with
 their context and cost no key of their own. A config's URL, token and credentials are sealed
 here on their way in and opened on their way out (``push_records.py``). Deliveries are
-queued by the scripts that change a task (``notify`` in ``scripts.py``), never here."""
+queued by the scripts that change a task (``notify`` in ``lua/prelude.py``), never here."""
 
 from __future__ import annotations
 
