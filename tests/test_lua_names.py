@@ -5,6 +5,7 @@ rename is one edit; and every script is in the ``store/lua`` package."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -22,6 +23,8 @@ from gateway.store.keys import (
     STOP_CHANNEL,
 )
 from gateway.store.lua import Scripts, contract, prelude
+from gateway.store.lua.longterm import LedgerArgs, RememberArgs
+from gateway.store.lua.streams import ResignArgs
 
 _GENERATED = contract.CONSTANTS
 
@@ -119,3 +122,29 @@ def test_push_deliveries_are_built_from_the_python_field_names() -> None:
     assert "cjson.encode({" not in notify and ".a)" not in notify and "w[2].t" not in notify
     for name in ("D_TENANT", "D_TASK", "D_NUMBER", "D_QUEUED", "C_ARTIFACTS", "C_USER"):
         assert f"[{name}]" in notify, name
+
+
+def test_every_lua_text_is_short() -> None:
+    """Each Lua text in the package, a script or a part of one, is at most 80 lines: a longer
+    script is written in parts (``send``, ``update``) or shares helpers through the prelude."""
+    package = Path(lua.__file__).parent
+    long = []
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and "redis." in node.value
+                and node.value.count("\n") > 80
+            ):
+                long.append(f"{path.name}:{node.lineno}")
+    assert not long
+
+
+def test_arguments_encode_in_field_order_with_the_rest_spread() -> None:
+    args = RememberArgs(now=5, keep=2, ids=["a", "b"])
+    assert args.argv() == [5, 2, "a", "b"]
+    assert RememberArgs.lua() == "local now, keep = ARGV[1], ARGV[2]\nlocal ids_from = 3\n"
+    assert ResignArgs("node-1").argv() == ["node-1"]
+    assert LedgerArgs(["m1"]).argv() == ["m1"]
+    assert LedgerArgs.lua() == "local ids_from = 1\n"

@@ -32,7 +32,7 @@ __all__ = [
 # Messages waiting for the task's run are dropped with it (they stay in its history).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CancelArgs(ScriptArgs):
     """The cancel script's ARGV, in order."""
 
@@ -89,7 +89,7 @@ def cancel_reply(reply: list[Any]) -> CancelReply:
 # Reply: ``scrub_reply`` (its counts are the scrub's receipt, for the audit trail).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ScrubArgs(ScriptArgs):
     """The scrub script's ARGV, in order."""
 
@@ -175,7 +175,7 @@ SNAPSHOT_FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SnapshotArgs(ScriptArgs):
     """The snapshot script's ARGV, in order."""
 

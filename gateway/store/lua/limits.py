@@ -20,7 +20,7 @@ __all__ = ["RATE", "USE_API_KEY", "RateArgs", "UseApiKeyArgs"]
 # passed), then per key: remaining, ms until replenished; then how many passed}.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RateArgs(ScriptArgs):
     """The rate script's ARGV, in order."""
 
@@ -79,7 +79,7 @@ return out
 # its record (HGETALL), or nothing when there is no such key (none is created).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UseApiKeyArgs(ScriptArgs):
     """The use-api-key script's ARGV, in order."""
 

@@ -17,7 +17,7 @@ __all__ = ["LEDGER", "REMEMBER", "LedgerArgs", "RememberArgs", "remember_reply"]
 # Reply: ``remember_reply``. Nothing is written once the context is gone.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RememberArgs(ScriptArgs):
     """The remember script's ARGV, in order."""
 
@@ -45,7 +45,7 @@ return fresh
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LedgerArgs(ScriptArgs):
     """The ledger script's ARGV, in order."""
 

@@ -27,7 +27,7 @@ __all__ = [
 # (deleting is idempotent).
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PushConfigArgs(ScriptArgs):
     """The push-config script's ARGV, in order."""
 
@@ -73,7 +73,7 @@ def push_config_reply(reply: list[Any]) -> PushConfigOutcome:
     return outcome  # type: ignore[return-value]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TakePushesArgs(ScriptArgs):
     """The take-pushes script's ARGV, in order."""
 

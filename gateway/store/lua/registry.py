@@ -18,7 +18,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CreateAgentArgs(ScriptArgs):
     """The create-agent script's ARGV, in order."""
 
@@ -41,7 +41,7 @@ return 1
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReadAgentArgs(ScriptArgs):
     """The read-agent script's ARGV, in order."""
 
@@ -61,7 +61,7 @@ return entry
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReplaceAgentArgs(ScriptArgs):
     """The replace-agent script's ARGV, in order."""
 

@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SwapFieldsArgs(ScriptArgs):
     """The swap-fields script's ARGV, in order."""
 
@@ -44,7 +44,7 @@ return n
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SwapStringArgs(ScriptArgs):
     """The swap-string script's ARGV, in order."""
 
@@ -65,7 +65,7 @@ return 1
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SwapLogArgs(ScriptArgs):
     """The swap-log script's ARGV, in order."""
 

@@ -30,7 +30,7 @@ __all__ = [
 # since and wait for the task are kept), and only this attempt may write from now on.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BeginRunArgs(ScriptArgs):
     """The begin-run script's ARGV, in order."""
 
@@ -104,7 +104,7 @@ return {'ok', msg, referenced, redis.call('HGET', META, M_SEQ),
 # unless its run has begun (and recorded it) or settled meanwhile.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordJobArgs(ScriptArgs):
     """The record-job script's ARGV, in order."""
 

@@ -39,7 +39,7 @@ __all__ = [
 # Reply: ``send_reply``.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendArgs(ScriptArgs):
     """The send script's ARGV, in order."""
 

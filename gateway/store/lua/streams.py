@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LeadArgs(ScriptArgs):
     """The lead script's ARGV, in order."""
 
@@ -53,7 +53,7 @@ return 0
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ResignArgs(ScriptArgs):
     """The resign script's ARGV, in order."""
 
@@ -71,7 +71,7 @@ return 0
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LeaveArgs(ScriptArgs):
     """The leave script's ARGV, in order."""
 
@@ -103,7 +103,7 @@ return moved
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DropIdleArgs(ScriptArgs):
     """The drop-idle script's ARGV, in order."""
 
@@ -125,7 +125,7 @@ return 1
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ForgetDeadArgs(ScriptArgs):
     """The forget-dead script's ARGV, in order."""
 

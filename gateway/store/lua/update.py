@@ -32,7 +32,7 @@ __all__ = ["UPDATE", "UpdateArgs", "UpdateReply", "update_reply"]
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UpdateArgs(ScriptArgs):
     """The update script's ARGV, in order."""
 

@@ -100,7 +100,7 @@ end
 # contexts: the script's own cost (its constants and helpers, the call) is paid once.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AddVectorsArgs(ScriptArgs):
     """The add-vectors script's ARGV, in order."""
 
@@ -110,7 +110,7 @@ class AddVectorsArgs(ScriptArgs):
     contexts: Sequence[bytes | int | str]  # each context's VectorRows, spread
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class VectorRows(ScriptArgs):
     """One context's part of the add-vectors script's ARGV."""
 
@@ -149,7 +149,7 @@ return replies
 # when the context is gone.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ResetVectorsArgs(ScriptArgs):
     """The reset-vectors script's ARGV, in order."""
 
@@ -185,7 +185,7 @@ return 1
 # or 0 when it changed nothing.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RewriteVectorsArgs(ScriptArgs):
     """The rewrite-vectors script's ARGV, in order."""
 
