@@ -103,40 +103,8 @@ class SendOps(ClusterSteps):
     ) -> SendResult:
         if w.push_config_json:
             await self.note_push_context(keys, context_id)
-        reply = await self._hot(
-            self.scripts.send,
-            self._keys(keys, context_id),
-            SendArgs(
-                mode=mode,
-                cid=context_id,
-                mid=w.message_id,
-                digest=w.digest,
-                tid=w.task_id,
-                continuing="1" if w.continuing else "0",
-                message=self._seal(keys, context_id, "msg", w.message_json),
-                metadata=self._seal(
-                    keys, context_id, task_field(w.task_id, f.METADATA), w.metadata_json
-                ),
-                status=self._seal(keys, context_id, task_field(w.task_id, f.STATUS), w.status_json),
-                now=now_ms(),
-                ttl=self.ttl_ms,
-                stale_origin=stale,
-                job=w.job_json,
-                claimant="" if self.cluster else w.claimant,
-                flags=("r" if w.queue_run else "")
-                + ("l" if w.local_run else "")
-                + ("e" if w.embed else "")
-                + _POLICY_FLAGS[w.policy],
-                quotas=",".join(str(q) for q in w.quotas),
-                push_config=seal_config(
-                    self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
-                ),
-                subject=self._seal(keys, context_id, f.META_SUBJECT, w.subject.encode())
-                if w.subject and mode in ("new", "named")
-                else b"",
-                refs=list(w.reference_ids),
-            ).argv(),
-        )
+        args = self._send_args(keys, w, mode, context_id, stale)
+        reply = await self._hot(self.scripts.send, self._keys(keys, context_id), args.argv())
         match send_reply(reply):
             case SendAccepted() as accepted:
                 return await self._accepted(keys, w, context_id, accepted)
@@ -155,6 +123,41 @@ class SendOps(ClusterSteps):
             case SendRefused(kind, detail):
                 self._raise_refusal(kind, detail, w.continuing)
                 raise AssertionError(kind)  # pragma: no cover
+
+    def _send_args(
+        self, keys: UserKeys, w: SendWrite, mode: str, context_id: str, stale: str
+    ) -> SendArgs:
+        """The send script's arguments, the message's content sealed."""
+        return SendArgs(
+            mode=mode,
+            cid=context_id,
+            mid=w.message_id,
+            digest=w.digest,
+            tid=w.task_id,
+            continuing="1" if w.continuing else "0",
+            message=self._seal(keys, context_id, "msg", w.message_json),
+            metadata=self._seal(
+                keys, context_id, task_field(w.task_id, f.METADATA), w.metadata_json
+            ),
+            status=self._seal(keys, context_id, task_field(w.task_id, f.STATUS), w.status_json),
+            now=now_ms(),
+            ttl=self.ttl_ms,
+            stale_origin=stale,
+            job=w.job_json,
+            claimant="" if self.cluster else w.claimant,
+            flags=("r" if w.queue_run else "")
+            + ("l" if w.local_run else "")
+            + ("e" if w.embed else "")
+            + _POLICY_FLAGS[w.policy],
+            quotas=",".join(str(q) for q in w.quotas),
+            push_config=seal_config(
+                self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
+            ),
+            subject=self._seal(keys, context_id, f.META_SUBJECT, w.subject.encode())
+            if w.subject and mode in ("new", "named")
+            else b"",
+            refs=list(w.reference_ids),
+        )
 
     async def _accepted(
         self, keys: UserKeys, w: SendWrite, context_id: str, reply: SendAccepted

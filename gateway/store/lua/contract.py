@@ -172,13 +172,13 @@ class ScriptArgs:
         names = _names(cls)
         rest = get_origin(get_type_hints(cls)[names[-1]]) is Sequence
         fixed = names[:-1] if rest else names
-        text = ""
+        source = ""
         if fixed:
             argv_of = ", ".join(f"ARGV[{i}]" for i in range(1, len(fixed) + 1))
-            text = f"local {', '.join(fixed)} = {argv_of}\n"
+            source = f"local {', '.join(fixed)} = {argv_of}\n"
         if rest:
-            text += f"local {names[-1]}_from = {len(fixed) + 1}\n"
-        return text
+            source += f"local {names[-1]}_from = {len(fixed) + 1}\n"
+        return source
 
     def argv(self) -> list[Any]:
         """The script's ARGV (a last sequence field is spread)."""
