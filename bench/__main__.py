@@ -58,7 +58,7 @@ SECTIONS = (
     "push",
     "replicas",
 )
-# Every gateway the benchmark starts seals content at rest, as by default (see README).
+# Every gateway the benchmark starts seals content at rest, as by default (see docs/security.md).
 BENCH_KEYRING = '{"k1": "YmVuY2gta2V5LWJlbmNoLWtleS1iZW5jaC1rZXktMDE="}'
 os.environ.setdefault("GATEWAY_ENCRYPTION_KEYS", BENCH_KEYRING)
 OUT = Path(os.environ.get("BENCH_OUT") or Path(__file__).resolve().parent.parent / ".data/bench")
@@ -781,84 +781,10 @@ async def _scale(ports: dict[str, int]) -> None:
     REPORT.figure(f"c=64 throughput, 2 processes / 1 ({cores} cores)", two_one)
 
 
-def binding_requests() -> dict[str, Callable[[int], bytes]]:
-    """One blocking echo send per binding, the same message in each one's spelling."""
+def bindings_section(tmp: Path) -> None:
+    from bench.bindings import bindings_bench
 
-    def parts_v1(n: int) -> list[dict[str, object]]:
-        return [{"text": TEXT}, {"data": {"hr": 72, "n": n}}]
-
-    def rest(n: int) -> bytes:
-        return loadgen.post("/v1/message:send", send_body(n))
-
-    def rpc03(n: int) -> bytes:
-        params = orjson.loads(send_body(n))
-        body = {"jsonrpc": "2.0", "id": n, "method": "message/send", "params": params}
-        return loadgen.post("/", orjson.dumps(body))
-
-    def rest10(n: int) -> bytes:
-        message = {"role": "ROLE_USER", "messageId": f"bench-{n}", "parts": parts_v1(n)}
-        return loadgen.post("/a2a/message:send", orjson.dumps({"message": message}))
-
-    def rpc10(n: int) -> bytes:
-        message = {"role": "ROLE_USER", "messageId": f"bench-{n}", "parts": parts_v1(n)}
-        body = {"jsonrpc": "2.0", "id": n, "method": "SendMessage", "params": {"message": message}}
-        return loadgen.post("/", orjson.dumps(body))
-
-    def proto03(n: int) -> bytes:
-        message = {
-            "role": "ROLE_USER",
-            "messageId": f"bench-{n}",
-            "content": [{"text": TEXT}, {"data": {"data": {"hr": 72, "n": n}}}],
-        }
-        body = {"request": message, "configuration": {"blocking": True}}
-        return loadgen.post("/a2a/v1/message:send", orjson.dumps(body))
-
-    return {
-        "REST 0.3 (canonical)": rest,
-        "JSON-RPC 0.3": rpc03,
-        "REST 0.3 proto-JSON": proto03,
-        "REST 1.0": rest10,
-        "JSON-RPC 1.0": rpc10,
-    }
-
-
-async def _bindings(port: int, pid: int) -> None:
-    counter = itertools.count(50_000_000)
-    requests = binding_requests()
-    canonical = next(iter(requests))
-    for concurrency in (1, 32):
-        res: dict[str, list[loadgen.Result]] = {name: [] for name in requests}
-        cpu = dict.fromkeys(requests, 0.0)
-        for n in range(ROUNDS):  # interleaved: each round runs every binding once, in turn
-            for name, request in in_turn(requests.items(), n):
-                started = cpu_seconds(pid)
-                res[name].append(await loadgen.run(port, request, concurrency, SECONDS, counter))
-                cpu[name] += cpu_seconds(pid) - started
-        merged = {name: merge(r) for name, r in res.items()}
-        # The gateway's CPU per request does not depend on what else the host runs, as
-        # throughput on a shared host does: the cost of a binding, measured directly.
-        us = {name: ratio(cpu[name] * 1e6, len(r.latencies)) for name, r in merged.items()}
-        print(f"blocking echo send per binding, concurrency {concurrency} ({ROUNDS} rounds)")
-        for name, r in merged.items():
-            print(f"{line(name, r)}   gateway CPU {us[name]:6.0f} µs/req")
-            REPORT.run(f"bindings, c={concurrency}", name, "gateway", r)
-            REPORT.figure(f"bindings c={concurrency} {name}: gateway CPU µs/request", us[name])
-        for name, r in merged.items():
-            if name != canonical:
-                share = ratio(r.throughput, merged[canonical].throughput)
-                cost = ratio(us[name], us[canonical])
-                spread = by_round(r, merged[canonical])
-                print(
-                    f"  {name} / canonical REST: throughput {share:.2f} ({spread}), CPU {cost:.2f}"
-                )
-                REPORT.target(f"c={concurrency} {name} / canonical REST", share, 0.90, ">=")
-                REPORT.target(f"c={concurrency} {name} / canonical REST CPU", cost, 1.10, "<=")
-
-
-def bindings_bench(tmp: Path) -> None:
-    """Every binding against the canonical REST, one gateway, interleaved rounds."""
-    with one_gateway(tmp, "redis-bindings", {"GATEWAY_EMBEDDER": "none"}) as served:
-        asyncio.run(_bindings(served.port, served.pid))
+    bindings_bench(tmp)
 
 
 def memory_section(tmp: Path) -> None:
@@ -939,7 +865,7 @@ def settings(sections: list[str], strict: bool) -> dict[str, Any]:
 def main() -> None:
     runners: dict[str, Callable[[Path], None]] = {
         "core": core_bench,
-        "bindings": bindings_bench,
+        "bindings": bindings_section,
         "queues": queues_bench,
         "memory": memory_section,
         "longterm": longterm_section,

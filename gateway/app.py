@@ -154,6 +154,7 @@ def create_app(
             buffer_bytes=settings.stream_buffer_bytes,
         ),
         push=push,
+        signing_keys=runtime.push_keys,
         redis_embedded=redis_embedded,
         memories=MemoryService(runtime.cortadel, runtime.longterm, runtime.store),
     )

@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     )
     redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
-    # Redis Sentinel (README, Operations): the Sentinels' host:port, the primary's name.
+    # Redis Sentinel (docs/operations.md, Redis shapes): the Sentinels' host:port, the primary's name.
     redis_sentinels: Annotated[
         list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_ports)
     ] = Field(default_factory=list)

@@ -3,6 +3,7 @@ read by admins with GET /audit — and never a word of content."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import httpx
 import orjson
 
 from gateway.audit.entry import hashed_id
-from tests.conftest import API_KEYS, AppFactory, RawRedis, auth, post_message, send_task
+from tests.conftest import API_KEYS, CLUSTER, AppFactory, RawRedis, auth, post_message, send_task
+from tests.processes import PROCESS_SECONDS, serving, slow_process_test
 from tests.test_jsonrpc import rpc
 from tests.test_openapi import conform
 from tests.waiting import until
@@ -217,3 +219,35 @@ async def test_strings_a_client_chose_are_kept_as_digests(
         page = await gw.get("/audit", headers=auth("admin"))
         assert chosen not in page.text
     assert chosen.encode() not in await _raw_streams(redis)
+
+
+@slow_process_test
+async def test_an_answered_request_is_in_the_trail_whatever_crashes_after(
+    redis_url: str, redis: RawRedis, tmp_path: Path
+) -> None:
+    """A request is answered only once its audit entry is written: while Redis takes no
+    writes (CLIENT PAUSE WRITE), an authenticated read is not answered 200 but, once the
+    entry's write times out, 503 with Retry-After; the gateway killed then (SIGKILL), the
+    trail holds every request that was answered 2xx."""
+    env = {"REDIS_URL": redis_url, "GATEWAY_API_KEYS": KEYS, "GATEWAY_REDIS_TIMEOUT_SECONDS": "1"}
+    answered: list[str] = []
+    with serving(tmp_path, **env) as (process, base):
+        async with httpx.AsyncClient(base_url=base, timeout=60) as gw:
+            r = await post_message(gw, "vitals", headers=auth("alice"))
+            assert r.status_code == 200, r.text
+            task_id = r.json()["task"]["id"]
+            answered.append("send_message")
+            everywhere = {"target_nodes": redis.ALL_NODES} if CLUSTER else {}
+            await redis.client_pause(20_000, all=False, **everywhere)  # writes wait, not reads
+            try:
+                r = await gw.get(f"/v1/tasks/{task_id}", headers=auth("alice"))
+                assert r.status_code == 503, r.text  # not 200 with an entry only in memory
+                assert r.headers["Retry-After"] == "1"
+                process.send_signal(signal.SIGKILL)
+                process.wait(timeout=PROCESS_SECONDS)
+            finally:
+                await redis.client_unpause(**everywhere)
+    with serving(tmp_path, **env) as (_, base):
+        async with httpx.AsyncClient(base_url=base, timeout=60) as gw:
+            operations = [e["operation"] for e in await _entries(gw, 1)]
+    assert [op for op in operations if op in answered] == answered, operations

@@ -590,7 +590,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def connection(base: str) -> Iterator[socket.socket]:
     host, port = urlsplit(base).hostname, urlsplit(base).port
     with socket.create_connection((host, port), timeout=PATIENCE) as sock:
-        yield sock
+        try:
+            yield sock
+        finally:
+            _AHEAD.pop(sock.fileno(), None)
 
 
 def answer_and_close(sock: socket.socket, trickle: bytes = b"") -> bytes:
@@ -614,9 +617,13 @@ def answer_and_close(sock: socket.socket, trickle: bytes = b"") -> bytes:
     raise AssertionError(f"the connection stayed open for {PATIENCE} s: {received[:200]!r}")
 
 
+# What a read took past the response it was for: the start of the next, per connection.
+_AHEAD: dict[int, bytes] = {}
+
+
 def response(sock: socket.socket) -> tuple[bytes, bytes]:
     """One whole response on a kept-alive connection: its head (lowercased) and body."""
-    data = b""
+    data = _AHEAD.pop(sock.fileno(), b"")
     while b"\r\n\r\n" not in data:
         data += sock.recv(65536)
     head, body = data.split(b"\r\n\r\n", 1)
@@ -624,7 +631,9 @@ def response(sock: socket.socket) -> tuple[bytes, bytes]:
     length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
     while len(body) < length:
         body += sock.recv(65536)
-    return head, body
+    if body[length:]:
+        _AHEAD[sock.fileno()] = body[length:]
+    return head, body[:length]
 
 
 def request(path: str, *headers: str, method: str = "GET", length: int | None = None) -> bytes:

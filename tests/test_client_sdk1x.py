@@ -22,6 +22,7 @@ from tests.conftest import API_KEYS
 from tests.processes import serving, slow_process_test
 
 SCENARIO = Path(__file__).parent / "clients" / "a2a_1x_scenario.py"
+CARD = Path(__file__).parent / "clients" / "a2a_1x_card.py"
 pytestmark = slow_process_test
 
 
@@ -211,3 +212,21 @@ def test_push_configs_with_the_1x_client(sdk1x_python: Path, served: str, mode: 
         assert delivered.json()["statusUpdate"]["taskId"] == r["task_id"]
     finally:
         hook.stop()
+
+
+def test_the_1x_client_verifies_the_signed_cards(sdk1x_python: Path, served: str) -> None:
+    """The SDK's signature verifier (keys from the JWKS the signature's ``jku`` names)
+    accepts every card the gateway signs, and refuses a card changed anywhere in its 1.0
+    content or stripped of its signatures."""
+    done = subprocess.run(
+        [sdk1x_python, CARD, served, "key-alice"], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert set(report) == {served, f"{served}/agents/echo"}
+    for seen in report.values():
+        assert seen["state"] == "TASK_STATE_COMPLETED"
+        assert seen["jku"] == f"{served}/.well-known/jwks.json"
+        assert seen["again"] == "accepted"
+        assert set(seen["tampered"].values()) == {"InvalidSignaturesError"}, seen["tampered"]
+        assert seen["unsigned"] == "NoSignatureError"

@@ -293,3 +293,66 @@ async def test_a_primary_demoted_by_sentinel_under_load_loses_nothing_acknowledg
         f"{len(load.acknowledged)} sends acknowledged, 0 lost; service resumed "
         f"{load.resumed_seconds:.1f}s after"
     )
+
+
+def _own_slots(port: int) -> list[tuple[int, int]]:
+    with Redis(port=port, socket_timeout=5) as client:
+        me = client.execute_command("CLUSTER", "MYID")
+        me = me.decode() if isinstance(me, bytes) else me
+        ranges = client.execute_command("CLUSTER", "SLOTS")
+    return [(int(r[0]), int(r[1])) for r in ranges if _decoded(r[2][2]) == me]
+
+
+def _decoded(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@slow_process_test
+async def test_a_cluster_without_a_primary_for_its_slots_answers_503_then_serves_again(
+    tmp_path: Path,
+) -> None:
+    """While shards serve no slots (CLUSTERDOWN, as between a primary's loss and its
+    replica's election), every call answers 503 with Retry-After, never a 500; once the
+    slots are served again, so is the gateway."""
+    cluster = LocalCluster(tmp_path / "cluster", masters=3)
+    try:
+        url = cluster.start()
+        logs = [node.data_dir / "redis.log" for node in cluster.nodes]
+        env = {"REDIS_URL": url, "GATEWAY_REDIS_TIMEOUT_SECONDS": "1"}
+        with serving(tmp_path, **env) as (_, base):
+            async with httpx.AsyncClient(base_url=base, timeout=60) as c:
+
+                def send(text: str) -> dict[str, Any]:
+                    return {"message": {"role": "user", "parts": [{"kind": "text", "text": text}],
+                                        "messageId": str(uuid.uuid4())}}  # fmt: skip
+
+                r = await c.post("/v1/message:send", json=send("before"))
+                assert r.status_code == 200, r.text
+                task_id = r.json()["task"]["id"]
+                owned = {node.port: _own_slots(node.port) for node in cluster.nodes}
+                for port, ranges in owned.items():
+                    with Redis(port=port, socket_timeout=5) as client:
+                        for first, last in ranges:
+                            client.execute_command("CLUSTER", "DELSLOTS", *range(first, last + 1))
+                for call in (
+                    c.post("/v1/message:send", json=send("during")),
+                    c.get(f"/v1/tasks/{task_id}"),
+                ):
+                    r = await call
+                    assert r.status_code == 503, r.text
+                    assert r.headers["Retry-After"] == "1"
+                    assert r.json()["error"] == "InternalError", r.text
+                for port, ranges in owned.items():
+                    with Redis(port=port, socket_timeout=5) as client:
+                        for first, last in ranges:
+                            client.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
+
+                async def served() -> httpx.Response | None:
+                    r = await c.post("/v1/message:send", json=send("after"))
+                    assert r.status_code in (200, 503), r.text
+                    return r if r.status_code == 200 else None
+
+                after = await until(served, what="service after the slots are served", logs=logs)
+                assert after.json()["task"]["status"]["state"] == "completed", after.text
+    finally:
+        cluster.stop()

@@ -63,9 +63,9 @@ def _fields(exc: ValidationError) -> str:
 
 
 class _Config(_Strict):
-    # Overrides of the long-term memory options for this agent (camelCase, see README).
+    # Overrides of the long-term memory options for this agent (camelCase, see docs/memory.md).
     memory: dict[str, Any] | None = None
-    # What a message continuing a task whose run is under way does (README: run policy).
+    # What a message continuing a task whose run is under way does (docs/api.md: run policy).
     runPolicy: Literal["enqueue", "reject", "interrupt"] | None = None
 
     @model_validator(mode="after")

@@ -1,11 +1,14 @@
 """Writing the audit trail behind the requests, in batches.
 
-``record`` only appends to a buffer; one task writes whatever has gathered in one pipeline
-(``AuditStore.append``) and, when configured, as JSON lines to a file or stdout for a SIEM.
-While a batch is being written the next one gathers, so under load many entries share one
-round trip and a request never waits for its entry: the audit trail does not add a Redis
-round trip to a send. What is lost in a crash is at most the batch in flight. A batch that
-cannot be written (Redis unreachable) is kept and retried, up to ``max_buffered`` entries.
+``commit`` appends an entry to a buffer and waits until the batch it went into is written;
+one task writes whatever has gathered in one pipeline (``AuditStore.append``) and, when
+configured, as JSON lines to a file or stdout for a SIEM. While a batch is being written the
+next one gathers, so under load many entries share one round trip (a group commit). The
+edges hold a response's end until its entry is written (``http/audit.py``, ``grpcapi``), so
+a crash of the gateway loses no entry of a request that was answered. ``record`` appends
+without waiting (a request that ends without an answer). A batch that cannot be written
+(Redis unreachable) is kept and retried, up to ``max_buffered`` entries; ``commit`` says
+it was not written, and the edge answers 503 rather than report unaudited work done.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class AuditLog:
         self._mirror: IO[str] | None = None
         self._lock = asyncio.Lock()
         self._closing = False
+        # settles when the batch gathering now is written (True) or could not be (False)
+        self._gathering: asyncio.Future[bool] | None = None
         self.dropped = 0
 
     def record(self, entry: AuditEntry) -> None:
@@ -48,6 +53,19 @@ class AuditLog:
             return
         self._buffer.append(entry)
         self._wake.set()
+
+    async def commit(self, entry: AuditEntry) -> bool:
+        """Append ``entry`` and wait until its batch is written: whether it was (if not,
+        it is kept and retried, as every entry not yet written)."""
+        if self._task is None or self._task.done() or len(self._buffer) >= self._max:
+            self.record(entry)
+            return False
+        self._buffer.append(entry)
+        if self._gathering is None:
+            self._gathering = asyncio.get_running_loop().create_future()
+        written = self._gathering
+        self._wake.set()
+        return await asyncio.shield(written)
 
     def start(self) -> None:
         if self._mirror_to and self._mirror_to != "stdout":
@@ -76,15 +94,20 @@ class AuditLog:
 
     async def _flush(self) -> None:
         batch, self._buffer = self._buffer, []
-        self._write_mirror(batch)
-        self._pending += batch
-        if len(self._pending) > self._max:
-            self.dropped += len(self._pending) - self._max
-            del self._pending[: len(self._pending) - self._max]
-        if not self._pending:
-            return
-        await self.store.append(self._pending)
-        self._pending = []
+        gathered, self._gathering = self._gathering, None
+        try:
+            self._write_mirror(batch)
+            self._pending += batch
+            if len(self._pending) > self._max:
+                self.dropped += len(self._pending) - self._max
+                del self._pending[: len(self._pending) - self._max]
+            if self._pending:
+                await self.store.append(self._pending)
+                self._pending = []
+        except BaseException:
+            _settle(gathered, False)
+            raise
+        _settle(gathered, True)
 
     def _write_mirror(self, batch: list[AuditEntry]) -> None:
         if self._mirror is None or not batch:
@@ -94,6 +117,13 @@ class AuditLog:
         self._mirror.flush()
 
     async def _run(self) -> None:
+        try:
+            await self._write_until_closed()
+        finally:  # nobody waits on a batch that will not be written now
+            _settle(self._gathering, False)
+            self._gathering = None
+
+    async def _write_until_closed(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -107,3 +137,8 @@ class AuditLog:
                 self._wake.set()
             if self._closing:
                 return
+
+
+def _settle(written: asyncio.Future[bool] | None, outcome: bool) -> None:
+    if written is not None and not written.done():
+        written.set_result(outcome)

@@ -68,6 +68,7 @@ class Visit:
     began: float = field(default_factory=time.perf_counter)
     scope: dict[str, Any] = field(default_factory=lambda: {"state": {}})
     status: int = 200
+    audited: bool = False  # its audit entry is written (``Edge.audited``)
 
     @property
     def state(self) -> dict[str, Any]:
@@ -111,8 +112,17 @@ class Edge:
             visit.state.setdefault("audit_ids", {})["agent"] = agent_id
         return Call(self.state, principal, agent_id, visit.scope)
 
+    async def audited(self, visit: Visit) -> bool:
+        """Write the call's audit entry before its answer goes out (``AuditLog.commit``):
+        whether it was written (or there is none to write)."""
+        entry = self._entry(visit) if self.audit is not None else None
+        visit.audited = True
+        if entry is None or self.audit is None:
+            return True
+        return await self.audit.commit(entry)
+
     def done(self, visit: Visit) -> None:
-        """Count, log and audit the call."""
+        """Count, log and audit the call (unless its entry was written already)."""
         seconds = time.perf_counter() - visit.began
         operation = visit.operation
         OPERATIONS.labels(operation.binding, operation.name, operation.outcome).inc()
@@ -131,7 +141,7 @@ class Edge:
                     "ms": round(seconds * 1000, 2),
                 },
             )
-        if self.audit is not None:
+        if self.audit is not None and not visit.audited:
             entry = self._entry(visit)
             if entry is not None:
                 self.audit.record(entry)

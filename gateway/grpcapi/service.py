@@ -22,7 +22,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message
 
 from gateway import tracing
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, StoreUnavailableError
 from gateway.grpcapi.edge import Edge, Visit
 from gateway.grpcapi.proto import a2a_pb2
 from gateway.grpcapi.status import DETAILS_KEY, grpc_error
@@ -43,9 +43,9 @@ def _reply(payload: Any, kind: type[Message]) -> Message:
 
 
 async def _fail(
-    exc: BaseException, visit: Visit, context: grpc.aio.ServicerContext[Any, Any]
+    exc: BaseException, edge: Edge, visit: Visit, context: grpc.aio.ServicerContext[Any, Any]
 ) -> None:
-    """Ends the call with the error's status (raises)."""
+    """Ends the call with the error's status (raises), its audit entry written first."""
     if not isinstance(exc, GatewayError):  # a defect: an InternalError, without detail
         log.error("unhandled error", extra={"error": type(exc).__name__, "path": "grpc"})
         exc = GatewayError()
@@ -55,6 +55,8 @@ async def _fail(
     tracing.annotate({"rpc.grpc.status_code": code.value[0]})
     if exc.status >= 500:
         tracing.failed(exc)
+    if not visit.audited:
+        await edge.audited(visit)
     await context.abort(code, message, trailing_metadata=((DETAILS_KEY, details),))
 
 
@@ -77,11 +79,14 @@ def _unary(
             try:
                 params = MessageToDict(request)
                 call = await edge.enter(visit, metadata, params)
-                return _reply(await method.handler(call, params), reply)
+                answer = _reply(await method.handler(call, params), reply)
+                if not await edge.audited(visit):  # not reported done unless audited
+                    raise StoreUnavailableError()
+                return answer
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
-                await _fail(exc, visit, context)
+                await _fail(exc, edge, visit, context)
                 raise  # not reached: abort raised
             finally:
                 edge.done(visit)
@@ -108,15 +113,16 @@ def _streaming(
                     # the task as it stands first, then its events
                     stream = opened = await method.open(call, params, None)
                 except Exception as exc:
-                    await _fail(exc, visit, context)
+                    await _fail(exc, edge, visit, context)
                     raise  # not reached: abort raised
             async for event in opened:
                 if event is not None:  # None: a keep-alive tick
                     yield _reply(event_v1(event), reply)
+            await edge.audited(visit)  # before the stream's end reaches the client
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
-            await _fail(exc, visit, context)
+            await _fail(exc, edge, visit, context)
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:

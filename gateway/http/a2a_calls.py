@@ -1,7 +1,8 @@
 """What every A2A binding does with a call, in the canonical spelling: the one adapter from
-a request's parameters to the services (send, get, cancel, list), shared by the JSON-RPC
-binding and the proto-JSON REST bindings. Wire dialects are the callers' business
-(``gateway.dialects``)."""
+a request's parameters to the services (send, stream, subscribe, get, cancel, list), shared
+by the canonical REST routes, the JSON-RPC binding, the proto-JSON REST bindings and gRPC
+(through the JSON-RPC methods). Wire dialects are the callers' business
+(``gateway.dialects``); a send's answer is enveloped once (``sent``)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.types import Scope
 
-from gateway.dialects import STATE_FROM_V1, V1, task_out
+from gateway.canonical import task_json
+from gateway.dialects import STATE_FROM_V1, TASK_STATES_V1, V1, Dialect, open_enum, task_out
 from gateway.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
 from gateway.http.audit import note_ids
-from gateway.http.state import AppState
-from gateway.models import SendMessageRequest, Task, _Id, _Model
+from gateway.http.state import AppState, app_state, principal_of
+from gateway.models import SendMessageRequest, Task
+from gateway.models.requests import _Id, _Model
 from gateway.principal import Principal
-from gateway.protojson import TASK_STATES_V1, open_enum
 from gateway.push.configs import Version
 from gateway.service.streams import TaskStream
 from gateway.service.tasks import TaskFilter
@@ -36,6 +38,7 @@ __all__ = [
     "list_tasks",
     "negotiated_version",
     "send",
+    "sent",
     "stream_send",
     "subscribe",
     "version_of",
@@ -75,11 +78,12 @@ class Call:
 
     @classmethod
     def of(cls, request: Request) -> Call:
-        state: AppState = request.app.state.gateway
+        """The call an HTTP request makes: to the agent its path names, or the default."""
+        state = app_state(request)
         agent_id = request.path_params.get("agent_id")
         if not isinstance(agent_id, str):
             agent_id = state.settings.default_agent
-        return cls(state, request.scope["state"]["principal"], agent_id, request.scope)
+        return cls(state, principal_of(request), agent_id, request.scope)
 
     def noted(self, task: Task) -> Task:
         """The task, its ids noted for the audit entry."""
@@ -115,6 +119,12 @@ async def send(call: Call, body: Any, version: Version = "0.3") -> Task:
     request = validated(SendMessageRequest, body)
     sent = await call.state.messages.send(call.principal, agent, request, version)
     return call.noted(sent)
+
+
+def sent(task: Task, dialect: Dialect | None = None) -> dict[str, Any]:
+    """A send's answer where the binding envelopes it (the REST bindings, JSON-RPC 1.0): the
+    task under ``task``, in the binding's dialect (None: the canonical spelling)."""
+    return {"task": task_json(task) if dialect is None else task_out(task, dialect)}
 
 
 async def stream_send(call: Call, body: Any) -> TaskStream:

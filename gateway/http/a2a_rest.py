@@ -34,6 +34,7 @@ from gateway.dialects import (
     V03_PROTO,
     V1,
     Dialect,
+    normalise_send_request,
     read_v1_send,
     rpc_status,
     task_out,
@@ -50,6 +51,7 @@ from gateway.http.a2a_calls import (
     list_tasks,
     negotiated_version,
     send,
+    sent,
     stream_send,
     subscribe,
 )
@@ -57,7 +59,6 @@ from gateway.http.cards import REST_SUFFIX
 from gateway.http.params import json_body, query_bool, query_int
 from gateway.http.responses import JSONResponse
 from gateway.http.sse import Shape, event_v03_proto, event_v1, sse_response
-from gateway.protojson import normalise_send_request
 from gateway.push.configs import Version
 
 __all__ = ["proto_rest_routes"]
@@ -116,7 +117,7 @@ def send_handler(dialect: Dialect) -> Endpoint:
             if isinstance(config, dict):
                 config.setdefault("blocking", False)  # proto3: a false blocking is left off
         task = await send(Call.of(request), body, _VERSION[dialect])
-        return JSONResponse({"task": task_out(task, dialect)})
+        return JSONResponse(sent(task, dialect))
 
     return endpoint
 

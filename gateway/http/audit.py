@@ -6,22 +6,30 @@ the JSON-RPC methods a call named (``jsonrpc:message/send``; a batch's joined by
 the ids are the route's path parameters plus those a route notes (``note_ids``: a send's
 new task and context, the context of a task read or canceled). Path parameters are kept as
 they are when the request succeeded (they named something that exists), as digests
-otherwise; so is a request id the client chose (``audit.entry.hashed_id``). Entries go to
-``AuditLog.record`` after the response, without waiting for Redis. Public paths and
-anonymous card reads are not recorded.
+otherwise; so is a request id the client chose (``audit.entry.hashed_id``). Public paths
+and anonymous card reads are not recorded.
+
+A response's end waits for its entry (``AuditLog.commit``, a group commit): a whole
+response is held until its entry is written, a streamed one's last chunk is; so every
+request the gateway answered is in the trail, whatever crashes after. An entry that
+cannot be written (Redis unreachable) turns a held response into a 503 with Retry-After
+(the work may be done: a retry with the same ids finds it) and is retried in the
+background. A request that ends without an answer is recorded without waiting.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.audit.entry import AuditEntry, hashed_id
 from gateway.audit.log import AuditLog
+from gateway.errors import StoreUnavailableError
 from gateway.http.access_log import matched_route
 from gateway.http.operations import noted
 from gateway.http.response_start import status_of
+from gateway.http.responses import error_response
 from gateway.store.assembly import now_ms
 
 __all__ = ["AuditMiddleware", "audit_request_id", "note_ids", "note_receipt"]
@@ -89,9 +97,29 @@ class AuditMiddleware:
         if self.audit is None or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        audit, held, recorded = self.audit, None, False
+
+        async def send_audited(message: Message) -> None:
+            nonlocal held, recorded
+            if message["type"] == "http.response.start":
+                held = message
+                return
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                recorded = True
+                status = held["status"] if held is not None else status_of(scope)
+                entry = _entry(scope, status)
+                if entry is not None and not await audit.commit(entry) and held is not None:
+                    await error_response(StoreUnavailableError())(scope, receive, send)
+                    return
+            if held is not None:
+                await send(held)
+                held = None
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_audited)
         finally:
-            entry = _entry(scope, status_of(scope))
-            if entry is not None:
-                self.audit.record(entry)
+            if not recorded:
+                entry = _entry(scope, status_of(scope, held["status"] if held else 500))
+                if entry is not None:
+                    audit.record(entry)

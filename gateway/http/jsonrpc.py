@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.canonical import task_json
-from gateway.dialects import V1, jsonrpc_error_v1, read_v1_send, task_out
+from gateway.dialects import V1, jsonrpc_error_v1, normalise_send_request, read_v1_send, task_out
 from gateway.errors import (
     ExtendedCardNotConfiguredError,
     GatewayError,
@@ -56,6 +56,7 @@ from gateway.http.a2a_calls import (
     list_tasks,
     negotiated_version,
     send,
+    sent,
     stream_send,
     subscribe,
 )
@@ -63,7 +64,6 @@ from gateway.http.operations import Operation, error_outcome, note
 from gateway.http.params import json_body
 from gateway.http.ratelimit import Charge
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
-from gateway.protojson import normalise_send_request
 from gateway.service.streams import TaskStream
 
 __all__ = ["MAX_BATCH", "METHODS", "STREAMING", "jsonrpc_endpoint", "jsonrpc_routes"]
@@ -108,7 +108,7 @@ async def _cancel_v03(call: Call, params: Params) -> Any:
 
 async def _send_v1(call: Call, params: Params) -> Any:
     call.check_tenant(params.get("tenant"))
-    return {"task": task_out(await send(call, read_v1_send(params), "1.0"), V1)}
+    return sent(await send(call, read_v1_send(params), "1.0"), V1)
 
 
 async def _get_v1(call: Call, params: Params) -> Any:

@@ -20,7 +20,7 @@ from gateway.errors import InvalidParamsError, PushNotificationNotSupportedError
 from gateway.http.a2a_calls import Call
 from gateway.http.params import json_body
 from gateway.http.responses import JSONResponse
-from gateway.models import _Id, _Model
+from gateway.models.requests import _Id, _Model
 from gateway.push.configs import Version, write_config
 from gateway.service.push import PushService
 from gateway.validation import validated

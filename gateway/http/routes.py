@@ -24,13 +24,16 @@ from gateway.canonical import (
     scrub_json,
     task_json,
 )
+from gateway.dialects import normalise_send_request
 from gateway.errors import (
     AgentNotFoundError,
     UnsupportedOperationError,
 )
-from gateway.http import push
-from gateway.http.audit import audit_request_id, note_ids, note_receipt
-from gateway.http.cards import agent_card
+from gateway.http import a2a_calls, push
+from gateway.http.a2a_calls import Call
+from gateway.http.audit import audit_request_id, note_receipt
+from gateway.http.card_signing import JWKS_PATH, card_signature
+from gateway.http.cards import CardSigner, agent_card
 from gateway.http.keys import key_routes
 from gateway.http.params import (
     json_body,
@@ -44,8 +47,7 @@ from gateway.http.params import (
 from gateway.http.responses import JSONResponse
 from gateway.http.sse import event_v03, sse_response
 from gateway.http.state import AppState, app_state, principal_of
-from gateway.models import SearchRequest, SendMessageRequest
-from gateway.protojson import normalise_send_request
+from gateway.models import SearchRequest
 from gateway.service.audit import AuditQuery
 from gateway.service.keys import admin_tenant
 
@@ -85,44 +87,32 @@ async def _serving(request: Request) -> tuple[AppState, Agent]:
 
 
 async def send_message(request: Request) -> Response:
-    state, agent = await _serving(request)
-    body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    task = await state.messages.send(principal_of(request), agent, body)
-    note_ids(request.scope, task=task.id, context=task.context_id)
-    return JSONResponse({"task": task_json(task)})
+    task = await a2a_calls.send(Call.of(request), normalise_send_request(await json_body(request)))
+    return JSONResponse(a2a_calls.sent(task))
 
 
 async def stream_message(request: Request) -> Response:
-    state, agent = await _serving(request)
-    body = validated(SendMessageRequest, normalise_send_request(await json_body(request)))
-    task, stream = await state.streams.send(principal_of(request), agent, body)
-    note_ids(request.scope, task=task.id, context=task.context_id)
-    return sse_response(stream, event_v03)
+    body = normalise_send_request(await json_body(request))
+    return sse_response(await a2a_calls.stream_send(Call.of(request), body), event_v03)
 
 
 async def subscribe_task(request: Request) -> Response:
-    state = await _served(request)
     if request.method == "POST":
         await json_body(request, optional=True)
     last = request.headers.get("last-event-id")
     task_id = request.path_params["task_id"]
-    stream = await state.streams.subscribe(principal_of(request), task_id, last)
-    return sse_response(stream, event_v03)
+    return sse_response(await a2a_calls.subscribe(Call.of(request), task_id, last), event_v03)
 
 
 async def get_task(request: Request) -> Response:
-    state = await _served(request)
     history = query_int(request, "historyLength", "history_length", default=None)
-    task = await state.tasks.get(principal_of(request), request.path_params["task_id"], history)
-    note_ids(request.scope, context=task.context_id)
+    task = await a2a_calls.get_task(Call.of(request), request.path_params["task_id"], history)
     return JSONResponse(task_json(task))
 
 
 async def cancel_task(request: Request) -> Response:
-    state = await _served(request)
     await json_body(request, optional=True)
-    task = await state.tasks.cancel(principal_of(request), request.path_params["task_id"])
-    note_ids(request.scope, context=task.context_id)
+    task = await a2a_calls.cancel_task(Call.of(request), request.path_params["task_id"])
     return JSONResponse(task_json(task))
 
 
@@ -191,8 +181,18 @@ async def card(request: Request) -> Response:
         push=state.push is not None,
         grpc=grpc,
         agent_id=request.path_params.get("agent_id"),
+        signer=_card_signer(state, origin),
     )
     return JSONResponse(card_json)
+
+
+def _card_signer(state: AppState, origin: str) -> CardSigner | None:
+    """Signs a card with the gateway's signing key (None: no key yet, the card goes unsigned)."""
+    key = state.signing_keys.signer if state.signing_keys is not None else None
+    if key is None:
+        return None
+    jku = origin + JWKS_PATH
+    return lambda card: [card_signature(card, key, jku)]
 
 
 class _IdConvertor(Convertor[str]):

@@ -8,6 +8,7 @@ from starlette.requests import Request
 
 from gateway.agents.registry import AgentRegistry
 from gateway.principal import Principal
+from gateway.push.signing import SigningKeys
 from gateway.service.agents import AgentService
 from gateway.service.audit import AuditService
 from gateway.service.contexts import ContextService
@@ -38,6 +39,7 @@ class AppState:
     keys: KeyService | None = None
     audit: AuditService | None = None
     push: PushService | None = None  # None: push notifications are not offered
+    signing_keys: SigningKeys | None = None  # sign the agent cards (None: unsigned)
     redis_embedded: bool = False  # /healthz fails while the embedded Redis does not answer
     memories: MemoryService = field(default_factory=lambda: MemoryService(None))
 

@@ -17,7 +17,7 @@ import orjson
 from pydantic import Field, field_validator
 
 from gateway.errors import InvalidParamsError
-from gateway.models import _Model
+from gateway.models.requests import _Model
 from gateway.store.fields import CONFIG_ARTIFACTS, CONFIG_TENANT, CONFIG_USER
 from gateway.validation import validated
 

@@ -1,4 +1,4 @@
-"""The keys that sign webhook requests, and the JWKS document that publishes them.
+"""The keys that sign webhook requests and agent cards, and the JWKS that publishes them.
 
 Each request carries a JWT (``ES256`` for EC P-256 keys, ``RS256`` for RSA) whose claims
 name the gateway (``iss``: its public URL), the webhook it is for (``aud``: the config's
@@ -6,6 +6,8 @@ URL, as set), the event (``jti``), the task, when it was signed, and the SHA-256
 exact body (``request_body_sha256``, hex), so a receiver that checks the signature against
 the gateway's JWKS (``/.well-known/jwks.json``) knows the body came from the gateway,
 unchanged, for it (a request replayed to another webhook names another audience).
+
+The same key signs the agent cards (``gateway.http.card_signing``).
 
 Keys come from ``GATEWAY_PUSH_SIGNING_KEYS`` (PEM files): the first signs, all are
 published. Rotation without downtime: add the new key last (every replica publishes it),
@@ -90,6 +92,11 @@ class SigningKeys:
     @classmethod
     def from_files(cls, paths: list[str], issuer: str) -> SigningKeys:
         return cls([SigningKey.from_pem(Path(p).read_bytes()) for p in paths], issuer)
+
+    @property
+    def signer(self) -> SigningKey | None:
+        """The key that signs (None while ``ensure`` has not taken the shared one)."""
+        return self._keys[0] if self._keys else None
 
     def jwks(self) -> dict[str, Any]:
         return {"keys": [k.jwk for k in self._keys]}

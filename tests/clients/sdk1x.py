@@ -19,8 +19,8 @@ from tests.processes import PROCESS_SECONDS, ROOT, stop
 from tests.waiting import until_sync
 
 # The server extra and uvicorn serve the 1.0 remote agent double; uvicorn as locked here.
-# The grpc extra: the client's gRPC transport.
-PACKAGES = ("a2a-sdk[http-server,grpc]==1.3.0", "uvicorn==0.55.0")
+# The grpc extra: the client's gRPC transport; the signing extra: its card verifier.
+PACKAGES = ("a2a-sdk[http-server,grpc,signing]==1.3.0", "uvicorn==0.55.0")
 ENV = ROOT / ".venv" / "clients" / "a2a-1x"
 HERE = Path(__file__).parent
 
