@@ -2,7 +2,7 @@
 client, and media-type negotiation for ``acceptedOutputModes``.
 
 The store's Lua scripts get the states and these sets generated into their prelude
-(``store/scripts.py``).
+(``store/lua/contract.py``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
 """The Lua scripts spell no name they share with Python: every task field, meta field, mark,
 channel, group, stream entry field and task state comes from the Python definitions
 (``store/fields.py``, ``store/keys.py``, ``a2a.py``) through the generated prelude, so a
-rename is one edit; and every script is in ``store/scripts.py``."""
+rename is one edit; and every script is in the ``store/lua`` package."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 from gateway import a2a
 from gateway.a2a import INTERRUPTED, TERMINAL
-from gateway.store import fields, scripts
+from gateway.store import fields, lua
 from gateway.store.keys import (
     EVENT_CHANNEL,
     JOBS_GROUP,
@@ -19,19 +22,31 @@ from gateway.store.keys import (
     SIGNAL_NEXT,
     STOP_CHANNEL,
 )
+from gateway.store.lua import Scripts, contract, prelude
+from gateway.store.lua.longterm import LedgerArgs, RememberArgs
+from gateway.store.lua.streams import ResignArgs
 
-_GENERATED = scripts._CONSTANTS
+_GENERATED = contract.CONSTANTS
+
+
+class _Sources:
+    """A client that registers a script as its source."""
+
+    def register_script(self, source: str) -> str:
+        return source
+
+
+def _scripts() -> dict[str, str]:
+    """Every registered script's whole source, by its name in ``Scripts``."""
+    registered: Any = Scripts.register(_Sources())
+    return {f.name: getattr(registered, f.name) for f in dataclasses.fields(registered)}
 
 
 def _bodies() -> dict[str, str]:
     """Each script's own text: its source without the generated constants and comments."""
     return {
         name: re.sub(r"--[^\n]*", "", value.replace(_GENERATED, ""))
-        for name, value in vars(scripts).items()
-        if name.startswith("_")
-        and name.isupper()
-        and isinstance(value, str)
-        and "redis.call" in value
+        for name, value in _scripts().items()
     }
 
 
@@ -66,20 +81,21 @@ def test_scripts_spell_no_state_nor_entry_field() -> None:
         assert not quoted & signals, (name, quoted & signals)  # the events channel's signals
 
 
-def test_every_script_is_in_scripts_py() -> None:
-    """No module of the gateway but ``store/scripts.py`` registers or holds a Lua script."""
-    root = Path(scripts.__file__).parent.parent
+def test_every_script_is_in_the_lua_package() -> None:
+    """No module of the gateway outside ``store/lua`` registers or holds a Lua script."""
+    package = Path(lua.__file__).parent
+    root = package.parent.parent
     elsewhere = [
         str(path.relative_to(root))
         for path in root.rglob("*.py")
-        if path != Path(scripts.__file__)
+        if package not in path.parents
         and re.search(r"register_script|redis\.call\(", path.read_text())
     ]
     assert not elsewhere
 
 
 def test_prelude_defines_every_shared_name() -> None:
-    for name, value in scripts.LUA_NAMES.items():
+    for name, value in contract.LUA_NAMES.items():
         assert re.search(rf"^local {name} = '?{re.escape(str(value))}'?$", _GENERATED, re.M)
     for state in TERMINAL:
         assert f"['{state}'] = true" in _GENERATED
@@ -93,17 +109,42 @@ def test_scripts_name_their_args() -> None:
 
 
 def test_scripts_define_where_their_rest_args_begin() -> None:
-    for name, value in vars(scripts).items():
-        if name.startswith("_") and name.isupper() and isinstance(value, str):
-            for rest in set(re.findall(r"\b(\w+_from)\b", value)):
-                assert f"local {rest} = " in value, (name, rest)
+    for name, value in _scripts().items():
+        for rest in set(re.findall(r"\b(\w+_from)\b", value)):
+            assert f"local {rest} = " in value, (name, rest)
 
 
 def test_push_deliveries_are_built_from_the_python_field_names() -> None:
     """``notify`` writes a delivery's JSON and reads a config's routing facts by the names
     ``push/events.py`` and ``push_records.py`` use, never by keys of its own."""
-    notify = scripts._PRELUDE[scripts._PRELUDE.index("local function notify") :]
+    notify = prelude.PRELUDE[prelude.PRELUDE.index("local function notify") :]
     notify = notify[: notify.index("\nend\n") + 5]
     assert "cjson.encode({" not in notify and ".a)" not in notify and "w[2].t" not in notify
     for name in ("D_TENANT", "D_TASK", "D_NUMBER", "D_QUEUED", "C_ARTIFACTS", "C_USER"):
         assert f"[{name}]" in notify, name
+
+
+def test_every_lua_text_is_short() -> None:
+    """Each Lua text in the package, a script or a part of one, is at most 80 lines: a longer
+    script is written in parts (``send``, ``update``) or shares helpers through the prelude."""
+    package = Path(lua.__file__).parent
+    long = []
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and "redis." in node.value
+                and node.value.count("\n") > 80
+            ):
+                long.append(f"{path.name}:{node.lineno}")
+    assert not long
+
+
+def test_arguments_encode_in_field_order_with_the_rest_spread() -> None:
+    args = RememberArgs(now=5, keep=2, ids=["a", "b"])
+    assert args.argv() == [5, 2, "a", "b"]
+    assert RememberArgs.lua() == "local now, keep = ARGV[1], ARGV[2]\nlocal ids_from = 3\n"
+    assert ResignArgs("node-1").argv() == ["node-1"]
+    assert LedgerArgs(["m1"]).argv() == ["m1"]
+    assert LedgerArgs.lua() == "local ids_from = 1\n"

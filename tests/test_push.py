@@ -26,6 +26,7 @@ from gateway.store.keys import (
     ContextKeys,
     UserKeys,
 )
+from gateway.store.lua.context import CancelArgs
 from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
 from gateway.store.sealing import Keyring, Sealer, key_id_of
@@ -500,7 +501,8 @@ async def test_deliveries_left_between_the_two_steps_are_moved_by_maintenance(
         store = Store(redis, 3600, cluster=True)
         status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
         reply = await store.scripts.cancel(
-            keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
+            keys=ck.all()[:CONTEXT_KEY_COUNT],
+            args=CancelArgs(cid, tid, status, 0, 3_600_000).argv(),
         )
         assert reply == [b"ok", b"push"]
         assert await redis.zcard(f"{ck.meta}:push") == 1
@@ -563,7 +565,8 @@ async def test_a_scrub_deletes_deliveries_still_waiting_in_the_context(
         tid, cid, ck, last = await _waiting_task(gw, redis, receiver)
         status = orjson.dumps({"state": "canceled", "timestamp": "2026-01-01T00:00:00Z"})
         reply = await Store(redis, 3600, cluster=True).scripts.cancel(
-            keys=ck.all()[:CONTEXT_KEY_COUNT], args=[cid, tid, status, 0, 3_600_000]
+            keys=ck.all()[:CONTEXT_KEY_COUNT],
+            args=CancelArgs(cid, tid, status, 0, 3_600_000).argv(),
         )
         assert reply == [b"ok", b"push"]
         assert (await gw.delete(f"/v1/contexts/{cid}")).status_code == 204

@@ -22,7 +22,7 @@ async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
     from gateway.service.keys import KeyService
     from gateway.store.apikeys_store import ApiKeyStore
     from gateway.store.connection import RedisTarget
-    from gateway.store.scripts import Scripts
+    from gateway.store.lua import Scripts
 
     assert settings.redis_url is not None and settings.api_key_secret is not None
     target = RedisTarget.from_settings(settings)

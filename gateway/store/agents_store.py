@@ -14,7 +14,8 @@ from redis.asyncio import Redis
 
 from gateway.store.assembly import text_of as _text
 from gateway.store.keys import TenantAgentKeys
-from gateway.store.scripts import CreateAgentArgs, ReadAgentArgs, ReplaceAgentArgs, Scripts, argv
+from gateway.store.lua import Scripts
+from gateway.store.lua.registry import CreateAgentArgs, ReadAgentArgs, ReplaceAgentArgs
 from gateway.store.sealing import Sealer
 from gateway.store.translate import translated
 
@@ -34,14 +35,14 @@ class AgentStore:
         ttl = self.ttl_ms if ephemeral else 0
         key = keys.agent(agent_id)
         sealed = self.sealer.seal(entry, entry_aad(key))
-        args = argv(CreateAgentArgs(sealed, ttl))
+        args = CreateAgentArgs(sealed, ttl).argv()
         done = await self._scripts.create_agent(keys=[keys.index, key], args=args)
         return bool(done)
 
     @translated
     async def read(self, tenant: str, agent_id: str) -> bytes | None:
         key = TenantAgentKeys.of(tenant).agent(agent_id)
-        raw = await self._scripts.read_agent(keys=[key], args=argv(ReadAgentArgs(self.ttl_ms)))
+        raw = await self._scripts.read_agent(keys=[key], args=ReadAgentArgs(self.ttl_ms).argv())
         return raw if raw is None else self.sealer.open(bytes(raw), entry_aad(key))
 
     @translated
@@ -55,7 +56,7 @@ class AgentStore:
         if current.get("revision") != revision:
             return "conflict"
         new = self.sealer.seal(entry, entry_aad(key))
-        args = argv(ReplaceAgentArgs(stored, new, self.ttl_ms))
+        args = ReplaceAgentArgs(stored, new, self.ttl_ms).argv()
         return _text(await self._scripts.replace_agent(keys=[key], args=args))
 
     @translated

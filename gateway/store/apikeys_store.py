@@ -1,34 +1,24 @@
 """Managed API keys in Redis (their records, never the keys).
 
-``gw:{apikeys}:k:<id>`` (hash) holds a key's record; ``gw:{apikeys}:ids`` (zset, id ->
-creation ms) lists every key, ``gw:{apikeys}:t:<tenant digest>`` a tenant's. One hash
-tag: a key and its indexes change together.
+A key's record is a hash; one index lists every key, another each tenant's (zsets, id ->
+creation ms), all under one hash tag so a key and its indexes change together (the keys are
+spelled in ``keys.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import orjson
 
 from gateway.api_keys import KeyRecord
 from gateway.store.assembly import now_ms
-from gateway.store.scripts import Scripts, UseApiKeyArgs, argv
+from gateway.store.keys import API_KEYS, api_key, tenant_api_keys
+from gateway.store.lua import Scripts
+from gateway.store.lua.limits import UseApiKeyArgs
 from gateway.store.translate import translated
 
 __all__ = ["ApiKeyStore"]
-
-_ALL = "gw:{apikeys}:ids"
-
-
-def _record_key(key_id: str) -> str:
-    return f"gw:{{apikeys}}:k:{key_id}"
-
-
-def _tenant_index(tenant: str) -> str:
-    digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
-    return f"gw:{{apikeys}}:t:{digest}"
 
 
 def _text(value: Any) -> str:
@@ -75,28 +65,28 @@ class ApiKeyStore:
             "origin": record.origin,
         }
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.hset(_record_key(record.id), mapping=fields)
-            pipe.zadd(_ALL, {record.id: record.created_ms})
-            pipe.zadd(_tenant_index(record.tenant), {record.id: record.created_ms})
+            pipe.hset(api_key(record.id), mapping=fields)
+            pipe.zadd(API_KEYS, {record.id: record.created_ms})
+            pipe.zadd(tenant_api_keys(record.tenant), {record.id: record.created_ms})
             await pipe.execute()
 
     @translated
     async def get(self, key_id: str) -> KeyRecord | None:
-        return _record(key_id, await self.client.hgetall(_record_key(key_id)))
+        return _record(key_id, await self.client.hgetall(api_key(key_id)))
 
     @translated
     async def use(self, key_id: str) -> KeyRecord | None:
         """The record, its last use set to now (one script call; nothing for no record)."""
-        raw = await self._use(keys=[_record_key(key_id)], args=argv(UseApiKeyArgs(now_ms())))
+        raw = await self._use(keys=[api_key(key_id)], args=UseApiKeyArgs(now_ms()).argv())
         return _record(key_id, raw) if raw else None
 
     @translated
     async def list(self, tenant: str | None) -> list[KeyRecord]:
-        index = _ALL if tenant is None else _tenant_index(tenant)
+        index = API_KEYS if tenant is None else tenant_api_keys(tenant)
         ids = [_text(i) for i in await self.client.zrange(index, 0, -1)]
         async with self.client.pipeline(transaction=False) as pipe:
             for key_id in ids:
-                pipe.hgetall(_record_key(key_id))
+                pipe.hgetall(api_key(key_id))
             raws = await pipe.execute()
         records = [_record(i, raw) for i, raw in zip(ids, raws, strict=True)]
         return [r for r in records if r is not None]
@@ -114,4 +104,4 @@ class ApiKeyStore:
         if replaced_by:
             fields["replaced_by"] = replaced_by
         if fields:
-            await self.client.hset(_record_key(key_id), mapping=fields)
+            await self.client.hset(api_key(key_id), mapping=fields)

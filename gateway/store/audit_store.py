@@ -4,25 +4,16 @@ of entries and an age as it is written."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import itertools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway.store.assembly import now_ms
+from gateway.store.keys import audit_stream
 from gateway.store.multiplex import Multiplexed
 from gateway.store.translate import translated
 
 __all__ = ["AuditStore", "audit_stream"]
-
-
-@functools.lru_cache(maxsize=4096)
-def audit_stream(tenant: str | None) -> str:
-    if tenant is None:
-        return "gw:{au:-}:audit"
-    digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
-    return f"gw:{{au:{digest}}}:audit"
 
 
 def _text(value: Any) -> str:

@@ -1,7 +1,7 @@
 """Reads of a task's event stream (``<context meta>:ev:<task id>``), the log SSE readers
 follow on any replica. A task is logged from its first reader on (``snapshot`` marks it):
 from then the context scripts write each change to the stream in the same step as the
-change itself (``scripts.py``: ``emit``), so an event is in the log exactly when its change
+change itself (``emit`` in ``lua/prelude.py``), so an event is in the log exactly when its change
 is in the task; its entry ids order a task's events and are the SSE ``id``s. A task no one
 follows (most blocking sends) writes no log at all."""
 
@@ -27,9 +27,8 @@ from gateway.store.fields import (
     task_field,
 )
 from gateway.store.keys import UserKeys, event_stream
+from gateway.store.lua.context import SNAPSHOT_FIELDS, SnapshotArgs, snapshot_reply
 from gateway.store.redis_store import Store
-from gateway.store.replies import SNAPSHOT_FIELDS, snapshot_reply
-from gateway.store.scripts import SnapshotArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["Decoder", "EventLog", "LoggedEvent", "event_id", "position"]
@@ -109,7 +108,7 @@ class EventLog:
         reply = snapshot_reply(
             await self._store.scripts.snapshot(
                 keys=[ck.tasks, _key(keys, context_id, task_id)],
-                args=argv(SnapshotArgs(task_field(task_id, LOGGED), fields)),
+                args=SnapshotArgs(task_field(task_id, LOGGED), fields).argv(),
             )
         )
         if reply.status is None:

@@ -1,7 +1,7 @@
 """The names inside the keys of ``keys.py``: the fields of a context's hashes and the marks
 stored in them, defined once.
 
-The Lua scripts (``scripts.py``) get every name here as a local of their prelude, generated
+The Lua scripts (``lua/``) get every name here as a local of their prelude, generated
 from these definitions when the module is imported, so renaming a field is one edit here.
 
 A context's tasks hash holds, per task, ``<tid><suffix>`` for each suffix below; its meta

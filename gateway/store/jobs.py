@@ -26,17 +26,16 @@ from redis.exceptions import ResponseError
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import ENTRY_FORGET, ENTRY_JOB
 from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, MAINTENANCE_LEADER, UserKeys
-from gateway.store.multiplex import Multiplexed
-from gateway.store.replies import forget_dead_reply
-from gateway.store.scripts import (
+from gateway.store.lua import Scripts
+from gateway.store.lua.streams import (
     DropIdleArgs,
     ForgetDeadArgs,
     LeadArgs,
     LeaveArgs,
     ResignArgs,
-    Scripts,
-    argv,
+    forget_dead_reply,
 )
+from gateway.store.multiplex import Multiplexed
 from gateway.store.translate import translated
 
 __all__ = ["RECLAIMER", "Entry", "JobStore", "PendingJob", "QueueFigures"]
@@ -202,7 +201,7 @@ class JobStore:
         while context_id:
             args = ForgetDeadArgs(tenant, user, context_id, start, _FORGET_CHUNK)
             reply = forget_dead_reply(
-                await self._scripts.forget_dead(keys=[self.dead], args=argv(args))
+                await self._scripts.forget_dead(keys=[self.dead], args=args.argv())
             )
             deleted += reply.deleted
             if reply.read < _FORGET_CHUNK:
@@ -226,7 +225,7 @@ class JobStore:
         a fresh lease (none is lost: maintenance requeues them once it runs out); returns
         how many."""
         args = LeaveArgs(self.group, consumer, RECLAIMER)
-        return int(await self._scripts.leave(keys=[self.stream], args=argv(args)))
+        return int(await self._scripts.leave(keys=[self.stream], args=args.argv()))
 
     @translated
     async def prune_consumers(self, idle_ms: int) -> int:
@@ -242,19 +241,19 @@ class JobStore:
             if int(row["pending"]) == 0 and int(row["idle"]) >= idle_ms:
                 name = _text(row["name"])
                 args = DropIdleArgs(self.group, name)
-                pruned += int(await self._scripts.drop_idle(keys=[self.stream], args=argv(args)))
+                pruned += int(await self._scripts.drop_idle(keys=[self.stream], args=args.argv()))
         return pruned
 
     @translated
     async def lead(self, node: str, ttl_ms: int) -> bool:
         """Whether ``node`` holds (or has just taken) the maintenance lead."""
         args = LeadArgs(node, ttl_ms)
-        return bool(await self._scripts.lead(keys=[MAINTENANCE_LEADER], args=argv(args)))
+        return bool(await self._scripts.lead(keys=[MAINTENANCE_LEADER], args=args.argv()))
 
     @translated
     async def resign(self, node: str) -> None:
         """Give the maintenance lead up if ``node`` holds it."""
-        await self._scripts.resign(keys=[MAINTENANCE_LEADER], args=argv(ResignArgs(node)))
+        await self._scripts.resign(keys=[MAINTENANCE_LEADER], args=ResignArgs(node).argv())
 
     @translated
     async def figures(self) -> QueueFigures:

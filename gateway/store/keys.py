@@ -47,7 +47,7 @@ key                                    type    holds
 
 A context owns a fixed number of keys, so refreshing the sliding TTL of all of
 them costs O(1) whatever the context holds (a write does it only once the context has lost
-1% of its TTL, at most an hour, since the last refresh: ``touch`` in ``scripts.py``).
+1% of its TTL, at most an hour, since the last refresh: ``touch`` in ``lua/prelude.py``).
 
 A tenant's agent registry has a tag of its own, ``{r:<tenant digest>}``:
 ``gw:{r:<t>}:agents`` (set) lists the ids of its registered agents and
@@ -69,17 +69,31 @@ names the keys the stored data is sealed with, key id -> fingerprint, and
 arrival time each, expiring when replenished), ``gw:{af}:<address>`` for failed
 authentications. Channels: ``gw:ev:<tid>``
 carries a task's new state on every change.
+
+Managed API keys share the hash tag ``{apikeys}`` (a key and its indexes change together):
+``gw:{apikeys}:k:<id>`` (hash) holds a key's record, ``gw:{apikeys}:ids`` (zset, id ->
+creation ms) lists every key and ``gw:{apikeys}:t:<tenant digest>`` a tenant's. The audit
+trail is one stream per tenant, ``gw:{au:<tenant digest>}:audit``, and
+``gw:{au:-}:audit`` for attempts that never authenticated.
+
+Maintenance and key rotation scan the keyspace: ``USER_CONTEXT_INDEXES`` finds every user's
+contexts, ``TAGGED_KEYS`` every key of the gateway's data, and ``CONTEXT_CONTENT``,
+``AGENT_ENTRY`` and ``TASK_LOG`` tell the keys rotation seals again.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 
 from gateway.principal import Principal
 
 __all__ = [
+    "AGENT_ENTRY",
+    "API_KEYS",
+    "CONTEXT_CONTENT",
     "CONTEXT_KEY_COUNT",
     "DEAD_LETTERS",
     "EMBEDS",
@@ -109,13 +123,19 @@ __all__ = [
     "SIGNAL_NEXT",
     "STOPS_PATTERN",
     "STOP_CHANNEL",
+    "TAGGED_KEYS",
+    "TASK_LOG",
+    "USER_CONTEXT_INDEXES",
     "ContextKeys",
     "TenantAgentKeys",
     "UserKeys",
+    "api_key",
+    "audit_stream",
     "auth_failure_keys",
     "event_stream",
     "keys_of",
     "rate_keys",
+    "tenant_api_keys",
     "user_tag",
 ]
 
@@ -170,6 +190,20 @@ REWRITE_DUE = "gw:{jobs}:rewrite"
 KEYRING = "gw:{jobs}:keyring"
 REPLICAS = "gw:{jobs}:replicas"
 ROTATION = "gw:{jobs}:rotation"
+# Every managed API key (zset, id -> creation ms).
+API_KEYS = "gw:{apikeys}:ids"
+
+# The suffix of a user's contexts index.
+_CONTEXTS = ":ctxs"
+# Scans: every user's contexts index, and every key of the gateway's data (all hash-tagged).
+USER_CONTEXT_INDEXES = f"gw:{{*}}{_CONTEXTS}"
+TAGGED_KEYS = "gw:{*}:*"
+# What key rotation seals again: a context's messages, tasks or vectors (groups: the user's
+# prefix, the context id, which), a registered agent's entry, and a task's event log
+# (groups: the user's prefix, the context id, the task id).
+CONTEXT_CONTENT = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
+AGENT_ENTRY = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")
+TASK_LOG = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+)" + re.escape(EVENT_STREAM) + "(.+)$")
 
 
 # How many of ``ContextKeys.all()`` belong to the user and context (the rest are global
@@ -182,9 +216,13 @@ def event_stream(meta: str, task_id: str) -> str:
     return f"{meta}{EVENT_STREAM}{task_id}"
 
 
+def _tenant_digest(tenant: str) -> str:
+    return hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
+
+
 def rate_keys(tenant: str, user: str) -> tuple[str, str]:
     """The rate-limit keys of a principal and of its tenant (one hash tag: one script)."""
-    digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
+    digest = _tenant_digest(tenant)
     return f"gw:{{rl:{digest}}}:u:{user_tag(tenant, user)}", f"gw:{{rl:{digest}}}:t"
 
 
@@ -192,6 +230,24 @@ def auth_failure_keys(address: str, credential: str) -> tuple[str, str]:
     """Failed authentications of one client address, and of one credential (a digest's
     prefix, never the credential) from it; one hash tag: one script."""
     return f"gw:{{af}}:{address}", f"gw:{{af}}:{address}|{credential}"
+
+
+def api_key(key_id: str) -> str:
+    """A managed API key's record (hash)."""
+    return f"gw:{{apikeys}}:k:{key_id}"
+
+
+def tenant_api_keys(tenant: str) -> str:
+    """A tenant's managed API keys (zset, id -> creation ms)."""
+    return f"gw:{{apikeys}}:t:{_tenant_digest(tenant)}"
+
+
+@functools.lru_cache(maxsize=4096)
+def audit_stream(tenant: str | None) -> str:
+    """A tenant's audit trail (stream); None: attempts that never authenticated."""
+    if tenant is None:
+        return "gw:{au:-}:audit"
+    return f"gw:{{au:{_tenant_digest(tenant)}}}:audit"
 
 
 def user_tag(tenant: str, user: str) -> str:
@@ -252,9 +308,14 @@ class UserKeys:
     def of(cls, tenant: str, user: str) -> UserKeys:
         return cls(prefix=f"gw:{{{user_tag(tenant, user)}}}")
 
+    @classmethod
+    def of_contexts(cls, contexts: str) -> UserKeys:
+        """The keys of the user whose contexts index is ``contexts`` (found by a scan)."""
+        return cls(prefix=contexts.removesuffix(_CONTEXTS))
+
     @property
     def contexts(self) -> str:
-        return f"{self.prefix}:ctxs"
+        return f"{self.prefix}{_CONTEXTS}"
 
     @property
     def task_index(self) -> str:
@@ -270,6 +331,10 @@ class UserKeys:
 
     def meta(self, context_id: str) -> str:
         return f"{self.prefix}:c:{context_id}"
+
+    def pending_pushes(self, context_id: str) -> str:
+        """Redis Cluster: the context's webhook deliveries waiting to be moved."""
+        return f"{self.meta(context_id)}{PENDING_PUSHES}"
 
     def stored_turn(self, context_id: str, task_id: str, seq: int) -> str:
         """Set once Cortadel has stored the turn (a waiting send polls it)."""
@@ -301,8 +366,7 @@ class TenantAgentKeys:
 
     @classmethod
     def of(cls, tenant: str) -> TenantAgentKeys:
-        digest = hashlib.blake2b(tenant.encode(), digest_size=12).hexdigest()
-        return cls(prefix=f"gw:{{r:{digest}}}")
+        return cls(prefix=f"gw:{{r:{_tenant_digest(tenant)}}}")
 
     @property
     def index(self) -> str:

@@ -17,9 +17,8 @@ from gateway.store.assembly import message_seqs, now_ms
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import MESSAGES, task_field
 from gateway.store.keys import UserKeys
+from gateway.store.lua.longterm import LedgerArgs, RememberArgs, remember_reply
 from gateway.store.redis_store import Store
-from gateway.store.replies import remember_reply
-from gateway.store.scripts import RememberArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["LongTermStore", "TurnRef"]
@@ -54,7 +53,7 @@ class LongTermStore:
         if not ids:
             return set()
         ck = keys.context(context_id)
-        args = argv(RememberArgs(now_ms(), keep, list(ids)))
+        args = RememberArgs(now_ms(), keep, list(ids)).argv()
         return remember_reply(
             await self._store.scripts.remember(keys=[ck.meta, ck.seen], args=args)
         )
@@ -65,7 +64,11 @@ class LongTermStore:
         if not ids:
             return True
         ck = keys.context(context_id)
-        return bool(await self._store.scripts.ledger(keys=[ck.meta, ck.ledger], args=list(ids)))
+        return bool(
+            await self._store.scripts.ledger(
+                keys=[ck.meta, ck.ledger], args=LedgerArgs(list(ids)).argv()
+            )
+        )
 
     @_translated
     async def ledger(self, keys: UserKeys, context_id: str) -> set[str]:

@@ -23,13 +23,8 @@ import orjson
 from gateway.errors import StoredDataUnreadableError
 from gateway.store import fields as f
 from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
+from gateway.store.lua.vectors import AddVectorsArgs, ResetVectorsArgs, RewriteVectorsArgs
 from gateway.store.redis_store import Store
-from gateway.store.scripts import (
-    AddVectorsArgs,
-    ResetVectorsArgs,
-    RewriteVectorsArgs,
-    argv,
-)
 from gateway.store.sealing import context_of, sealed_length
 from gateway.store.translate import translated as _translated
 from gateway.store.vector_rows import VECTORS_FIELD, frame, frames_of, vector_rows
@@ -156,7 +151,7 @@ class MemoryStore:
                 rows += self._rows(b, sealed)
             first = batches[members[0]]
             args = AddVectorsArgs(self._store.ttl_ms, first.model, first.dimensions, rows)
-            calls.append((keys, argv(args)))
+            calls.append((keys, args.argv()))
         results = [0] * len(batches)
         for members, replies in zip(by_user.values(), await self._run(calls), strict=True):
             for n, added in zip(members, replies, strict=True):
@@ -276,7 +271,7 @@ class MemoryStore:
             generation = int(
                 await self._store.scripts.rewrite_vectors(
                     keys=[ck.meta, ck.vectors],
-                    args=argv(RewriteVectorsArgs(used, stored.generation, merged, "s")),
+                    args=RewriteVectorsArgs(used, stored.generation, merged, "s").argv(),
                 )
             )
             if generation:  # read next in the merged layout
@@ -318,7 +313,7 @@ class MemoryStore:
         ck = keys.context(context_id)
         started = await self._store.scripts.reset_vectors(
             keys=ck.all()[:CONTEXT_KEY_COUNT],
-            args=argv(ResetVectorsArgs(self._store.ttl_ms, model, len(seqs), queued)),
+            args=ResetVectorsArgs(self._store.ttl_ms, model, len(seqs), queued).argv(),
         )
         if int(started) != 1:
             return False

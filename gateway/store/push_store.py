@@ -2,7 +2,7 @@
 lists the ids, ``<tid>:pn:<id>`` holds each config), so they expire and are scrubbed with
 their context and cost no key of their own. A config's URL, token and credentials are sealed
 here on their way in and opened on their way out (``push_records.py``). Deliveries are
-queued by the scripts that change a task (``notify`` in ``scripts.py``), never here."""
+queued by the scripts that change a task (``notify`` in ``lua/prelude.py``), never here."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import PUSH_IDS, STATE, task_field
 from gateway.store.keys import UserKeys
+from gateway.store.lua.push import PushConfigArgs, PushConfigOutcome, push_config_reply
 from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.redis_store import Store
-from gateway.store.replies import PushConfigOutcome, push_config_reply
-from gateway.store.scripts import PushConfigArgs, argv
 from gateway.store.translate import translated as _translated
 
 __all__ = ["PushStore"]
@@ -41,7 +40,7 @@ class PushStore:
         sealed = seal_config(self._store.sealer, keys.prefix, context_id, task_id, config_json)
         reply = await self._store.scripts.push_config(
             keys=self._store._keys(keys, context_id),
-            args=argv(PushConfigArgs(task_id, config_id, sealed, self._store.ttl_ms, most)),
+            args=PushConfigArgs(task_id, config_id, sealed, self._store.ttl_ms, most).argv(),
         )
         return push_config_reply(reply)
 

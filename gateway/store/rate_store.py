@@ -5,12 +5,11 @@ connection)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.ratelimit import Rate, Verdict
 from gateway.store.keys import auth_failure_keys, rate_keys
+from gateway.store.lua import Scripts
+from gateway.store.lua.limits import RateArgs
 from gateway.store.multiplex import Multiplexed
-from gateway.store.scripts import Scripts
 from gateway.store.translate import translated
 
 __all__ = ["RateStore"]
@@ -23,10 +22,8 @@ class RateStore:
     async def _check(
         self, keys: list[str], limits: list[tuple[str, Rate]], count: int = 1
     ) -> Verdict:
-        args: list[Any] = []
-        for _, rate in limits:
-            args += [f"{rate.interval_ms:.3f}", f"{rate.window_ms:.3f}"]
-        args.append(count)
+        spans = [f"{ms:.3f}" for _, rate in limits for ms in (rate.interval_ms, rate.window_ms)]
+        args = RateArgs(count, spans).argv()
         if self._hot is not None:
             reply = await self._hot.script(self._script, keys, args)
         else:

@@ -33,17 +33,19 @@ from gateway.store import fields as f
 from gateway.store.agents_store import entry_aad
 from gateway.store.assembly import text_of
 from gateway.store.key_registry import ForeignKeyError, KeyRegistry
-from gateway.store.keys import ROTATION
+from gateway.store.keys import (
+    AGENT_ENTRY,
+    CONTEXT_CONTENT,
+    ROTATION,
+    TAGGED_KEYS,
+    TASK_LOG,
+    UserKeys,
+)
+from gateway.store.lua import Scripts
+from gateway.store.lua.rotation import SwapFieldsArgs, SwapLogArgs, SwapStringArgs
+from gateway.store.lua.vectors import RewriteVectorsArgs
 from gateway.store.memory_store import VECTORS_FIELD, frame, frames_of
 from gateway.store.push_records import is_current, open_config, seal_config
-from gateway.store.scripts import (
-    RewriteVectorsArgs,
-    Scripts,
-    SwapFieldsArgs,
-    SwapLogArgs,
-    SwapStringArgs,
-    argv,
-)
 from gateway.store.sealing import (
     KeyringError,
     Sealer,
@@ -58,9 +60,6 @@ __all__ = ["ReplicasLackKeyError", "Rotation", "RotationFigures", "rotate_data"]
 log = logging.getLogger("gateway.rotation")
 
 STATE = ROTATION
-_MATCH = "gw:{*}:*"
-_HASH = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):(msgs|tasks|vec)$")
-_AGENT = re.compile(r"^gw:\{r:[^}]*\}:agent:.+$")  # a registered agent's entry (a string)
 _TASK_CONTENT = (
     f.STATUS,
     f.METADATA,
@@ -71,7 +70,6 @@ _TASK_CONTENT = (
 _PUSH_CONFIG = re.compile(
     rf"^(.+){re.escape(f.PUSH_CONFIG)}[^:]+$"
 )  # a task's push config (its URL, token sealed)
-_LOG = re.compile(r"^(gw:\{[^}]*\}):c:([^:]+):ev:(.+)$")  # a task's event log (a stream)
 # The associated data field of an event log entry, by its kind (``event_log.py``).
 _LOG_FIELD = {f.EVENT_STATUS.encode(): f.STATUS, f.EVENT_ARTIFACT.encode(): f.EVENTS_SEAL}
 _EVENT_KIND, _EVENT_DATA = f.EVENT_KIND.encode(), f.EVENT_DATA.encode()
@@ -170,11 +168,11 @@ class Rotation:
         return seal_config(self.sealer, prefix, context_id, task_id, clear)
 
     async def _rotate_hash(self, key: str, figures: RotationFigures) -> None:
-        match = _HASH.match(key)
+        match = CONTEXT_CONTENT.match(key)
         if match is None:
-            if _AGENT.match(key):
+            if AGENT_ENTRY.match(key):
                 await self._rotate_agent(key, figures)
-            elif _LOG.match(key):
+            elif TASK_LOG.match(key):
                 await self._rotate_log(key, figures)
             return
         prefix, context_id, kind = match.groups()
@@ -187,7 +185,7 @@ class Rotation:
             cursor, page = await self.client.hscan(key, cursor, count=self.batch)
             swaps = self._swaps(page, prefix, context_id, kind, figures)
             if swaps:
-                args = argv(SwapFieldsArgs(swaps))
+                args = SwapFieldsArgs(swaps).argv()
                 done = int(await self._scripts.swap_fields(keys=[key], args=args))
                 figures.resealed += done
                 figures.skipped += len(swaps) // 3 - done
@@ -201,7 +199,7 @@ class Rotation:
         into one frame under the current key, vectors kept in clear (indexed before
         encryption was on) sealed as one frame, or, with encryption off, opened into clear
         rows; unless vectors were added or rewritten meanwhile (then the next run does it)."""
-        meta = f"{prefix}:c:{context_id}"
+        meta = UserKeys(prefix).meta(context_id)
         form, generation = await self.client.hmget(
             meta, [f.META_VECTOR_FORM, f.META_VECTOR_GENERATION]
         )
@@ -225,7 +223,7 @@ class Rotation:
             return  # clear, and encryption is off: as a new write would be
         layout, form = (frame(self.sealer.seal(rows, aad)), "s") if self.target else (rows, "")
         args = RewriteVectorsArgs(len(stored), int(generation or 0), layout, form)
-        rewritten = await self._scripts.rewrite_vectors(keys=[meta, key], args=argv(args))
+        rewritten = await self._scripts.rewrite_vectors(keys=[meta, key], args=args.argv())
         done = 1 if int(rewritten) else 0
         figures.resealed += done
         figures.skipped += 1 - done
@@ -243,7 +241,7 @@ class Rotation:
         except StoredDataUnreadableError:
             figures.unreadable += 1
             return
-        args = argv(SwapStringArgs(stored, new))
+        args = SwapStringArgs(stored, new).argv()
         done = int(await self._scripts.swap_string(keys=[key], args=args))
         figures.resealed += done
         figures.skipped += 1 - done
@@ -252,7 +250,7 @@ class Rotation:
         """A task's event log: its entries' values, sealed like the task's (status events
         under ``<tid>:s``, artifact events under ``<tid>:ev``), re-sealed in one rewrite of
         the stream when any is not current (read a page at a time, written at once)."""
-        match = _LOG.match(key)
+        match = TASK_LOG.match(key)
         assert match is not None
         prefix, context_id, task_id = match.groups()
         figures.logs += 1
@@ -275,7 +273,7 @@ class Rotation:
                 break
             after = "(" + text_of(page[-1][0])
         if swaps:
-            args = argv(SwapLogArgs(swaps))
+            args = SwapLogArgs(swaps).argv()
             done = int(await self._scripts.swap_log(keys=[key], args=args))
             figures.resealed += done
             figures.skipped += len(swaps) // 3 - done
@@ -288,10 +286,10 @@ class Rotation:
 
     async def _scan(self, node: Any, cursor: int) -> tuple[int, list[Any]]:
         if node is None:
-            cursor, keys = await self.client.scan(cursor, match=_MATCH, count=self.batch)
+            cursor, keys = await self.client.scan(cursor, match=TAGGED_KEYS, count=self.batch)
             return int(cursor), keys
         cursors, keys = await self.client.scan(
-            cursor, match=_MATCH, count=self.batch, target_nodes=node
+            cursor, match=TAGGED_KEYS, count=self.batch, target_nodes=node
         )
         return int(next(iter(cursors.values()))), keys
 

@@ -1,6 +1,6 @@
 """How vectors are handed to the scripts that store them (pure, no I/O).
 
-A context's vectors are appended by ``add`` (``store/scripts.py``: the add-vectors script,
+A context's vectors are appended by ``add`` (``lua/vectors.py``: the add-vectors script,
 and the update script for a run's own message). With encryption on, each call's rows for a
 context are sealed as one frame (bound to the user, the context and ``vec``) behind a 4-byte
 length; in clear, each row goes as it is.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gateway.store.scripts import VectorRows, argv
+from gateway.store.lua.vectors import VectorRows
 from gateway.store.sealing import Sealer, context_of
 
 __all__ = ["VECTORS_FIELD", "frame", "frames_of", "vector_rows"]
@@ -58,4 +58,4 @@ def vector_rows(
         sealed_frame = frame(sealer.seal(joined, aad)) if joined else b"-"
         for seq, _ in vectors:
             rows += [seq.to_bytes(4, "little"), seq, b""]
-    return argv(VectorRows(skipped, sealed_frame, len(vectors), rows))
+    return VectorRows(skipped, sealed_frame, len(vectors), rows).argv()
