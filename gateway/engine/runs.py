@@ -47,7 +47,7 @@ _POLICIES: tuple[str, ...] = get_args(RunPolicy)
 def attempt_id(owner: str, job: str | int) -> str:
     """The attempt that may write a run: the consumer that took stream entry ``job``, or
     ``LOCAL`` and the message's seq for a run of the in-process queue. The send script
-    (``store/scripts.py``) builds the same for the runs it fences."""
+    (``store/lua/prelude.py``) builds the same for the runs it fences."""
     return f"{owner}/{job}"
 
 
