@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from bench import loadgen
-from bench.__main__ import (
+from bench.harness import (
     ROUNDS,
     SECONDS,
     by_round,

@@ -22,7 +22,7 @@ import orjson
 from google.protobuf.json_format import ParseDict
 
 from bench import loadgen
-from bench.__main__ import (
+from bench.harness import (
     ROUNDS,
     SECONDS,
     TEXT,

@@ -25,7 +25,8 @@ from pathlib import Path
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import (
+from bench.embedding_batches import batch_costs
+from bench.harness import (
     ROUNDS,
     SECONDS,
     by_round,
@@ -41,7 +42,6 @@ from bench.__main__ import (
     wait_for_indexer,
     worker,
 )
-from bench.embedding_batches import batch_costs
 from bench.report import REPORT
 from bench.searchable import searchable
 from gateway.embedded_redis import EmbeddedRedis, free_port

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from bench.__main__ import (
+from bench.harness import (
     BENCH_KEYRING,
     ROUNDS,
     TEXT,

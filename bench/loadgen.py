@@ -22,7 +22,7 @@ class Result:
     latencies: list[float] = field(default_factory=list)
     errors: int = 0
     seconds: float = 0.0
-    # The runs a merged result was made of (``bench.__main__.merge``), in order; none for a run.
+    # The runs a merged result was made of (``bench.harness.merge``), in order; none for a run.
     parts: list[Result] = field(default_factory=list)
 
     @property

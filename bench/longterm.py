@@ -18,7 +18,7 @@ import httpx
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, gateway, line, send_body, timed_rounds
+from bench.harness import ROUNDS, gateway, line, send_body, timed_rounds
 from bench.report import REPORT
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.longterm.render import cortadel_user_id

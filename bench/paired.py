@@ -35,7 +35,7 @@ from typing import NamedTuple
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import (
+from bench.harness import (
     Served,
     cpu_seconds,
     in_turn,

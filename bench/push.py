@@ -28,7 +28,7 @@ import orjson
 from redis import Redis
 
 from bench import loadgen
-from bench.__main__ import cpu_seconds, one_gateway
+from bench.harness import cpu_seconds, one_gateway
 from bench.report import REPORT
 from tests.webhook_receiver import WebhookReceiver
 

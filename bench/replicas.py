@@ -13,7 +13,7 @@ from pathlib import Path
 
 from redis import Redis
 
-from bench.__main__ import (
+from bench.harness import (
     BENCH_KEYRING,
     ROUNDS,
     by_round,

@@ -23,7 +23,7 @@ import orjson
 from redis.asyncio import Redis
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, SECONDS, merge, ratio, send_body, timed
+from bench.harness import ROUNDS, SECONDS, merge, ratio, send_body, timed
 from bench.report import REPORT
 from gateway.principal import Principal
 from gateway.store import fields as f

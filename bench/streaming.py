@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from bench import loadgen
-from bench.__main__ import ROUNDS, SECONDS, cpu_seconds, in_turn, merge, one_gateway, rss_mb
+from bench.harness import ROUNDS, SECONDS, cpu_seconds, in_turn, merge, one_gateway, rss_mb
 from bench.report import REPORT
 
 IDLE_SUBSCRIBERS = 1000

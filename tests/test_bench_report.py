@@ -94,7 +94,7 @@ def test_a_paired_side_serves_the_tree_it_is_started_in(
 
 
 def test_a_merged_run_keeps_each_rounds_throughput(tmp_path: Path) -> None:
-    from bench.__main__ import by_round, merge
+    from bench.harness import by_round, merge
 
     def run(requests: int, seconds: float) -> loadgen.Result:
         return loadgen.Result(latencies=[0.001] * requests, seconds=seconds)
@@ -114,7 +114,7 @@ def test_a_merged_run_keeps_each_rounds_throughput(tmp_path: Path) -> None:
 
 
 def test_each_round_runs_the_configurations_in_another_order() -> None:
-    from bench.__main__ import in_turn
+    from bench.harness import in_turn
 
     names = ["canonical", "json-rpc", "rest 1.0"]
     orders = [in_turn(names, n) for n in range(3)]
