@@ -28,11 +28,11 @@ import orjson
 from gateway import metrics, tracing
 from gateway.audit.entry import AuditEntry
 from gateway.backoff import Backoff, RetryPolicy
+from gateway.clock import now_ms
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.erasure import sweep_session
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
-from gateway.store.assembly import now_ms
 from gateway.store.audit_store import AuditStore
 from gateway.store.jobs import Entry, JobStore
 from gateway.store.keys import UserKeys

@@ -19,11 +19,11 @@ import orjson
 from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
 from gateway.audit.entry import AuditEntry
+from gateway.clock import now_ms
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
 from gateway.longterm.render import MAX_QUERY_CHARS, message_text, render_block, select_hits
 from gateway.longterm.tools import BoundTools
 from gateway.options.longterm import MemoryOptions
-from gateway.store.assembly import now_ms
 from gateway.store.audit_store import AuditStore
 from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore

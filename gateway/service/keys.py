@@ -15,10 +15,10 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 
 from gateway.api_keys import CreatedKey, KeyRecord, key_mac, new_key
+from gateway.clock import now_ms
 from gateway.errors import ApiKeyNotFoundError, ForbiddenError
 from gateway.principal import IMPERSONATE, JWT_USER_PREFIX, Principal
 from gateway.store.apikeys_store import ApiKeyStore
-from gateway.store.assembly import now_ms
 from gateway.store.keys import keys_of
 from gateway.store.redis_store import Store
 

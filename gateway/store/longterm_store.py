@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from gateway.store.assembly import message_seqs, now_ms
+from gateway.clock import now_ms
+from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import MESSAGES, task_field
 from gateway.store.keys import UserKeys

@@ -3,9 +3,10 @@ them or of one's tasks, a context scrubbed, and the user indexes pruned of expir
 
 from __future__ import annotations
 
+from gateway.clock import now_ms
 from gateway.models import ContextPage, ContextSummary, ScrubReport
 from gateway.store import fields as f
-from gateway.store.assembly import message_seqs, now_ms
+from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
 from gateway.store.keys import OUTBOX, USER_CONTEXT_INDEXES, UserKeys

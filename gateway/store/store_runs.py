@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import orjson
 
+from gateway.clock import now_ms
 from gateway.store import fields as f
-from gateway.store.assembly import now_ms
 from gateway.store.fields import task_field
 from gateway.store.keys import OUTBOX, UserKeys
 from gateway.store.lua.context import CancelArgs, cancel_reply

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gateway.clock import now_ms
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -19,7 +20,6 @@ from gateway.errors import (
     TaskNotFoundError,
 )
 from gateway.store import fields as f
-from gateway.store.assembly import now_ms
 from gateway.store.fields import task_field
 from gateway.store.keys import EMBEDS, UserKeys
 from gateway.store.lua.send import (
