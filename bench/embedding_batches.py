@@ -34,11 +34,10 @@ def _cpu(pid: int) -> float:
 async def _queue(store: object, count: int, run: int) -> None:
     """``count`` sends, each opening a context, each message queued for embedding."""
     from gateway.principal import Principal
-    from gateway.store.keys import keys_of
     from gateway.store.redis_store import SendWrite, Store
 
     assert isinstance(store, Store)
-    keys = keys_of(Principal("default", "local"))
+    principal = Principal("default", "local")
     for n in range(count):
         cid, tid = f"batch-{run}-{n}", str(uuid.uuid4())
         message = {
@@ -64,7 +63,7 @@ async def _queue(store: object, count: int, run: int) -> None:
             job_json=orjson.dumps(job),
             embed=True,
         )
-        await store.send(keys, write)
+        await store.send(principal, write)
 
 
 async def _costs(url: str, redis_pid: int) -> dict[int, tuple[float, float, float]]:

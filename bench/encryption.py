@@ -27,7 +27,6 @@ from gateway.context_memory.embedders import HashingEmbedder
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.principal import Principal
 from gateway.service.search import SearchService
-from gateway.store.keys import keys_of
 from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.store.redis_store import Store
 from gateway.store.rotation import Rotation
@@ -80,11 +79,7 @@ async def _fill(store: Store, principal: Principal, cid: str, embedder: HashingE
             (s, row.astype("<f4").tobytes()) for s, row in zip(seqs[i:], matrix, strict=False)
         ]
         await MemoryStore(store).add_vectors(
-            [
-                VectorBatch(
-                    keys_of(principal), cid, embedder.model_id, embedder.dimensions, vectors, 0
-                )
-            ]
+            [VectorBatch(principal, cid, embedder.model_id, embedder.dimensions, vectors, 0)]
         )
 
 

@@ -53,7 +53,7 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
 
     from gateway.context_memory.indexer import Indexer, _Item
     from gateway.store.jobs import JobStore
-    from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, keys_of
+    from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP
     from gateway.store.memory_store import MemoryStore
     from gateway.store.redis_store import Store
     from tests.stored import store_messages
@@ -66,7 +66,7 @@ async def index(url: str, embedder: Any, principal: Any, cid: str, texts: list[s
         MemoryStore(store), jobs, embedder, consumer="bench", batch_size=64, max_chars=8000,
         block_ms=1, lease_seconds=60,
     )  # fmt: skip
-    items = [_Item(f"0-{n + 1}", keys_of(principal), cid, seq) for n, seq in enumerate(seqs)]
+    items = [_Item(f"0-{n + 1}", principal, cid, seq) for n, seq in enumerate(seqs)]
     started = time.perf_counter()
     for i in range(0, len(items), 64):
         await indexer.index(items[i : i + 64])

@@ -1,5 +1,5 @@
-"""Who is calling: a user within a tenant. The keys of their data are the store's to name
-(``gateway.store.keys.keys_of``). Users of different credential sources never merge by
+"""Who is calling: a user within a tenant. The store's methods take the principal and name
+the keys of their data themselves. Users of different credential sources never merge by
 accident: a token's user carries its issuer's namespace."""
 
 from __future__ import annotations

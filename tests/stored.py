@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import orjson
 
 from gateway.principal import Principal
-from gateway.store.keys import keys_of
 from gateway.store.redis_store import SendWrite, Store
 
 
@@ -31,7 +30,7 @@ async def store_messages(
             "parts": [{"kind": "text", "text": text}],
         }
         result = await store.send(
-            keys_of(principal),
+            principal,
             SendWrite(
                 context_id=cid,
                 task_id=tid,

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.store.jobs import JobStore
-from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP, keys_of
+from gateway.store.keys import DEAD_LETTERS, JOBS, JOBS_GROUP
 from tests.agents import Partial, StoreFlaky
 from tests.conftest import AppFactory, RawRedis, message, post_message
 from tests.processes import PROCESS_SECONDS, serving, slow_process_test, working
@@ -282,7 +282,7 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: RawRedis)
         async def _queue_job(self, *args: Any, **kwargs: Any) -> str:
             raise StoreUnavailableError()
 
-    keys = keys_of(Principal("t", "u"))
+    principal = Principal("t", "u")
     msg = {
         "kind": "message",
         "role": "user",
@@ -306,14 +306,14 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: RawRedis)
         queue_run=True,
     )
     with pytest.raises(StoreUnavailableError):
-        await DiesBeforeQueueing(redis, 3600, cluster=True).send(keys, write)
+        await DiesBeforeQueueing(redis, 3600, cluster=True).send(principal, write)
     assert await redis.xlen(JOBS) == 0  # the message is stored, its job is not
-    replay = await Store(redis, 3600, cluster=True).send(keys, write)
+    replay = await Store(redis, 3600, cluster=True).send(principal, write)
     assert replay.duplicate
     entries = await redis.xrange(JOBS)
     assert len(entries) == 1
     assert orjson.loads(entries[0][1][b"job"])["k"] == "t1" and entries[0][1][b"seq"] == b"1"
-    again = await Store(redis, 3600, cluster=True).send(keys, write)
+    again = await Store(redis, 3600, cluster=True).send(principal, write)
     assert again.duplicate and await redis.xlen(JOBS) == 1  # queued once, not per replay
 
 

@@ -161,3 +161,31 @@ def test_modules_imported_by_a_run_time_name_are_known() -> None:
         )
     }
     assert found == set(DYNAMIC)
+
+
+# What names a user's keys; only the store's modules use it (the rest hand it the principal).
+KEY_NAMERS = {"keys_of", "UserKeys"}
+
+
+def _names(tree: ast.AST) -> set[str]:
+    """Every name a module imports, reads or reaches as an attribute."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.alias):
+            found.add(node.name)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found
+
+
+def test_only_the_store_names_keys() -> None:
+    naming = [
+        module
+        for module, path in sorted(_modules().items())
+        if module != "gateway.store"
+        and not module.startswith("gateway.store.")
+        and _names(ast.parse(path.read_text())) & KEY_NAMERS
+    ]
+    assert not naming, "keys named outside the store (pass it the principal):\n" + "\n".join(naming)

@@ -22,6 +22,7 @@ from gateway.agents.base import (
 )
 from gateway.longterm.render import cortadel_user_id, strip_block
 from gateway.options.longterm import CortadelSettings, MemoryOptions
+from gateway.principal import Principal
 from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP, UserKeys
 from gateway.store.longterm_store import LongTermStore
@@ -453,7 +454,7 @@ async def test_scrub_deletes_exactly_the_ledger(gateway: Gateway, cortadel: Cort
         gone = await _stored(c, cortadel, "forget this visit")
         kept = await _stored(c, cortadel, "keep this visit")
         ledger = await LongTermStore(c.app.state.runtime.store).ledger(
-            UserKeys.of("t1", "alice"), gone["contextId"]
+            Principal("t1", "alice"), gone["contextId"]
         )
         await _scrub(c, gone["contextId"])
         await until(lambda: _deletes(cortadel), what="the scrub's delete")
@@ -493,7 +494,7 @@ async def test_the_scrub_receipt_and_its_cortadel_follow_up(
         await until(embedded, what="both user messages embedded")
         # Cortadel's answer is written to the ledger before the job is acknowledged.
         await until(lambda: outbox_settled(redis), what="both turns' ledger entries written")
-        ledger = await LongTermStore(runtime.store).ledger(UserKeys.of("t1", "alice"), cid)
+        ledger = await LongTermStore(runtime.store).ledger(Principal("t1", "alice"), cid)
         scrub_id = (await _scrub(c, cid)).headers["x-request-id"]
         await until(lambda: _deletes(cortadel), what="the scrub's delete")
 
@@ -889,7 +890,7 @@ async def test_a_scrub_removes_what_cortadel_derived_from_the_context(
             lambda: any(m.text == derived for m in cortadel.of_user(p1)), what="derived memory"
         )
         ledger = await LongTermStore(c.app.state.runtime.store).ledger(
-            UserKeys.of("t1", "alice"), gone["contextId"]
+            Principal("t1", "alice"), gone["contextId"]
         )
         scrub = (await _scrub(c, gone["contextId"])).headers["x-request-id"]
 

@@ -235,7 +235,7 @@ async def test_scrub_removes_vectors_and_late_jobs_write_nothing(
     from gateway.context_memory.indexer import _Item
     from gateway.principal import Principal
 
-    late = _Item("0-1", keys_of(Principal("default", "local")), cid, 1)
+    late = _Item("0-1", Principal("default", "local"), cid, 1)
     await runtime.indexer.index([late])
     assert [k async for k in redis.scan_iter(match=f"*{cid}*")] == []
     assert (await _search(client, cid, "renal")).status_code == 404
@@ -491,7 +491,7 @@ async def test_one_script_writes_the_vectors_of_a_users_contexts(
             cid = f"{principal.user}-{n}"
             (seq,) = await store_messages(store, principal, cid, [f"note {n}"])
             vector = np.full(4, n + 1, np.float32).tobytes()
-            batches.append(VectorBatch(keys_of(principal), cid, "m", 4, [(seq, vector)], 0))
+            batches.append(VectorBatch(principal, cid, "m", 4, [(seq, vector)], 0))
             expected[cid] = (principal, vector)
     if not CLUSTER:
         await redis.config_resetstat()
@@ -501,7 +501,7 @@ async def test_one_script_writes_the_vectors_of_a_users_contexts(
         assert stats["cmdstat_evalsha"]["calls"] == len(users)
     for cid, (principal, vector) in expected.items():
         keys = keys_of(principal)
-        stored = await memory.vectors(keys, cid)
+        stored = await memory.vectors(principal, cid)
         assert stored is not None and stored.rows == 1 and stored.vectors == vector
         ck = keys.context(cid)
         for key in (ck.vectors, ck.vector_seqs, ck.vector_bits):

@@ -53,7 +53,7 @@ async def _audit_key_change(settings: Settings, client: Any, action: str, key: A
     import getpass
 
     from gateway.audit.entry import AuditEntry
-    from gateway.store.assembly import now_ms
+    from gateway.clock import now_ms
     from gateway.store.audit_store import AuditStore
 
     store = AuditStore(client, settings.audit_max_entries, settings.audit_max_age_seconds)

@@ -31,9 +31,9 @@ from gateway.context_memory.progress import EmbeddingProgress
 from gateway.context_memory.reembed import reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
+from gateway.principal import Principal
 from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
 from gateway.store.jobs import Entry, JobStore
-from gateway.store.keys import UserKeys
 from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.stream_consumer import BatchConsumer
 
@@ -47,11 +47,16 @@ log = logging.getLogger("gateway.memory")
 @dataclass(frozen=True)
 class _Item:
     entry: str
-    keys: UserKeys
+    principal: Principal
     context_id: str
     seq: int
     trace: str = ""  # the traceparent of the send that queued it
     job: bytes = b""  # the job's ids, to queue the context again
+
+    @property
+    def where(self) -> tuple[str, str, str]:
+        """The item's user and context, which its batch shares with their other items."""
+        return (self.principal.tenant, self.principal.user, self.context_id)
 
 
 class Indexer(BatchConsumer):
@@ -109,9 +114,10 @@ class Indexer(BatchConsumer):
     @staticmethod
     def _item(entry: str, fields: dict[bytes, bytes]) -> _Item:
         job = orjson.loads(fields[_JOB])
-        keys = UserKeys.of(job["t"], job["u"])
         trace = str(job.get("tp") or "")
-        return _Item(entry, keys, job["c"], int(fields[_SEQ]), trace, fields[_JOB])
+        return _Item(
+            entry, Principal(job["t"], job["u"]), job["c"], int(fields[_SEQ]), trace, fields[_JOB]
+        )
 
     async def index(self, items: list[_Item]) -> None:
         """Embed and store one batch, then acknowledge its jobs."""
@@ -123,10 +129,12 @@ class Indexer(BatchConsumer):
             await self._index(items)
 
     async def _index(self, items: list[_Item]) -> None:
-        messages = await self._store.messages_by_seq([(i.keys, i.context_id, i.seq) for i in items])
+        messages = await self._store.messages_by_seq(
+            [(i.principal, i.context_id, i.seq) for i in items]
+        )
         texts: list[str] = []
         todo: list[_Item] = []
-        skipped: dict[tuple[str, str], int] = defaultdict(int)
+        skipped: dict[tuple[str, str, str], int] = defaultdict(int)
         for item, message in zip(items, messages, strict=True):
             text = embeddable_text(message) if message else ""
             if len(text) > self._max_chars:
@@ -136,7 +144,7 @@ class Indexer(BatchConsumer):
                 texts.append(text)
                 todo.append(item)
             else:
-                skipped[(item.keys.prefix, item.context_id)] += 1
+                skipped[item.where] += 1
         chars = sum(len(t) for t in texts)
         tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
         vectors = await self._embed_all(texts)
@@ -150,12 +158,12 @@ class Indexer(BatchConsumer):
         items: list[_Item],
         todo: list[_Item],
         vectors: list[Matrix | None],
-        skipped: dict[tuple[str, str], int],
+        skipped: dict[tuple[str, str, str], int],
     ) -> None:
-        per_context: dict[tuple[str, str], list[tuple[int, bytes]]] = defaultdict(list)
-        item_of = {(i.keys.prefix, i.context_id): i for i in items}
+        per_context: dict[tuple[str, str, str], list[tuple[int, bytes]]] = defaultdict(list)
+        item_of = {i.where: i for i in items}
         for item, vector in zip(todo, vectors, strict=True):
-            where = (item.keys.prefix, item.context_id)
+            where = item.where
             if vector is None:
                 skipped[where] += 1
             else:
@@ -163,8 +171,8 @@ class Indexer(BatchConsumer):
         model = self._embedder.model_id
         batches = [
             VectorBatch(
-                item_of[where].keys,
-                where[1],
+                item_of[where].principal,
+                where[2],
                 model,
                 self._embedder.dimensions,
                 per_context[where],
@@ -184,8 +192,8 @@ class Indexer(BatchConsumer):
         results = [added for part in parts for added in part]
         for batch, added in zip(batches, results, strict=True):
             if added == -1:  # embedded by another model: embed the whole context again
-                item = item_of[(batch.keys.prefix, batch.context_id)]
-                await reembed(self._store, batch.keys, batch.context_id, model, item.job)
+                item = item_of[(batch.principal.tenant, batch.principal.user, batch.context_id)]
+                await reembed(self._store, batch.principal, batch.context_id, model, item.job)
             elif added == -3:
                 log.error("vectors sealed earlier and encryption now off; vectors not stored")
         embedded = sum(len(v) for v in per_context.values())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from gateway.store.keys import UserKeys
+from gateway.principal import Principal
 from gateway.store.memory_store import MemoryStore
 
 __all__ = ["FIRST_PAUSE", "LONGEST_PAUSE", "EmbeddingProgress", "wait_embedded"]
@@ -41,7 +41,7 @@ class EmbeddingProgress:
 
 async def wait_embedded(
     store: MemoryStore,
-    keys: UserKeys,
+    principal: Principal,
     context_id: str,
     seconds: float,
     progress: EmbeddingProgress | None = None,
@@ -49,7 +49,7 @@ async def wait_embedded(
     """Wait until every message the context has queued so far is embedded (or skipped), for
     at most ``seconds``; True when they are (or the context is gone: the search says so),
     False when the bound ran out first."""
-    state = await store.embedding_progress(keys, context_id)
+    state = await store.embedding_progress(principal, context_id)
     if state is None or state[1] >= state[0]:
         return True
     queued = state[0]
@@ -62,7 +62,7 @@ async def wait_embedded(
         else:
             await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, LONGEST_PAUSE)
-        state = await store.embedding_progress(keys, context_id)
+        state = await store.embedding_progress(principal, context_id)
         if state is None or state[1] >= queued:
             return True
     return False

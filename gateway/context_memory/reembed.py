@@ -14,7 +14,7 @@ import logging
 import orjson
 
 from gateway.context_memory.text import embeddable_text
-from gateway.store.keys import UserKeys
+from gateway.principal import Principal
 from gateway.store.memory_store import MemoryStore
 
 __all__ = ["job_json", "reembed"]
@@ -28,17 +28,17 @@ def job_json(tenant: str, user: str, context_id: str) -> bytes:
 
 
 async def reembed(
-    store: MemoryStore, keys: UserKeys, context_id: str, model: str, job: bytes
+    store: MemoryStore, principal: Principal, context_id: str, model: str, job: bytes
 ) -> bool:
     """Queue the context's user messages again for ``model``; False when another process
     already did (its vectors are of ``model``) or the context is gone."""
-    state = await store.embedding_state(keys, context_id)
+    state = await store.embedding_state(principal, context_id)
     if state is None:
         return False
     last, queued = state
-    messages = await store.messages_after(keys, context_id, 0, last)
+    messages = await store.messages_after(principal, context_id, 0, last)
     seqs = [s for s, m in messages if m.get("role") == "user" and embeddable_text(m)]
-    started = await store.reset_vectors(keys, context_id, model, seqs, queued, job)
+    started = await store.reset_vectors(principal, context_id, model, seqs, queued, job)
     if started:
         log.info("context re-embedding started", extra={"messages": len(seqs)})
     return started

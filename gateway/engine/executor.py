@@ -50,7 +50,7 @@ from gateway.engine.status import (
 from gateway.errors import AgentNotFoundError, GatewayError, StoreUnavailableError
 from gateway.longterm.recall import LongTermMemory, RecallFailed, subject_of
 from gateway.longterm.wire import store_job
-from gateway.store.keys import UserKeys
+from gateway.principal import Principal
 from gateway.store.redis_store import Store, TaskUpdate
 
 __all__ = ["RunExecutor", "SearchFor", "retrying"]
@@ -95,7 +95,7 @@ class _Run:
     ) -> None:
         self.store, self.events, self.job = store, events, job
         self.retry_seconds, self.on_next = retry_seconds, on_next
-        self.keys = UserKeys.of(job.tenant, job.user)
+        self.principal = Principal(job.tenant, job.user)
         self.artifacts: list[bytes] = []
         self.artifact_events: list[bytes] = []  # for the task's event stream
         self.begun = 0  # artifacts this run has begun (their ids are run_artifact_id's)
@@ -141,7 +141,7 @@ class _Run:
             open_artifact=self.streamed_change,
         )
         result = await retrying(
-            lambda: self.store.update_task(self.keys, update),
+            lambda: self.store.update_task(self.principal, update),
             self.retry_seconds,
         )
         if finish:
@@ -232,7 +232,7 @@ class _Run:
                 attempt=job.attempt,
                 seq=job.seq,
             )
-            result = await self.store.update_task(self.keys, working)
+            result = await self.store.update_task(self.principal, working)
             if result.outcome == "ok":
                 self._entered("working")
 
@@ -243,7 +243,7 @@ class _StoredHistory:
     ``last`` bar the run's own (``seq``) and the later ones still waiting for the task."""
 
     store: Store
-    keys: UserKeys
+    principal: Principal
     context_id: str
     seq: int
     window: int
@@ -269,7 +269,7 @@ class _StoredHistory:
         return wanted[::-1]
 
     async def load(self) -> Sequence[Mapping[str, Any]]:
-        found = await self.store.context_messages(self.keys, self.context_id, self._seqs())
+        found = await self.store.context_messages(self.principal, self.context_id, self._seqs())
         return [m.value for m in found]  # the agent contract's JSON
 
 
@@ -400,7 +400,7 @@ class RunExecutor:
         job = run.job
         inputs = job.inputs or await retrying(
             lambda: self._store.begin_run(
-                run.keys,
+                run.principal,
                 job.context_id,
                 job.task_id,
                 job.seq,
@@ -418,7 +418,7 @@ class RunExecutor:
         run.kind = self._agents.kind(job.agent_id, agent)
         history = _StoredHistory(
             self._store,
-            run.keys,
+            run.principal,
             job.context_id,
             job.seq,
             self._window,
@@ -478,7 +478,7 @@ class RunExecutor:
         """The subject as the outbox job carries it (sealed, as content is)."""
         if not subject:
             return ""
-        return self._store.subject_token(run.keys, run.job.context_id, subject)
+        return self._store.subject_token(run.principal, run.job.context_id, subject)
 
     def _mark(self, run: _Run) -> None:
         marker = asyncio.create_task(run.mark_working())

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from gateway.a2a import TERMINAL, settled
+from gateway.clock import iso_from_ms, now_ms
 from gateway.ids import new_id
-from gateway.store.assembly import iso_from_ms, now_ms
 
 __all__ = [
     "TERMINAL",

@@ -24,6 +24,7 @@ from starlette.datastructures import Headers
 
 from gateway.audit.entry import AuditEntry
 from gateway.audit.log import AuditLog
+from gateway.clock import now_ms
 from gateway.entropy import random_bytes
 from gateway.errors import VersionNotSupportedError
 from gateway.http.a2a_calls import VERSION_HEADER, Call, version_of
@@ -32,7 +33,6 @@ from gateway.http.cards import GRPC_AGENT_TENANT
 from gateway.http.operations import Operation, finished
 from gateway.http.ratelimit import RateLimiter
 from gateway.http.state import AppState
-from gateway.store.assembly import now_ms
 
 __all__ = ["Edge", "Visit", "route"]
 

@@ -25,12 +25,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.audit.entry import AuditEntry, hashed_id
 from gateway.audit.log import AuditLog
+from gateway.clock import now_ms
 from gateway.errors import StoreUnavailableError
 from gateway.http.access_log import matched_route
 from gateway.http.operations import noted
 from gateway.http.response_start import status_of
 from gateway.http.responses import error_response
-from gateway.store.assembly import now_ms
 
 __all__ = ["AuditMiddleware", "audit_request_id", "note_ids", "note_receipt"]
 

@@ -11,10 +11,10 @@ import time
 from collections import OrderedDict
 
 from gateway.api_keys import KeyRecord, parse_key
+from gateway.clock import now_ms
 from gateway.errors import UnauthenticatedError
 from gateway.principal import Principal
 from gateway.store.apikeys_store import ApiKeyStore
-from gateway.store.assembly import now_ms
 
 __all__ = ["ManagedKeys"]
 

@@ -28,14 +28,14 @@ import orjson
 from gateway import metrics, tracing
 from gateway.audit.entry import AuditEntry
 from gateway.backoff import Backoff, RetryPolicy
+from gateway.clock import now_ms
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable, retryable
 from gateway.longterm.erasure import sweep_session
 from gateway.longterm.render import turn_text
 from gateway.longterm.wire import OutboxJob
-from gateway.store.assembly import now_ms
+from gateway.principal import Principal
 from gateway.store.audit_store import AuditStore
 from gateway.store.jobs import Entry, JobStore
-from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore, TurnRef
 from gateway.stream_consumer import BatchConsumer
 
@@ -175,9 +175,10 @@ class Outbox(BatchConsumer):
         tracing.annotate(
             {"gateway.outbox.messages": len(messages), "gateway.outbox.added": len(added)}
         )
-        keys = UserKeys.of(first.tenant, first.user)
         metrics.TURNS_STORED.inc(len(group))
-        recorded = await self._store.add_to_ledger(keys, first.context_id, added)
+        recorded = await self._store.add_to_ledger(
+            Principal(first.tenant, first.user), first.context_id, added
+        )
         if not recorded and self._forget_scrubbed:
             # The context was scrubbed while its turns were on their way: delete them too.
             await self._forget(first, tuple(added))
@@ -185,7 +186,7 @@ class Outbox(BatchConsumer):
             await self._store.mark_stored(_refs(group))
 
     def _subject(self, job: OutboxJob) -> str | None:
-        return self._store.subject(UserKeys.of(job.tenant, job.user), job.context_id, job.subject)
+        return self._store.subject(Principal(job.tenant, job.user), job.context_id, job.subject)
 
     async def _forget_for_scrub(self, job: OutboxJob) -> None:
         """Delete a scrub's memories (its ledger's, then what else Cortadel finds in the
@@ -244,7 +245,7 @@ class Outbox(BatchConsumer):
 
 
 def _refs(group: list[OutboxJob]) -> list[TurnRef]:
-    return [TurnRef(UserKeys.of(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in group]
+    return [TurnRef(Principal(j.tenant, j.user), j.context_id, j.task_id, j.seq) for j in group]
 
 
 def _retried(exc: BaseException) -> None:

@@ -19,13 +19,13 @@ import orjson
 from gateway import metrics, tracing
 from gateway.agents.base import RecalledMemory
 from gateway.audit.entry import AuditEntry
+from gateway.clock import now_ms
 from gateway.longterm.cortadel import Cortadel, CortadelUnavailable
 from gateway.longterm.render import MAX_QUERY_CHARS, message_text, render_block, select_hits
 from gateway.longterm.tools import BoundTools
 from gateway.options.longterm import MemoryOptions
-from gateway.store.assembly import now_ms
+from gateway.principal import Principal
 from gateway.store.audit_store import AuditStore
-from gateway.store.keys import UserKeys
 from gateway.store.longterm_store import LongTermStore
 
 __all__ = ["LongTermMemory", "RecallFailed", "RecalledMemory", "subject_of"]
@@ -108,9 +108,11 @@ class LongTermMemory:
             finally:
                 metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
             if options.dedupe_across_turns and hits:
-                keys = UserKeys.of(tenant, user)
                 fresh = await self.store.remember(
-                    keys, context_id, [h.id for h in hits], options.max_remembered_ids
+                    Principal(tenant, user),
+                    context_id,
+                    [h.id for h in hits],
+                    options.max_remembered_ids,
                 )
                 hits = [h for h in hits if h.id in fresh]
             _counted("hits" if hits else "empty", len(hits))

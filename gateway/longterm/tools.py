@@ -17,7 +17,7 @@ from gateway import metrics
 from gateway.longterm.cortadel import Cortadel
 from gateway.longterm.render import MAX_QUERY_CHARS, MAX_STORED_CHARS, select_hits
 from gateway.options.longterm import MemoryOptions
-from gateway.store.keys import UserKeys
+from gateway.principal import Principal
 from gateway.store.longterm_store import LongTermStore
 
 __all__ = ["NONE_FOUND", "UNAVAILABLE", "BoundTools"]
@@ -95,8 +95,8 @@ class BoundTools:
         except Exception as exc:
             return _unavailable("add", exc)
         items = [r for r in result.results or () if r.id and r.event != "ERROR"]
-        keys = UserKeys.of(self.tenant, self.user)
-        if not await self.store.add_to_ledger(keys, self.context_id, [r.id for r in items]):
+        principal = Principal(self.tenant, self.user)
+        if not await self.store.add_to_ledger(principal, self.context_id, [r.id for r in items]):
             # the context was scrubbed meanwhile: what was just stored goes too
             await self._client().delete([r.id for r in items])
             return UNAVAILABLE

@@ -41,13 +41,13 @@ from gateway import metrics
 from gateway.backoff import Backoff, RetryPolicy
 from gateway.errors import GatewayError, StoredDataUnreadableError
 from gateway.outbound import OutboundRefused
+from gateway.principal import Principal
 from gateway.push.acks import Acks
 from gateway.push.configs import PushConfig
 from gateway.push.events import PushJob, payload
 from gateway.push.origins import OriginLimiter
 from gateway.push.signing import SigningKeys
 from gateway.store.jobs import Entry, JobStore
-from gateway.store.keys import UserKeys
 from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
 from gateway.stream_consumer import StreamConsumer
@@ -236,11 +236,11 @@ class PushDeliverer(StreamConsumer):
     async def _prepare(self, job: PushJob) -> _Request | None:
         """The request for the event, from the config and the task as they stand (None:
         either is gone, nothing to deliver)."""
-        keys = UserKeys.of(job.tenant, job.user)
+        principal = Principal(job.tenant, job.user)
         try:
             raw, task = await asyncio.gather(
-                self._configs.one(keys, job.context_id, job.task_id, job.config_id),
-                self._store.read_task(keys, job.context_id, job.task_id, 0),
+                self._configs.one(principal, job.context_id, job.task_id, job.config_id),
+                self._store.read_task(principal, job.context_id, job.task_id, 0),
             )
         except StoredDataUnreadableError as exc:  # its key is gone: no later attempt opens it
             raise _GiveUp("stored data unreadable") from exc

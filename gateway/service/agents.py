@@ -19,6 +19,7 @@ import orjson
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
 from gateway.agents.specs import AgentEntry, AgentPatch, AgentSpec, config_model
+from gateway.clock import iso_from_ms, now_ms
 from gateway.errors import (
     AgentExistsError,
     AgentNotFoundError,
@@ -30,7 +31,6 @@ from gateway.errors import (
 from gateway.models import AgentList, AgentView
 from gateway.outbound import Allowlist
 from gateway.principal import Principal
-from gateway.store.assembly import iso_from_ms, now_ms
 from gateway.validation import validated
 
 __all__ = ["AgentService"]

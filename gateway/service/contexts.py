@@ -10,7 +10,7 @@ from gateway.longterm.wire import forget_job
 from gateway.models import ContextList, ContextPage, ScrubReport
 from gateway.principal import Principal
 from gateway.store.jobs import JobStore
-from gateway.store.keys import PUSH, PUSH_GROUP, keys_of
+from gateway.store.keys import PUSH, PUSH_GROUP
 from gateway.store.redis_store import Store
 
 __all__ = ["ContextService"]
@@ -31,13 +31,13 @@ class ContextService:
         self._push_queue = JobStore(self.store.client, PUSH, PUSH_GROUP, PUSH)
 
     async def list(self, principal: Principal, limit: int, offset: int) -> ContextList:
-        items, total = await self.store.list_contexts(keys_of(principal), limit, offset)
+        items, total = await self.store.list_contexts(principal, limit, offset)
         return ContextList(items, total, limit, offset)
 
     async def read(
         self, principal: Principal, context_id: str, limit: int, offset: int
     ) -> ContextPage:
-        page = await self.store.read_context(keys_of(principal), context_id, limit, offset)
+        page = await self.store.read_context(principal, context_id, limit, offset)
         if page is None:
             raise ContextNotFoundError()
         return page
@@ -52,11 +52,10 @@ class ContextService:
         the job). Returns the receipt: how many of each kind were removed."""
         forget = b""
         if self.forget_memories:
-            keys = keys_of(principal)
-            subject = await self.store.context_subject(keys, context_id)
-            token = self.store.subject_token(keys, context_id, subject) if subject else ""
+            subject = await self.store.context_subject(principal, context_id)
+            token = self.store.subject_token(principal, context_id, subject) if subject else ""
             forget = forget_job(principal.tenant, principal.user, context_id, request_id, token)
-        receipt = await self.store.scrub(keys_of(principal), context_id, forget)
+        receipt = await self.store.scrub(principal, context_id, forget)
         dead = 0
         for stream in self.job_streams:
             dead += await stream.forget_context(principal.tenant, principal.user, context_id)

@@ -15,11 +15,10 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 
 from gateway.api_keys import CreatedKey, KeyRecord, key_mac, new_key
+from gateway.clock import now_ms
 from gateway.errors import ApiKeyNotFoundError, ForbiddenError
 from gateway.principal import IMPERSONATE, JWT_USER_PREFIX, Principal
 from gateway.store.apikeys_store import ApiKeyStore
-from gateway.store.assembly import now_ms
-from gateway.store.keys import keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["Issued", "KeyService"]
@@ -87,7 +86,7 @@ class KeyService:
             return True
         if records or self.contexts is None:
             return False
-        _, stored = await self.contexts.list_contexts(keys_of(Principal(tenant, user)), 1, 0)
+        _, stored = await self.contexts.list_contexts(Principal(tenant, user), 1, 0)
         return stored > 0
 
     async def _may_issue(self, principal: Principal, user: str, roles: Set[str]) -> str | None:

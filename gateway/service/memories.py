@@ -21,7 +21,6 @@ from gateway.longterm.erasure import StoredMemory, erase_all, listed
 from gateway.longterm.recall import LongTermMemory
 from gateway.longterm.tools import BoundTools
 from gateway.principal import Principal
-from gateway.store.keys import keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["MemoryService"]
@@ -41,10 +40,9 @@ class MemoryService:
         deployment's options)."""
         if self.longterm is None or self.store is None:
             raise UnsupportedOperationError("Long-term memory is off")
-        keys = keys_of(principal)
-        if await self.store.read_context(keys, context_id, 1, 0) is None:
+        if await self.store.read_context(principal, context_id, 1, 0) is None:
             raise ContextNotFoundError()
-        subject = await self.store.context_subject(keys, context_id)
+        subject = await self.store.context_subject(principal, context_id)
         options = self.longterm.defaults
         return self.longterm.tools(principal.tenant, principal.user, context_id, subject, options)
 

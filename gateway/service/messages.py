@@ -33,7 +33,6 @@ from gateway.push.configs import Version
 from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
 from gateway.store.assembly import assemble_task
-from gateway.store.keys import keys_of
 from gateway.store.longterm_store import TurnRef
 from gateway.store.redis_store import SendResult, SendWrite, Store
 
@@ -128,7 +127,7 @@ class MessageService:
                 write = replace(write, push_config_json=push)
             # Watch before writing: a run here may be done before send() returns.
             with self.events.watch(write.task_id) as events:
-                result = await self.store.send(keys_of(principal), write)
+                result = await self.store.send(principal, write)
                 tracing.sent(agent.id, result)
                 if not result.duplicate and not result.waiting:  # a task opened or reopened
                     _SUBMITTED.inc()
@@ -148,7 +147,7 @@ class MessageService:
                 event.metadata_json,
             )
         task = await self.store.read_task(
-            keys_of(principal), result.context_id, result.task_id, history_length
+            principal, result.context_id, result.task_id, history_length
         )
         if task is None:
             raise ContextNotFoundError()
@@ -163,7 +162,7 @@ class MessageService:
         options = self.longterm.options_for(agent)
         if not (options.await_persist and options.store_turns):
             return
-        ref = TurnRef(keys_of(principal), result.context_id, result.task_id, result.seq)
+        ref = TurnRef(principal, result.context_id, result.task_id, result.seq)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.longterm.cortadel.settings.timeout_seconds
         pause = 0.01
@@ -188,16 +187,16 @@ class MessageService:
         one that waits for the task's run under way) is followed through Redis."""
         if not blocking:
             return None
-        keys, cid, tid, seq = keys_of(principal), result.context_id, result.task_id, result.seq
+        cid, tid, seq = result.context_id, result.task_id, result.seq
         if here:
             return await wait_until_settled(
-                self.store, keys, cid, tid, events, self.blocking_timeout, seq
+                self.store, principal, cid, tid, events, self.blocking_timeout, seq
             )
         async with self.events.follow(tid):
-            if await self.store.run_settled(keys, cid, tid, seq):
+            if await self.store.run_settled(principal, cid, tid, seq):
                 return None
             event = await wait_until_settled(
-                self.store, keys, cid, tid, events, self.blocking_timeout, seq
+                self.store, principal, cid, tid, events, self.blocking_timeout, seq
             )
         return None if result.duplicate else event  # a replay reads the task as it is
 
@@ -214,7 +213,7 @@ class MessageService:
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
-            context_id = await self.store.task_context(keys_of(principal), task_id)
+            context_id = await self.store.task_context(principal, task_id)
             if context_id is None:
                 raise TaskNotFoundError()
         new_context = context_id is None
@@ -279,9 +278,12 @@ class MessageService:
         named = named_subject(stored.get("metadata"))
         if new_context:
             return named or ""
-        keys = keys_of(principal)
-        bound = await self.store.context_subject(keys, context_id)
-        if bound is None and may_open and not await self.store.context_exists(keys, context_id):
+        bound = await self.store.context_subject(principal, context_id)
+        if (
+            bound is None
+            and may_open
+            and not await self.store.context_exists(principal, context_id)
+        ):
             return named or ""
         if named is not None and named != bound:
             reason = "differs from" if bound else "cannot be bound to"

@@ -12,7 +12,6 @@ from gateway.errors import InvalidParamsError, TaskNotFoundError
 from gateway.principal import Principal
 from gateway.push.configs import MAX_CONFIGS, PushConfig, Version, read_config
 from gateway.push.destinations import WebhookPolicy
-from gateway.store.keys import keys_of
 from gateway.store.push_store import PushStore
 from gateway.store.redis_store import Store
 
@@ -31,7 +30,7 @@ class PushService:
     artifacts: bool = False  # configs also get artifact updates (GATEWAY_PUSH_ARTIFACTS)
 
     async def _context_of(self, principal: Principal, task_id: str) -> str:
-        context_id = await self.store.task_context(keys_of(principal), task_id)
+        context_id = await self.store.task_context(principal, task_id)
         if context_id is None:
             raise TaskNotFoundError()
         return context_id
@@ -56,7 +55,7 @@ class PushService:
         context_id = await self._context_of(principal, task_id)
         config = await self.checked(raw, task_id, version, "pushNotificationConfig")
         outcome = await self.configs.write(
-            keys_of(principal),
+            principal,
             context_id,
             task_id,
             config.id,
@@ -73,14 +72,14 @@ class PushService:
 
     async def list(self, principal: Principal, task_id: str) -> list[PushConfig]:
         context_id = await self._context_of(principal, task_id)
-        found = await self.configs.read(keys_of(principal), context_id, task_id)
+        found = await self.configs.read(principal, context_id, task_id)
         if found is None:
             raise TaskNotFoundError()
         return [PushConfig.from_stored(raw) for raw in found.values()]
 
     async def get(self, principal: Principal, task_id: str, config_id: str | None) -> PushConfig:
         context_id = await self._context_of(principal, task_id)
-        found = await self.configs.read(keys_of(principal), context_id, task_id)
+        found = await self.configs.read(principal, context_id, task_id)
         if found is None:
             raise TaskNotFoundError()
         raw = found.get(config_id or task_id)
@@ -92,7 +91,7 @@ class PushService:
         """Idempotent: deleting a config the task does not have succeeds."""
         context_id = await self._context_of(principal, task_id)
         outcome = await self.configs.write(
-            keys_of(principal), context_id, task_id, config_id, b"", MAX_CONFIGS
+            principal, context_id, task_id, config_id, b"", MAX_CONFIGS
         )
         if outcome == "notask":
             raise TaskNotFoundError()

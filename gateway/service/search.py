@@ -37,7 +37,6 @@ from gateway.errors import ContextNotFoundError, UnavailableError, UnsupportedOp
 from gateway.models import SearchHit
 from gateway.principal import Principal
 from gateway.search_mode import Consistency, Mode
-from gateway.store.keys import UserKeys, keys_of
 from gateway.store.memory_store import MemoryStore, StoredVectors
 
 __all__ = ["Found", "SearchService"]
@@ -117,10 +116,10 @@ class _Held:
 
 class _HeldContexts:
     def __init__(self, contexts: int, budget: int) -> None:
-        self._entries: OrderedDict[str, _Held] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], _Held] = OrderedDict()
         self._contexts, self._budget = contexts, budget
 
-    def get(self, key: str) -> _Held:
+    def get(self, key: tuple[str, str, str]) -> _Held:
         entry = self._entries.pop(key, None) or _Held()
         self._entries[key] = entry
         while len(self._entries) > 1 and (
@@ -152,19 +151,18 @@ class SearchService:
     ) -> Found:
         if self.embedder is None:
             raise UnsupportedOperationError("Context memory is off (GATEWAY_EMBEDDER=none)")
-        keys = keys_of(principal)
         if consistency == "wait":
             caught_up = await wait_embedded(
-                self.store, keys, context_id, self.wait_seconds, self.progress
+                self.store, principal, context_id, self.wait_seconds, self.progress
             )
             tracing.annotate({"gateway.search.waited": True, "gateway.search.caught_up": caught_up})
-        held = self._held.get(f"{keys.prefix}|{context_id}")
+        held = self._held.get((principal.tenant, principal.user, context_id))
         async with held.lock:
-            stored = await self._refresh(held, keys, context_id)
+            stored = await self._refresh(held, principal, context_id)
         model = self.embedder.model_id
         if stored.dimensions and stored.model != model:  # never scored across spaces
             job = job_json(principal.tenant, principal.user, context_id)
-            await reembed(self.store, keys, context_id, model, job)
+            await reembed(self.store, principal, context_id, model, job)
             mode = "text"
         elif stored.reembedding:
             mode = "text"  # by words until every message is embedded by this model
@@ -178,7 +176,7 @@ class SearchService:
                 raise UnavailableError("The embedder is unavailable; retry later") from exc
             vector = held.cosines(query_vector, ids)
         ranked = rank(mode, top_k, vector, text, min_score)
-        wanted = [(keys, context_id, int(ids[r.index])) for r in ranked]
+        wanted = [(principal, context_id, int(ids[r.index])) for r in ranked]
         messages = await self.store.messages_by_seq(wanted)
         hits = [
             SearchHit(
@@ -209,18 +207,20 @@ class SearchService:
 
         return context_search
 
-    async def _refresh(self, held: _Held, keys: UserKeys, context_id: str) -> StoredVectors:
+    async def _refresh(self, held: _Held, principal: Principal, context_id: str) -> StoredVectors:
         """Bring what is held of the context up to date: the vector rows written since the
         last read (all of them after a re-embedding), and the messages for the index."""
-        stored = await self.store.vectors(keys, context_id, held.rows, held.stored, held.generation)
+        stored = await self.store.vectors(
+            principal, context_id, held.rows, held.stored, held.generation
+        )
         if stored is not None and held.rows and not held.same_space(stored):
-            stored = await self.store.vectors(keys, context_id)
+            stored = await self.store.vectors(principal, context_id)
         if stored is None:
             raise ContextNotFoundError()
         held.take(stored)
         if held.last_seq < stored.last_seq:
             messages = await self.store.messages_after(
-                keys, context_id, held.last_seq, stored.last_seq
+                principal, context_id, held.last_seq, stored.last_seq
             )
             documents = [
                 (seq, text)

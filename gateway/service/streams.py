@@ -37,7 +37,6 @@ from gateway.service.stream_buffer import StreamBuffer
 from gateway.service.stream_limits import Slot, StreamLimits
 from gateway.store.event_log import EventLog, LoggedEvent, event_id
 from gateway.store.event_tail import EventTail, Following
-from gateway.store.keys import UserKeys, keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["StreamEvent", "StreamService", "TaskStream"]
@@ -171,15 +170,16 @@ class StreamService:
         terminal: bool,
         slot: Slot,
     ) -> TaskStream:
-        keys = keys_of(principal)
         async with self._opening:
-            context_id = await self._store.task_context(keys, task_id)
+            context_id = await self._store.task_context(principal, task_id)
             if context_id is None:
                 raise TaskNotFoundError()
             after = event_id(last_event_id)
             first: StreamEvent | None = None
-            if after is None or not await self._log.kept_since(keys, context_id, task_id, after):
-                task, after = await self._log.snapshot(keys, context_id, task_id)
+            if after is None or not await self._log.kept_since(
+                principal, context_id, task_id, after
+            ):
+                task, after = await self._log.snapshot(principal, context_id, task_id)
                 if task is None:
                     raise TaskNotFoundError()
                 first = StreamEvent(after, "task", task, task_id, context_id)
@@ -187,21 +187,21 @@ class StreamService:
                     raise UnsupportedOperationError(
                         f"The task is {task.state}: there is nothing to subscribe to"
                     )
-        return _Opened(self._follow(keys, context_id, task_id, after, first), slot)
+        return _Opened(self._follow(principal, context_id, task_id, after, first), slot)
 
-    async def _state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
+    async def _state(self, principal: Principal, context_id: str, task_id: str) -> str | None:
         """The task's state (None: gone), read once for all its readers waiting on it."""
-        key = self._log.key(keys, context_id, task_id)
+        key = self._log.key(principal, context_id, task_id)
         probe = self._probes.get(key)
         if probe is None:
-            probe = asyncio.ensure_future(self._read_state(keys, context_id, task_id))
+            probe = asyncio.ensure_future(self._read_state(principal, context_id, task_id))
             self._probes[key] = probe
             probe.add_done_callback(lambda done: self._probed(key, done))
         return await asyncio.shield(probe)
 
-    async def _read_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
+    async def _read_state(self, principal: Principal, context_id: str, task_id: str) -> str | None:
         async with self._opening:
-            return await self._store.task_state(keys, context_id, task_id)
+            return await self._store.task_state(principal, context_id, task_id)
 
     def _probed(self, key: str, probe: asyncio.Future[str | None]) -> None:
         if self._probes.get(key) is probe:
@@ -210,24 +210,24 @@ class StreamService:
             probe.exception()  # retrieved: its readers, if any are left, raise it
 
     async def _tail_of(
-        self, keys: UserKeys, context_id: str, task_id: str, cursor: str, count: int = BATCH
+        self, principal: Principal, context_id: str, task_id: str, cursor: str, count: int = BATCH
     ) -> list[LoggedEvent]:
         """What the log holds after ``cursor``, up to ``count`` events."""
         async with self._opening:
-            return await self._log.after(keys, context_id, task_id, cursor, count)
+            return await self._log.after(principal, context_id, task_id, cursor, count)
 
     async def _quiet(
-        self, keys: UserKeys, context_id: str, task_id: str, cursor: str, woke: bool
+        self, principal: Principal, context_id: str, task_id: str, cursor: str, woke: bool
     ) -> tuple[bool, list[StreamEvent | None]]:
         """Nothing came (news of the task, or a keep-alive interval): whether the stream
         ends, and what it writes first (the log's last events, or a keep-alive)."""
-        state = await self._state(keys, context_id, task_id)
+        state = await self._state(principal, context_id, task_id)
         if state is None:  # scrubbed (or expired): nothing more will come
             return True, []
         if woke:  # news: its event is on its way through the log reader
             return False, []
         if settled(state):
-            tail = await self._tail_of(keys, context_id, task_id, cursor)
+            tail = await self._tail_of(principal, context_id, task_id, cursor)
             return True, [self._event(logged, task_id, context_id) for logged in tail]
         return False, [None]
 
@@ -236,7 +236,7 @@ class StreamService:
 
     async def _follow(
         self,
-        keys: UserKeys,
+        principal: Principal,
         context_id: str,
         task_id: str,
         cursor: str,
@@ -248,15 +248,15 @@ class StreamService:
                 return
         async with self._events.signal(task_id) as news:
             buffer = StreamBuffer(self._buffer_bytes, news)
-            key = self._log.key(keys, context_id, task_id)
-            decode = self._log.decoder(keys, context_id, task_id)
+            key = self._log.key(principal, context_id, task_id)
+            decode = self._log.decoder(principal, context_id, task_id)
             following = [self._tail.follow(key, cursor, decode, buffer)]
             self._buffers.add(buffer)
             try:
                 while not self._closing:
                     woke = await buffer.wait(self._keepalive)
                     taken = False
-                    pending = self._taken(buffer, following, keys, context_id, task_id, cursor)
+                    pending = self._taken(buffer, following, principal, context_id, task_id, cursor)
                     async for event in pending:
                         taken = True
                         yield event
@@ -265,7 +265,7 @@ class StreamService:
                             return
                     if taken or self._closing:
                         continue
-                    ending, tail = await self._quiet(keys, context_id, task_id, cursor, woke)
+                    ending, tail = await self._quiet(principal, context_id, task_id, cursor, woke)
                     for item in tail:
                         yield item
                     if ending:
@@ -278,7 +278,7 @@ class StreamService:
         self,
         buffer: StreamBuffer,
         following: list[Following],
-        keys: UserKeys,
+        principal: Principal,
         context_id: str,
         task_id: str,
         cursor: str,
@@ -295,21 +295,21 @@ class StreamService:
         key, decode = following[0].key, following[0].decode
         self._tail.unfollow(following[0])
         size = buffer.refused
-        async for event in self._catch_up(keys, context_id, task_id, cursor, size):
+        async for event in self._catch_up(principal, context_id, task_id, cursor, size):
             yield event
             cursor = event.id
         buffer.caught_up()
         following[0] = self._tail.follow(key, cursor, decode, buffer)
 
     async def _catch_up(
-        self, keys: UserKeys, context_id: str, task_id: str, cursor: str, size: int
+        self, principal: Principal, context_id: str, task_id: str, cursor: str, size: int
     ) -> AsyncIterator[StreamEvent]:
         """The log after ``cursor`` up to its end, read a few events at a time (as many as
         the buffer's limit holds of events the size of the last ones, ``size`` first), as
         the client takes them."""
         count = max(1, min(BATCH, self._buffer_bytes // max(size, 1)))
         while not self._closing:
-            batch = await self._tail_of(keys, context_id, task_id, cursor, count)
+            batch = await self._tail_of(principal, context_id, task_id, cursor, count)
             for logged in batch:
                 yield self._event(logged, task_id, context_id)
                 cursor = logged.id

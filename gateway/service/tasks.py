@@ -11,7 +11,6 @@ from gateway.engine.status import status_json
 from gateway.errors import TaskNotCancelableError, TaskNotFoundError
 from gateway.models import Task
 from gateway.principal import Principal
-from gateway.store.keys import keys_of
 from gateway.store.redis_store import Store
 
 __all__ = ["TaskFilter", "TaskPage", "TaskService"]
@@ -50,14 +49,14 @@ class TaskService:
     store: Store
 
     async def _context_of(self, principal: Principal, task_id: str) -> str:
-        context_id = await self.store.task_context(keys_of(principal), task_id)
+        context_id = await self.store.task_context(principal, task_id)
         if context_id is None:
             raise TaskNotFoundError()
         return context_id
 
     async def get(self, principal: Principal, task_id: str, history_length: int | None) -> Task:
         context_id = await self._context_of(principal, task_id)
-        task = await self.store.read_task(keys_of(principal), context_id, task_id, history_length)
+        task = await self.store.read_task(principal, context_id, task_id, history_length)
         if task is None:
             raise TaskNotFoundError()
         return task
@@ -65,9 +64,7 @@ class TaskService:
     async def cancel(self, principal: Principal, task_id: str) -> Task:
         context_id = await self._context_of(principal, task_id)
         status = status_json("canceled", context_id, task_id, "Canceled at the client's request.")
-        outcome, state = await self.store.cancel_task(
-            keys_of(principal), context_id, task_id, status
-        )
+        outcome, state = await self.store.cancel_task(principal, context_id, task_id, status)
         if outcome == "notask":
             raise TaskNotFoundError()
         if outcome == "terminal":
@@ -77,10 +74,9 @@ class TaskService:
 
     async def list(self, principal: Principal, f: TaskFilter) -> TaskPage:
         """The principal's tasks matching ``f`` (only theirs: the user's own task index)."""
-        keys = keys_of(principal)
-        index = await self.store.task_contexts(keys)
+        index = await self.store.task_contexts(principal)
         pairs = [(t, c) for t, c in index.items() if f.context_id in (None, c)]
-        statuses = await self.store.task_statuses(keys, pairs)
+        statuses = await self.store.task_statuses(principal, pairs)
         matching: list[tuple[tuple[str, str], str, str]] = []
         for (tid, cid), status in zip(pairs, statuses, strict=True):
             if status is None:
@@ -97,7 +93,7 @@ class TaskService:
             start = next((i for i, m in enumerate(matching) if m[0] < f.after), len(matching))
         page = matching[start : start + f.page_size]
         tasks = await asyncio.gather(
-            *(self.store.read_task(keys, c, t, f.history_length) for _, t, c in page)
+            *(self.store.read_task(principal, c, t, f.history_length) for _, t, c in page)
         )
         shown = [t if f.artifacts else t.without_artifacts() for t in tasks if t is not None]
         more = start + f.page_size < len(matching)

@@ -7,7 +7,7 @@ import time
 
 from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent
 from gateway.engine.status import settled
-from gateway.store.keys import UserKeys
+from gateway.principal import Principal
 from gateway.store.redis_store import Store
 
 __all__ = ["wait_until_settled"]
@@ -18,7 +18,7 @@ FALLBACK_POLL_SECONDS = 2.0
 
 async def wait_until_settled(
     store: Store,
-    keys: UserKeys,
+    principal: Principal,
     context_id: str,
     task_id: str,
     events: asyncio.Queue[TaskEvent],
@@ -35,7 +35,7 @@ async def wait_until_settled(
         try:
             event = await asyncio.wait_for(events.get(), min(remaining, FALLBACK_POLL_SECONDS))
         except TimeoutError:
-            if await store.run_settled(keys, context_id, task_id, seq):
+            if await store.run_settled(principal, context_id, task_id, seq):
                 return None
             continue
         ends_run = settled(event.state) or event.state in (NEXT, INTERRUPTED)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from gateway.api_keys import KeyRecord
-from gateway.store.assembly import now_ms
+from gateway.clock import now_ms
 from gateway.store.keys import API_KEYS, api_key, tenant_api_keys
 from gateway.store.lua import Scripts
 from gateway.store.lua.limits import UseApiKeyArgs

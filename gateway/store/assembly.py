@@ -7,14 +7,11 @@ from typing import Any
 
 import orjson
 
-from gateway.clock import iso_from_ms, now_ms
 from gateway.models import RawJson, Task
 
 __all__ = [
     "assemble_task",
-    "iso_from_ms",
     "message_seqs",
-    "now_ms",
     "text_of",
     "with_open_artifact",
 ]

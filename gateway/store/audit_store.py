@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from gateway.store.assembly import now_ms
+from gateway.clock import now_ms
 from gateway.store.keys import audit_stream
 from gateway.store.multiplex import Multiplexed
 from gateway.store.translate import translated

@@ -20,7 +20,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from gateway.store.assembly import now_ms
+from gateway.clock import now_ms
 from gateway.store.keys import REWRITE_DUE
 from gateway.store.translate import translated
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.models import ArtifactUpdate, RawJson, StatusUpdate, Task
+from gateway.principal import Principal
 from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import (
@@ -26,7 +27,7 @@ from gateway.store.fields import (
     STATUS,
     task_field,
 )
-from gateway.store.keys import UserKeys, event_stream
+from gateway.store.keys import UserKeys, event_stream, keys_of
 from gateway.store.lua.context import SNAPSHOT_FIELDS, SnapshotArgs, snapshot_reply
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
@@ -75,12 +76,14 @@ class EventLog:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def key(self, keys: UserKeys, context_id: str, task_id: str) -> str:
+    def key(self, principal: Principal, context_id: str, task_id: str) -> str:
         """The task's log (a Redis stream)."""
+        keys = keys_of(principal)
         return _key(keys, context_id, task_id)
 
-    def decoder(self, keys: UserKeys, context_id: str, task_id: str) -> Decoder:
+    def decoder(self, principal: Principal, context_id: str, task_id: str) -> Decoder:
         """How the task's logged entries become events (opened as the task is sealed)."""
+        keys = keys_of(principal)
         store = self._store
         fields_of = {
             "status": task_field(task_id, STATUS),
@@ -98,11 +101,12 @@ class EventLog:
 
     @_translated
     async def snapshot(
-        self, keys: UserKeys, context_id: str, task_id: str
+        self, principal: Principal, context_id: str, task_id: str
     ) -> tuple[Task | None, str]:
         """The task as it stands (whole history, the artifact being streamed included) and
         the id of the last event it includes (``NO_EVENT`` when none), read at one instant;
         from then on the task's changes are logged."""
+        keys = keys_of(principal)
         ck = keys.context(context_id)
         fields = [task_field(task_id, suffix) for suffix in SNAPSHOT_FIELDS]
         reply = snapshot_reply(
@@ -124,22 +128,26 @@ class EventLog:
 
     @_translated
     async def after(
-        self, keys: UserKeys, context_id: str, task_id: str, after: str, count: int
+        self, principal: Principal, context_id: str, task_id: str, after: str, count: int
     ) -> list[LoggedEvent]:
         """Up to ``count`` events after the id ``after``, oldest first."""
+        keys = keys_of(principal)
         raw: list[tuple[bytes, dict[bytes, bytes]]] = await self._store.client.xrange(  # type: ignore[assignment]
             _key(keys, context_id, task_id), f"({after}", "+", count=count
         )
-        decode = self.decoder(keys, context_id, task_id)
+        decode = self.decoder(principal, context_id, task_id)
         return [decode(_text(entry_id), fields) for entry_id, fields in raw]
 
     @_translated
-    async def kept_since(self, keys: UserKeys, context_id: str, task_id: str, after: str) -> bool:
+    async def kept_since(
+        self, principal: Principal, context_id: str, task_id: str, after: str
+    ) -> bool:
         """Whether the log still holds every event after ``after``: the stream has lived
         since then (a stream is never trimmed, only expired or deleted whole, so a first
         entry later than ``after`` means what came between is gone). ``NO_EVENT`` is a
         snapshot's of a task whose log was empty: the log holds what came after it when the task is
         logged (the snapshot marked it, and a log, once begun, lasts while events can come)."""
+        keys = keys_of(principal)
         first = await self._store.client.xrange(_key(keys, context_id, task_id), count=1)
         if not first:
             return False

@@ -13,10 +13,12 @@ from typing import Any
 
 import orjson
 
-from gateway.store.assembly import message_seqs, now_ms
+from gateway.clock import now_ms
+from gateway.principal import Principal
+from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import MESSAGES, task_field
-from gateway.store.keys import UserKeys
+from gateway.store.keys import UserKeys, keys_of
 from gateway.store.lua.longterm import LedgerArgs, RememberArgs, remember_reply
 from gateway.store.redis_store import Store
 from gateway.store.translate import translated as _translated
@@ -30,10 +32,14 @@ _MARK_MS = 600_000  # how long a stored turn's mark lasts
 class TurnRef:
     """One turn to store: the user message at ``seq`` of a task, and the replies after it."""
 
-    keys: UserKeys
+    principal: Principal
     context_id: str
     task_id: str
     seq: int
+
+    @property
+    def keys(self) -> UserKeys:
+        return keys_of(self.principal)
 
 
 class LongTermStore:
@@ -41,15 +47,17 @@ class LongTermStore:
         self._store = store
         self._client = store.client
 
-    def subject(self, keys: UserKeys, context_id: str, token: str) -> str | None:
+    def subject(self, principal: Principal, context_id: str, token: str) -> str | None:
         """The subject a job's sealed ``token`` names (None: none)."""
+        keys = keys_of(principal)
         return self._store.open_subject_token(keys, context_id, token) if token else None
 
     @_translated
     async def remember(
-        self, keys: UserKeys, context_id: str, ids: Sequence[str], keep: int
+        self, principal: Principal, context_id: str, ids: Sequence[str], keep: int
     ) -> set[str]:
         """Which of ``ids`` were not recalled into the context before; all are remembered."""
+        keys = keys_of(principal)
         if not ids:
             return set()
         ck = keys.context(context_id)
@@ -59,8 +67,11 @@ class LongTermStore:
         )
 
     @_translated
-    async def add_to_ledger(self, keys: UserKeys, context_id: str, ids: Sequence[str]) -> bool:
+    async def add_to_ledger(
+        self, principal: Principal, context_id: str, ids: Sequence[str]
+    ) -> bool:
         """Record memories added from the context; False when the context is gone."""
+        keys = keys_of(principal)
         if not ids:
             return True
         ck = keys.context(context_id)
@@ -71,7 +82,8 @@ class LongTermStore:
         )
 
     @_translated
-    async def ledger(self, keys: UserKeys, context_id: str) -> set[str]:
+    async def ledger(self, principal: Principal, context_id: str) -> set[str]:
+        keys = keys_of(principal)
         return {_text(i) for i in await self._client.smembers(keys.context(context_id).ledger)}
 
     @_translated

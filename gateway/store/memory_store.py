@@ -21,8 +21,9 @@ from typing import Any
 import orjson
 
 from gateway.errors import StoredDataUnreadableError
+from gateway.principal import Principal
 from gateway.store import fields as f
-from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys
+from gateway.store.keys import CONTEXT_KEY_COUNT, EMBEDS, UserKeys, keys_of
 from gateway.store.lua.vectors import AddVectorsArgs, ResetVectorsArgs, RewriteVectorsArgs
 from gateway.store.redis_store import Store
 from gateway.store.sealing import context_of, sealed_length
@@ -50,12 +51,16 @@ class VectorBatch:
     """Vectors (message seq, float32 bytes) for one context, and how many of its queued
     messages held nothing to embed."""
 
-    keys: UserKeys
+    principal: Principal
     context_id: str
     model: str
     dimensions: int
     vectors: Sequence[tuple[int, bytes]]
     skipped: int
+
+    @property
+    def keys(self) -> UserKeys:
+        return keys_of(self.principal)
 
 
 @dataclass(frozen=True)
@@ -89,10 +94,11 @@ class MemoryStore:
 
     @_translated
     async def messages_by_seq(
-        self, wanted: Sequence[tuple[UserKeys, str, int]]
+        self, wanted: Sequence[tuple[Principal, str, int]]
     ) -> list[dict[str, Any] | None]:
         """The stored messages at (user, context, seq), in order (None where gone)."""
-        fields = [(keys.context(context_id).msgs, str(seq)) for keys, context_id, seq in wanted]
+        keyed = [(keys_of(principal), context_id, seq) for principal, context_id, seq in wanted]
+        fields = [(keys.context(context_id).msgs, str(seq)) for keys, context_id, seq in keyed]
         hot = self._store.hot
         if hot is not None:  # written beside the sends of the moment
             raw = await hot.execute_many([("HGET", key, seq) for key, seq in fields])
@@ -103,7 +109,7 @@ class MemoryStore:
                 raw = await pipe.execute()
         return [
             self._readable(keys, context_id, m)
-            for (keys, context_id, _), m in zip(wanted, raw, strict=True)
+            for (keys, context_id, _), m in zip(keyed, raw, strict=True)
         ]
 
     def _readable(self, keys: UserKeys, context_id: str, raw: Any) -> dict[str, Any] | None:
@@ -182,9 +188,10 @@ class MemoryStore:
 
     @_translated
     async def messages_after(
-        self, keys: UserKeys, context_id: str, after: int, last: int
+        self, principal: Principal, context_id: str, after: int, last: int
     ) -> list[tuple[int, dict[str, Any]]]:
         """The stored messages of seqs ``after + 1`` to ``last``, in order, with their seqs."""
+        keys = keys_of(principal)
         seqs = range(after + 1, last + 1)
         msgs = keys.context(context_id).msgs
         async with self._store.client.pipeline(transaction=False) as pipe:
@@ -198,7 +205,7 @@ class MemoryStore:
     @_translated
     async def vectors(
         self,
-        keys: UserKeys,
+        principal: Principal,
         context_id: str,
         first_row: int = 0,
         offset: int = 0,
@@ -208,6 +215,7 @@ class MemoryStore:
         ``offset`` of its stored vectors in ``generation`` (a caller holding the earlier rows
         reads only the new ones); None when the context is gone. Rows of another generation
         than ``generation`` are not read past its start: the caller reads them whole."""
+        keys = keys_of(principal)
         ck = keys.context(context_id)
         while True:
             async with self._store.client.pipeline(transaction=False) as pipe:
@@ -279,8 +287,11 @@ class MemoryStore:
         return result
 
     @_translated
-    async def embedding_state(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
+    async def embedding_state(
+        self, principal: Principal, context_id: str
+    ) -> tuple[int, int] | None:
         """(highest message seq, messages ever queued for embedding); None when gone."""
+        keys = keys_of(principal)
         meta = keys.context(context_id).meta
         created, last, queued = await self._store.client.hmget(
             meta, [f.META_CREATED, f.META_SEQ, f.META_EMBED_QUEUED]
@@ -288,9 +299,12 @@ class MemoryStore:
         return None if created is None else (int(last or 0), int(queued or 0))
 
     @_translated
-    async def embedding_progress(self, keys: UserKeys, context_id: str) -> tuple[int, int] | None:
+    async def embedding_progress(
+        self, principal: Principal, context_id: str
+    ) -> tuple[int, int] | None:
         """(messages ever queued for embedding, messages embedded or skipped) of the
         context's current vectors; None when it is gone."""
+        keys = keys_of(principal)
         meta = keys.context(context_id).meta
         created, queued, embedded = await self._store.client.hmget(
             meta, [f.META_CREATED, f.META_EMBED_QUEUED, f.META_EMBEDDED]
@@ -300,7 +314,7 @@ class MemoryStore:
     @_translated
     async def reset_vectors(
         self,
-        keys: UserKeys,
+        principal: Principal,
         context_id: str,
         model: str,
         seqs: Sequence[int],
@@ -310,6 +324,7 @@ class MemoryStore:
         """Start re-embedding a context by ``model`` (see ``_RESET_VECTORS``) and queue its
         messages ``seqs`` again; ``queued`` is its 'embq' when they were listed. False when
         its vectors are already of that model, or it is gone."""
+        keys = keys_of(principal)
         ck = keys.context(context_id)
         started = await self._store.scripts.reset_vectors(
             keys=ck.all()[:CONTEXT_KEY_COUNT],

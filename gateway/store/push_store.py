@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.principal import Principal
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import PUSH_IDS, STATE, task_field
-from gateway.store.keys import UserKeys
+from gateway.store.keys import UserKeys, keys_of
 from gateway.store.lua.push import PushConfigArgs, PushConfigOutcome, push_config_reply
 from gateway.store.push_records import config_field, open_config, seal_config
 from gateway.store.redis_store import Store
@@ -27,7 +28,7 @@ class PushStore:
     @_translated
     async def write(
         self,
-        keys: UserKeys,
+        principal: Principal,
         context_id: str,
         task_id: str,
         config_id: str,
@@ -35,6 +36,7 @@ class PushStore:
         most: int,
     ) -> PushConfigOutcome:
         """Set (``config_json``) or delete (``b""``) one config: 'ok', 'notask' or 'full'."""
+        keys = keys_of(principal)
         if config_json:
             await self._store.note_push_context(keys, context_id)
         sealed = seal_config(self._store.sealer, keys.prefix, context_id, task_id, config_json)
@@ -45,8 +47,11 @@ class PushStore:
         return push_config_reply(reply)
 
     @_translated
-    async def read(self, keys: UserKeys, context_id: str, task_id: str) -> dict[str, bytes] | None:
+    async def read(
+        self, principal: Principal, context_id: str, task_id: str
+    ) -> dict[str, bytes] | None:
         """The task's configs by id (clear JSON), or None when there is no such task."""
+        keys = keys_of(principal)
         tasks = keys.context(context_id).tasks
         state, ids = await self._client.hmget(
             tasks, [task_field(task_id, STATE), task_field(task_id, PUSH_IDS)]
@@ -64,8 +69,9 @@ class PushStore:
         }
 
     @_translated
-    async def one(self, keys: UserKeys, context_id: str, task_id: str, config_id: str) -> Any:
+    async def one(self, principal: Principal, context_id: str, task_id: str, config_id: str) -> Any:
         """One config's clear JSON (None when the task, its context or the config is gone)."""
+        keys = keys_of(principal)
         tasks = keys.context(context_id).tasks
         raw = await self._client.hget(tasks, config_field(task_id, config_id))
         return None if raw is None else self._open(keys, context_id, task_id, raw)

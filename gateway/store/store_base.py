@@ -18,13 +18,14 @@ from redis.commands.core import AsyncScript
 
 from gateway.errors import StoredDataUnreadableError
 from gateway.models import Task
+from gateway.principal import Principal
 from gateway.store import fields as f
 from gateway.store import unreadable
 from gateway.store.assembly import assemble_task, with_open_artifact
 from gateway.store.assembly import text_of as _text
 from gateway.store.disk_rewrite import DiskRewrite
 from gateway.store.fields import task_field
-from gateway.store.keys import CONTEXT_KEY_COUNT, UserKeys
+from gateway.store.keys import CONTEXT_KEY_COUNT, UserKeys, keys_of
 from gateway.store.lua import Scripts
 from gateway.store.multiplex import Multiplexed
 from gateway.store.sealing import Sealer, context_of
@@ -199,8 +200,9 @@ class StoreBase:
         opened = self._open(keys, context_id, f.META_SUBJECT, raw)
         return _text(opened) if opened else None
 
-    def subject_token(self, keys: UserKeys, context_id: str, subject: str) -> str:
+    def subject_token(self, principal: Principal, context_id: str, subject: str) -> str:
         """A context's subject as a job may carry it: sealed as in the context's meta."""
+        keys = keys_of(principal)
         aad = context_of(keys.prefix, context_id, f.META_SUBJECT)
         return self.sealer.seal_token(subject.encode(), aad).decode()
 

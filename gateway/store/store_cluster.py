@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 from redis.exceptions import RedisError
 
+from gateway.clock import now_ms
 from gateway.store import fields as f
-from gateway.store.assembly import now_ms
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import task_field
 from gateway.store.keys import JOBS, JOBS_GROUP, PENDING_PUSHES, PUSH, PUSH_CONTEXTS, UserKeys

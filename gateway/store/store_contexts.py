@@ -3,12 +3,14 @@ them or of one's tasks, a context scrubbed, and the user indexes pruned of expir
 
 from __future__ import annotations
 
+from gateway.clock import now_ms
 from gateway.models import ContextPage, ContextSummary, ScrubReport
+from gateway.principal import Principal
 from gateway.store import fields as f
-from gateway.store.assembly import message_seqs, now_ms
+from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
-from gateway.store.keys import OUTBOX, USER_CONTEXT_INDEXES, UserKeys
+from gateway.store.keys import OUTBOX, USER_CONTEXT_INDEXES, UserKeys, keys_of
 from gateway.store.lua.context import ScrubArgs, scrub_reply
 from gateway.store.store_base import StoreBase
 from gateway.store.translate import translated as _translated
@@ -20,21 +22,24 @@ class ContextOps(StoreBase):
     """The store's reads of contexts, and their scrub."""
 
     @_translated
-    async def context_exists(self, keys: UserKeys, context_id: str) -> bool:
+    async def context_exists(self, principal: Principal, context_id: str) -> bool:
         """Whether the user has the context (not expired, not scrubbed)."""
+        keys = keys_of(principal)
         return bool(await self.client.exists(keys.meta(context_id)))
 
     @_translated
-    async def context_subject(self, keys: UserKeys, context_id: str) -> str | None:
+    async def context_subject(self, principal: Principal, context_id: str) -> str | None:
         """The subject the context is bound to (None: none, or no such context)."""
+        keys = keys_of(principal)
         raw = await self.client.hget(keys.context(context_id).meta, f.META_SUBJECT)
         return self._subject(keys, context_id, raw)
 
     @_translated
     async def list_contexts(
-        self, keys: UserKeys, limit: int, offset: int
+        self, principal: Principal, limit: int, offset: int
     ) -> tuple[list[ContextSummary], int]:
         """A page of the user's contexts, newest write first, and how many there are."""
+        keys = keys_of(principal)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.zrevrange(keys.contexts, offset, offset + limit - 1)
             pipe.zcard(keys.contexts)
@@ -65,10 +70,11 @@ class ContextOps(StoreBase):
 
     @_translated
     async def read_context(
-        self, keys: UserKeys, context_id: str, limit: int, offset: int
+        self, principal: Principal, context_id: str, limit: int, offset: int
     ) -> ContextPage | None:
         """A page of the context's tasks (oldest first, whole histories); None: no such
         context."""
+        keys = keys_of(principal)
         ck = keys.context(context_id)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.pttl(ck.meta)
@@ -108,12 +114,13 @@ class ContextOps(StoreBase):
 
     @_translated
     async def scrub(
-        self, keys: UserKeys, context_id: str, forget_job: bytes = b""
+        self, principal: Principal, context_id: str, forget_job: bytes = b""
     ) -> ScrubReport | None:
         """Delete the context; with ``forget_job`` its ledger's memories are queued for
         deletion in Cortadel in the same step (on a cluster, in a second one). Returns what
         was removed from the context's keys (no dead letters: they live elsewhere), or None
         when there was no such context."""
+        keys = keys_of(principal)
         args = ScrubArgs(context_id, forget_job, self.ttl_ms)
         reply = await self.scripts.scrub(keys=self._keys(keys, context_id), args=args.argv())
         scrubbed = scrub_reply(reply)

@@ -10,10 +10,11 @@ from typing import Any, Literal
 
 import orjson
 
+from gateway.clock import now_ms
+from gateway.principal import Principal
 from gateway.store import fields as f
-from gateway.store.assembly import now_ms
 from gateway.store.fields import task_field
-from gateway.store.keys import OUTBOX, UserKeys
+from gateway.store.keys import OUTBOX, UserKeys, keys_of
 from gateway.store.lua.context import CancelArgs, cancel_reply
 from gateway.store.lua.run import BeginRunArgs, begin_run_reply
 from gateway.store.lua.update import UpdateArgs, update_reply
@@ -104,7 +105,7 @@ class RunOps(ClusterSteps):
     @_translated
     async def begin_run(
         self,
-        keys: UserKeys,
+        principal: Principal,
         context_id: str,
         task_id: str,
         seq: int,
@@ -116,6 +117,7 @@ class RunOps(ClusterSteps):
         """Start a run: its inputs, or None when the run is moot (task gone, terminal, or the
         message already ran; its job is then acknowledged). An ``attempt`` id fences the run
         and rolls back what an earlier, interrupted attempt wrote."""
+        keys = keys_of(principal)
         reply = await self.scripts.begin_run(
             keys=self._keys(keys, context_id),
             args=BeginRunArgs(task_id, seq, attempt, entry, list(reference_ids)).argv(),
@@ -135,9 +137,10 @@ class RunOps(ClusterSteps):
         return replace(inputs, last=begun.last, waiting=begun.waiting)
 
     @_translated
-    async def update_task(self, keys: UserKeys, u: TaskUpdate) -> UpdateResult:
+    async def update_task(self, principal: Principal, u: TaskUpdate) -> UpdateResult:
         """Record a run's progress (see ``TaskUpdate``). Refused for terminal or scrubbed
         tasks. Content, artifact events and the open artifact included, is sealed."""
+        keys = keys_of(principal)
         context_id, task_id, artifacts = u.context_id, u.task_id, u.artifacts
         seq, finish, entry, outbox_job = u.seq, u.finish, u.entry, u.outbox_job
         open_artifact, queued_locally = u.open_artifact, u.queued_locally
@@ -221,8 +224,9 @@ class RunOps(ClusterSteps):
 
     @_translated
     async def cancel_task(
-        self, keys: UserKeys, context_id: str, task_id: str, status_json: bytes
+        self, principal: Principal, context_id: str, task_id: str, status_json: bytes
     ) -> tuple[str, str | None]:
+        keys = keys_of(principal)
         reply = await self.scripts.cancel(
             keys=self._keys(keys, context_id),
             args=CancelArgs(

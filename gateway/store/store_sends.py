@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gateway.clock import now_ms
 from gateway.errors import (
     ContextNotFoundError,
     IdempotencyConflictError,
@@ -18,10 +19,10 @@ from gateway.errors import (
     TaskNotContinuableError,
     TaskNotFoundError,
 )
+from gateway.principal import Principal
 from gateway.store import fields as f
-from gateway.store.assembly import now_ms
 from gateway.store.fields import task_field
-from gateway.store.keys import EMBEDS, UserKeys
+from gateway.store.keys import EMBEDS, UserKeys, keys_of
 from gateway.store.lua.send import (
     SendAccepted,
     SendArgs,
@@ -93,8 +94,9 @@ class SendOps(ClusterSteps):
     """The store's sends."""
 
     @_translated
-    async def send(self, keys: UserKeys, w: SendWrite) -> SendResult:
+    async def send(self, principal: Principal, w: SendWrite) -> SendResult:
         """Record a user message atomically; a repeated messageId returns the original."""
+        keys = keys_of(principal)
         mode = "new" if w.new_context else "named" if w.named else "continue"
         return await self._send(keys, w, mode, w.context_id, "")
 

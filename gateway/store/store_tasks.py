@@ -11,12 +11,13 @@ import orjson
 
 from gateway.a2a import INTERRUPTED, TERMINAL
 from gateway.models import RawJson, Task
+from gateway.principal import Principal
 from gateway.store import fields as f
 from gateway.store.assembly import message_seqs
 from gateway.store.assembly import text_of as _text
 from gateway.store.fields import TASK_FIELDS as _TASK_FIELDS
 from gateway.store.fields import task_field
-from gateway.store.keys import UserKeys
+from gateway.store.keys import keys_of
 from gateway.store.store_base import StoreBase
 from gateway.store.translate import translated as _translated
 
@@ -29,23 +30,26 @@ class TaskReads(StoreBase):
     """The store's reads of tasks."""
 
     @_translated
-    async def task_context(self, keys: UserKeys, task_id: str) -> str | None:
+    async def task_context(self, principal: Principal, task_id: str) -> str | None:
+        keys = keys_of(principal)
         raw = await self._read("HGET", keys.task_index, task_id)
         return _text(raw) if raw is not None else None
 
     @_translated
-    async def task_contexts(self, keys: UserKeys) -> dict[str, str]:
+    async def task_contexts(self, principal: Principal) -> dict[str, str]:
         """Every task id of the user with its context id (entries of expired contexts may
         linger until the next prune: their tasks read as None)."""
+        keys = keys_of(principal)
         raw = await self.client.hgetall(keys.task_index)
         return {_text(k): _text(v) for k, v in raw.items()}
 
     @_translated
     async def task_statuses(
-        self, keys: UserKeys, tasks: Sequence[tuple[str, str]]
+        self, principal: Principal, tasks: Sequence[tuple[str, str]]
     ) -> list[dict[str, Any] | None]:
         """The status of each ``(task id, context id)``, None where the task is gone, in one
         round trip (a listing reads whole tasks only for the page it shows)."""
+        keys = keys_of(principal)
         async with self.client.pipeline(transaction=False) as pipe:
             for task_id, context_id in tasks:
                 pipe.hget(keys.context(context_id).tasks, task_field(task_id, f.STATUS))
@@ -58,15 +62,19 @@ class TaskReads(StoreBase):
         ]
 
     @_translated
-    async def task_state(self, keys: UserKeys, context_id: str, task_id: str) -> str | None:
+    async def task_state(self, principal: Principal, context_id: str, task_id: str) -> str | None:
+        keys = keys_of(principal)
         raw = await self._read("HGET", keys.context(context_id).tasks, task_field(task_id, f.STATE))
         return _text(raw) if raw is not None else None
 
     @_translated
-    async def run_settled(self, keys: UserKeys, context_id: str, task_id: str, seq: int) -> bool:
+    async def run_settled(
+        self, principal: Principal, context_id: str, task_id: str, seq: int
+    ) -> bool:
         """Whether a blocking send of the message at ``seq`` may return: the task is gone or
         terminal, or the message's run has settled (the task is interrupted, or has gone on to
         a later message). ``seq`` 0: whether the task is settled, whatever ran."""
+        keys = keys_of(principal)
         fields = [task_field(task_id, s) for s in (f.STATE, f.RAN, f.JOB)]
         state, ran, job = await self._read("HMGET", keys.context(context_id).tasks, *fields)
         if state is None or _text(state) in TERMINAL:
@@ -77,9 +85,10 @@ class TaskReads(StoreBase):
 
     @_translated
     async def read_task(
-        self, keys: UserKeys, context_id: str, task_id: str, history_length: int | None
+        self, principal: Principal, context_id: str, task_id: str, history_length: int | None
     ) -> Task | None:
         """The task; ``history_length`` None means the whole history."""
+        keys = keys_of(principal)
         ck = keys.context(context_id)
         fields = [task_field(task_id, s) for s in (*_TASK_FIELDS, f.OPEN_ARTIFACT)]
         status, arts, seqs, metadata, extra, streamed = await self._read("HMGET", ck.tasks, *fields)
@@ -98,10 +107,11 @@ class TaskReads(StoreBase):
 
     @_translated
     async def context_messages(
-        self, keys: UserKeys, context_id: str, seqs: Sequence[int]
+        self, principal: Principal, context_id: str, seqs: Sequence[int]
     ) -> list[RawJson]:
         """The messages at ``seqs`` (sequence numbers) of a context, in that order, as
         stored (A2A 0.3 JSON)."""
+        keys = keys_of(principal)
         if not seqs:
             return []
         raw = await self.client.hmget(keys.context(context_id).msgs, list(seqs))
