@@ -243,6 +243,15 @@ async def test_an_answered_request_is_in_the_trail_whatever_crashes_after(
                 r = await gw.get(f"/v1/tasks/{task_id}", headers=auth("alice"))
                 assert r.status_code == 503, r.text  # not 200 with an entry only in memory
                 assert r.headers["Retry-After"] == "1"
+                # each binding says so in its own spelling: JSON-RPC, an error for the call
+                call = {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": task_id}}
+                r = await gw.post("/", json=call, headers=auth("alice"))
+                assert r.status_code == 200, r.text
+                assert r.json()["id"] == 7 and r.json()["error"]["code"] == -32603, r.text
+                assert "result" not in r.json()
+                r = await gw.get(f"/a2a/tasks/{task_id}", headers=auth("alice"))
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["status"] == "UNAVAILABLE", r.text
                 process.send_signal(signal.SIGKILL)
                 process.wait(timeout=PROCESS_SECONDS)
             finally:

@@ -7,8 +7,9 @@ next one gathers, so under load many entries share one round trip (a group commi
 edges hold a response's end until its entry is written (``http/audit.py``, ``grpcapi``), so
 a crash of the gateway loses no entry of a request that was answered. ``record`` appends
 without waiting (a request that ends without an answer). A batch that cannot be written
-(Redis unreachable) is kept and retried, up to ``max_buffered`` entries; ``commit`` says
-it was not written, and the edge answers 503 rather than report unaudited work done.
+(Redis unreachable) is kept and retried, up to ``max_buffered`` entries; ``commit`` gives
+the error that kept it out, and the edge answers with it (a 503) rather than report
+unaudited work done.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import orjson
 
 from gateway.audit.entry import AuditEntry, record_of
 from gateway.canonical import audit_record_json
+from gateway.errors import GatewayError, StoreUnavailableError
 from gateway.store.audit_store import AuditStore
 
 __all__ = ["AuditLog"]
@@ -44,7 +46,7 @@ class AuditLog:
         self._lock = asyncio.Lock()
         self._closing = False
         # settles when the batch gathering now is written (True) or could not be (False)
-        self._gathering: asyncio.Future[bool] | None = None
+        self._gathering: asyncio.Future[GatewayError | None] | None = None
         self.dropped = 0
 
     def record(self, entry: AuditEntry) -> None:
@@ -54,12 +56,12 @@ class AuditLog:
         self._buffer.append(entry)
         self._wake.set()
 
-    async def commit(self, entry: AuditEntry) -> bool:
-        """Append ``entry`` and wait until its batch is written: whether it was (if not,
-        it is kept and retried, as every entry not yet written)."""
+    async def commit(self, entry: AuditEntry) -> GatewayError | None:
+        """Append ``entry`` and wait until its batch is written: None once it is, else the
+        error that kept it out (it is kept and retried, as every entry not yet written)."""
         if self._task is None or self._task.done() or len(self._buffer) >= self._max:
             self.record(entry)
-            return False
+            return StoreUnavailableError()
         self._buffer.append(entry)
         if self._gathering is None:
             self._gathering = asyncio.get_running_loop().create_future()
@@ -104,10 +106,10 @@ class AuditLog:
             if self._pending:
                 await self.store.append(self._pending)
                 self._pending = []
-        except BaseException:
-            _settle(gathered, False)
+        except BaseException as exc:
+            _settle(gathered, exc if isinstance(exc, GatewayError) else StoreUnavailableError())
             raise
-        _settle(gathered, True)
+        _settle(gathered, None)
 
     def _write_mirror(self, batch: list[AuditEntry]) -> None:
         if self._mirror is None or not batch:
@@ -120,7 +122,7 @@ class AuditLog:
         try:
             await self._write_until_closed()
         finally:  # nobody waits on a batch that will not be written now
-            _settle(self._gathering, False)
+            _settle(self._gathering, StoreUnavailableError())
             self._gathering = None
 
     async def _write_until_closed(self) -> None:
@@ -139,6 +141,8 @@ class AuditLog:
                 return
 
 
-def _settle(written: asyncio.Future[bool] | None, outcome: bool) -> None:
+def _settle(
+    written: asyncio.Future[GatewayError | None] | None, failure: GatewayError | None
+) -> None:
     if written is not None and not written.done():
-        written.set_result(outcome)
+        written.set_result(failure)

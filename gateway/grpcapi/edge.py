@@ -26,7 +26,7 @@ from gateway.audit.entry import AuditEntry
 from gateway.audit.log import AuditLog
 from gateway.clock import now_ms
 from gateway.entropy import random_bytes
-from gateway.errors import VersionNotSupportedError
+from gateway.errors import GatewayError, VersionNotSupportedError
 from gateway.http.a2a_calls import VERSION_HEADER, Call, version_of
 from gateway.http.auth import Authenticator, identify
 from gateway.http.cards import GRPC_AGENT_TENANT
@@ -109,13 +109,14 @@ class Edge:
             visit.state.setdefault("audit_ids", {})["agent"] = agent_id
         return Call(self.state, principal, agent_id, visit.scope)
 
-    async def audited(self, visit: Visit) -> bool:
+    async def audited(self, visit: Visit) -> GatewayError | None:
         """Write the call's audit entry before its answer goes out (``AuditLog.commit``):
-        whether it was written (or there is none to write)."""
+        None once it is written (or there is none to write), else the error that kept it
+        out."""
         entry = self._entry(visit) if self.audit is not None else None
         visit.audited = True
         if entry is None or self.audit is None:
-            return True
+            return None
         return await self.audit.commit(entry)
 
     def done(self, visit: Visit) -> None:

@@ -22,7 +22,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message
 
 from gateway import tracing
-from gateway.errors import GatewayError, StoreUnavailableError
+from gateway.errors import GatewayError
 from gateway.grpcapi.edge import Edge, Visit
 from gateway.grpcapi.proto import a2a_pb2
 from gateway.grpcapi.status import DETAILS_KEY, grpc_error
@@ -80,8 +80,9 @@ def _unary(
                 params = MessageToDict(request)
                 call = await edge.enter(visit, metadata, params)
                 answer = _reply(await method.handler(call, params), reply)
-                if not await edge.audited(visit):  # not reported done unless audited
-                    raise StoreUnavailableError()
+                failure = await edge.audited(visit)
+                if failure is not None:  # not reported done unless audited
+                    raise failure
                 return answer
             except grpc.aio.AbortError:
                 raise

@@ -55,6 +55,7 @@ from gateway.http.a2a_calls import (
     stream_send,
     subscribe,
 )
+from gateway.http.audit import on_unaudited
 from gateway.http.cards import REST_SUFFIX
 from gateway.http.params import json_body, query_bool, query_int
 from gateway.http.responses import JSONResponse
@@ -205,12 +206,16 @@ def _rendered(endpoint: Endpoint, render: Callable[[GatewayError], Any]) -> Endp
 
     @functools.wraps(endpoint)  # the route (and its audit operation) keeps the handler's name
     async def wrapped(request: Request) -> Response:
+        def failed(exc: GatewayError) -> Response:
+            return JSONResponse(render(exc), status_code=exc.status, headers=exc.headers())
+
+        on_unaudited(request.scope, failed)
         try:
             negotiated_version(request)
             Call.of(request).check_tenant(request.path_params.get("tenant"))
             return await endpoint(request)
         except GatewayError as exc:
-            return JSONResponse(render(exc), status_code=exc.status, headers=exc.headers())
+            return failed(exc)
 
     return wrapped
 

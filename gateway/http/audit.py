@@ -11,28 +11,31 @@ and anonymous card reads are not recorded.
 
 A response's end waits for its entry (``AuditLog.commit``, a group commit): a whole
 response is held until its entry is written, a streamed one's last chunk is; so every
-request the gateway answered is in the trail, whatever crashes after. An entry that
-cannot be written (Redis unreachable) turns a held response into a 503 with Retry-After
-(the work may be done: a retry with the same ids finds it) and is retried in the
-background. A request that ends without an answer is recorded without waiting.
+request the gateway reported done is in the trail, whatever crashes after. An entry that
+cannot be written (Redis unreachable, replicas behind) turns a held success into that
+error, a 503 with Retry-After (the work may be done: a retry with the same ids finds it);
+an error answer goes out as it is. The entry is retried in the background. A request
+that ends without an answer is recorded without waiting.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.audit.entry import AuditEntry, hashed_id
 from gateway.audit.log import AuditLog
 from gateway.clock import now_ms
-from gateway.errors import StoreUnavailableError
+from gateway.errors import GatewayError
 from gateway.http.access_log import matched_route
 from gateway.http.operations import noted
 from gateway.http.response_start import status_of
 from gateway.http.responses import error_response
 
-__all__ = ["AuditMiddleware", "audit_request_id", "note_ids", "note_receipt"]
+__all__ = ["AuditMiddleware", "audit_request_id", "note_ids", "note_receipt", "on_unaudited"]
 
 _PATH_IDS = {"task_id": "task", "context_id": "context", "agent_id": "agent", "key_id": "key"}
 _DENIED = frozenset({401, 403, 429})
@@ -41,6 +44,12 @@ _DENIED = frozenset({401, 403, 429})
 def note_ids(scope: Scope, **ids: str) -> None:
     """Ids a route learned (a send's task and context) for its audit entry."""
     scope.setdefault("state", {}).setdefault("audit_ids", {}).update(ids)
+
+
+def on_unaudited(scope: Scope, respond: Callable[[GatewayError], Response]) -> None:
+    """How the request's binding answers a success whose audit entry could not be written
+    (its own error spelling; by default the REST error body)."""
+    scope.setdefault("state", {})["audit_unwritten"] = respond
 
 
 def note_receipt(scope: Scope, counts: dict[str, int]) -> None:
@@ -108,8 +117,10 @@ class AuditMiddleware:
                 recorded = True
                 status = held["status"] if held is not None else status_of(scope)
                 entry = _entry(scope, status)
-                if entry is not None and not await audit.commit(entry) and held is not None:
-                    await error_response(StoreUnavailableError())(scope, receive, send)
+                failure = await audit.commit(entry) if entry is not None else None
+                if failure is not None and held is not None and held["status"] < 400:
+                    respond = scope["state"].get("audit_unwritten", error_response)
+                    await respond(failure)(scope, receive, send)  # not reported done
                     return
             if held is not None:
                 await send(held)

@@ -60,6 +60,7 @@ from gateway.http.a2a_calls import (
     stream_send,
     subscribe,
 )
+from gateway.http.audit import on_unaudited
 from gateway.http.operations import Operation, error_outcome, note
 from gateway.http.params import json_body
 from gateway.http.ratelimit import Charge
@@ -268,6 +269,17 @@ def _failed(exc: Exception, operation: Operation, request_id: Any, v1: bool) -> 
     return _answer(request_id, error=_error(exc, v1))
 
 
+def _unaudited(answer: Any, entry: Any, version: str | None, failure: GatewayError) -> Any:
+    """A call's answer once its audit entry could not be written: a result becomes the
+    failure (not reported done); an error stays as it is."""
+    if not isinstance(answer, dict) or "result" not in answer:
+        return answer
+    name = entry.get("method") if isinstance(entry, dict) else None
+    method = METHODS.get(name) if isinstance(name, str) else None
+    v1 = method.v1 if method is not None else version == "1.0"
+    return _answer(answer["id"], error=_error(failure, v1))
+
+
 def _render(payload: Any) -> Response:
     return Response(orjson.dumps(payload), media_type="application/json")
 
@@ -334,7 +346,10 @@ async def jsonrpc_endpoint(request: Request) -> Response:
         return await _streamed(request, body)
     if not isinstance(body, list):
         answer = await _one(request, version, body)
-        return Response(status_code=204) if answer is _NO_ANSWER else _render(answer)
+        if answer is _NO_ANSWER:
+            return Response(status_code=204)
+        on_unaudited(request.scope, lambda f: _render(_unaudited(answer, body, version, f)))
+        return _render(answer)
     if not body or len(body) > MAX_BATCH:
         message = f"A batch holds 1 to {MAX_BATCH} requests"
         note(request.scope, "jsonrpc", "unknown").outcome = InvalidRequestError.name
@@ -350,8 +365,11 @@ async def jsonrpc_endpoint(request: Request) -> Response:
             for n, entry in enumerate(body)
         )
     )
-    kept = [a for a in answers if a is not _NO_ANSWER]
-    return _render(kept) if kept else Response(status_code=204)
+    kept = [(a, entry) for a, entry in zip(answers, body, strict=True) if a is not _NO_ANSWER]
+    if not kept:
+        return Response(status_code=204)
+    on_unaudited(request.scope, lambda f: _render([_unaudited(a, e, version, f) for a, e in kept]))
+    return _render([a for a, _ in kept])
 
 
 def jsonrpc_routes() -> list[BaseRoute]:
