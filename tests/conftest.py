@@ -19,6 +19,7 @@ from gateway.settings import Settings
 from gateway.store.connection import RedisTarget
 from gateway.store.jobs import JobStore
 from gateway.store.keys import OUTBOX, OUTBOX_DEAD, OUTBOX_GROUP
+from tests.embeddings_server import EmbeddingsServer
 
 API_KEYS = {
     "key-alice": {"tenant": "t1", "user": "alice"},
@@ -113,6 +114,14 @@ def make_app(redis_url: str, redis: RawRedis) -> AppFactory:
                 yield client
 
     return factory
+
+
+@pytest.fixture
+def embeddings() -> Iterator[EmbeddingsServer]:
+    """An OpenAI-compatible embeddings endpoint on 127.0.0.1 (``tests/embeddings_server.py``)."""
+    server = EmbeddingsServer().start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -111,3 +111,14 @@ class EmbeddingsServer(ServedDouble):
         ]
         usage = {"prompt_tokens": len(data), "total_tokens": len(data)}
         return JSONResponse({"object": "list", "data": data, "model": self.model, "usage": usage})
+
+
+def openai_settings(server: EmbeddingsServer, **extra: Any) -> dict[str, Any]:
+    """Gateway settings for the ``openai`` embedder pointed at ``server`` (``extra`` on top)."""
+    return {
+        "embedder": "openai",
+        "embedder_url": server.url,
+        "embedder_model": server.model,
+        "embedder_api_key": "test-key",
+        **extra,
+    }

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
 import httpx
-import pytest
 
 from gateway.store.keys import EMBEDS, EMBEDS_GROUP
 from tests.conftest import AppFactory, RawRedis, post_message, send_task
@@ -20,13 +18,6 @@ from tests.processes import slow_process_test, working
 from tests.waiting import until
 
 send_echo = partial(send_task, agent="echo")
-
-
-@pytest.fixture
-def embeddings() -> Iterator[EmbeddingsServer]:
-    server = EmbeddingsServer().start()
-    yield server
-    server.stop()
 
 
 async def _memory(c: httpx.AsyncClient, cid: str) -> dict[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
@@ -22,7 +22,7 @@ from gateway.store.redis_store import Store
 from gateway.store.sealing import Keyring, Sealer
 from tests.agents import TestAgent
 from tests.conftest import CLUSTER, TEST_KEYRING, AppFactory, RawRedis, auth, send_task
-from tests.embeddings_server import EmbeddingsServer
+from tests.embeddings_server import EmbeddingsServer, openai_settings
 from tests.stored import store_messages
 from tests.waiting import WAIT_SECONDS, until
 
@@ -313,22 +313,8 @@ async def test_memory_off_answers_501(make_app: AppFactory) -> None:
         assert (await c.get(f"/v1/contexts/{cid}")).json()["memory"] == {"indexed": 0, "pending": 0}
 
 
-@pytest.fixture
-def embeddings() -> Iterator[EmbeddingsServer]:
-    server = EmbeddingsServer().start()
-    yield server
-    server.stop()
-
-
 def _openai(embeddings: EmbeddingsServer, **extra: Any) -> dict[str, Any]:
-    return {
-        "embedder": "openai",
-        "embedder_url": embeddings.url,
-        "embedder_model": embeddings.model,
-        "embedder_api_key": "test-key",
-        "embedder_batch_size": 8,
-        **extra,
-    }
+    return openai_settings(embeddings, **{"embedder_batch_size": 8, **extra})
 
 
 async def test_openai_provider_end_to_end(

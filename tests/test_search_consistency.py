@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -15,28 +14,14 @@ import httpx
 import pytest
 
 from tests.conftest import AppFactory, post_message, send_task
-from tests.embeddings_server import EmbeddingsServer
+from tests.embeddings_server import EmbeddingsServer, openai_settings
 from tests.waiting import WAIT_SECONDS, stays, until
 
 send_echo = partial(send_task, agent="echo")
 
 
-@pytest.fixture
-def embeddings() -> Iterator[EmbeddingsServer]:
-    server = EmbeddingsServer().start()
-    yield server
-    server.stop()
-
-
 def _openai(embeddings: EmbeddingsServer, **extra: Any) -> dict[str, Any]:
-    return {
-        "embedder": "openai",
-        "embedder_url": embeddings.url,
-        "embedder_model": embeddings.model,
-        "embedder_api_key": "test-key",
-        "embedder_timeout_seconds": 600,
-        **extra,
-    }
+    return openai_settings(embeddings, **{"embedder_timeout_seconds": 600, **extra})
 
 
 async def _search(
