@@ -41,6 +41,8 @@ __all__ = ["Runtime"]
 
 @dataclass
 class Runtime:
+    """Every part of a process, each built by its module of ``gateway.runtime``."""
+
     settings: Settings
     connections: Connections
     stores: Stores
@@ -63,7 +65,7 @@ class Runtime:
         stores = Stores.build(settings, connections)
         http = HttpClients.build(settings)
         agents = agent_registry(settings, stores, http, extra_agents)
-        assert connections.events is not None
+        assert connections.events is not None  # a process's connections have one
         events = TaskEvents(connections.events)
         memory = Memory.build(settings, stores)
         executor = run_executor(settings, stores, agents, events, memory)
@@ -72,7 +74,7 @@ class Runtime:
             settings, connections, stores, http, memory, agents, events, executor, background
         )
 
-    # The parts the app, its routes and the operators' tests reach for by name.
+    # The parts the app, its routes and the tests reach for by name.
     @property
     def client(self) -> RedisClient:
         return self.connections.client
