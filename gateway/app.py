@@ -1,25 +1,27 @@
 """The ASGI application: HTTP in front of a runtime (store, engine, services).
 
-The app factory is the composition root of a served process, above ``gateway.http``: it
-builds the runtime, the services over it, and the HTTP routes and middleware in front."""
+The app factory of a served process, above ``gateway.http``: a runtime and its services, as
+the composition root (``gateway.runtime``) builds them, with the HTTP routes and middleware
+in front."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from wsgiref.simple_server import WSGIServer
 
+from mcp.server.mcpserver import MCPServer
 from prometheus_client import start_http_server
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute
 
 from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.audit.log import AuditLog
-from gateway.engine.runs import RunHandOff
 from gateway.grpcapi.edge import Edge
 from gateway.grpcapi.server import grpc_serving
 from gateway.http.a2a_rest import proto_rest_routes
@@ -44,22 +46,9 @@ from gateway.http.routes import (
 from gateway.http.state import AppState
 from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier
-from gateway.runtime import Runtime
-from gateway.service.agents import AgentService
-from gateway.service.audit import AuditService
-from gateway.service.contexts import ContextService
-from gateway.service.keys import KeyService
-from gateway.service.memories import MemoryService
-from gateway.service.messages import MessageService
-from gateway.service.push import PushService
-from gateway.service.stream_limits import StreamLimits
-from gateway.service.streams import StreamService
-from gateway.service.tasks import TaskService
+from gateway.runtime.runtime import Runtime
+from gateway.runtime.services import Services
 from gateway.settings import Settings
-from gateway.store.apikeys_store import ApiKeyStore
-from gateway.store.audit_store import AuditStore
-from gateway.store.push_store import PushStore
-from gateway.store.rate_store import RateStore
 
 __all__ = ["create_app"]
 
@@ -102,62 +91,31 @@ def _stop_metrics_server(server: WSGIServer) -> None:
     server.server_close()
 
 
-def create_app(
-    settings: Settings, extra_agents: Iterable[Agent] = (), *, redis_embedded: bool = False
-) -> Starlette:
-    """``redis_embedded``: Redis is the embedded one `gateway serve` runs, part of the
-    gateway, so that ``/healthz`` fails while it does not answer."""
-    runtime = Runtime.build(settings, extra_agents)
-    push = None
-    if runtime.push_keys is not None and runtime.push_policy is not None:
-        push = PushService(
-            runtime.store, PushStore(runtime.store), runtime.push_policy, settings.push_artifacts
-        )
-    messages = MessageService(
-        runtime.store,
-        runtime.agents,
-        RunHandOff(runtime.queue, settings.run_policy),
-        runtime.events,
-        settings.blocking_timeout_seconds,
-        embedding=runtime.embedder is not None,
-        quotas=(
-            settings.quota_messages_per_context,
-            settings.quota_bytes_per_context,
-            settings.quota_contexts_per_user,
-            settings.quota_running_tasks_per_user,
-        ),
-        push=push,
-        longterm=runtime.longterm,
-        client_context_ids=settings.client_context_ids == "accept",
-    )
-    state = AppState(
+def _state(
+    settings: Settings, runtime: Runtime, services: Services, redis_embedded: bool
+) -> AppState:
+    """What the routes share: the runtime's parts and the services over them."""
+    return AppState(
         settings=settings,
         store=runtime.store,
         agents=runtime.agents,
-        messages=messages,
-        tasks=TaskService(runtime.store),
-        contexts=ContextService(
-            runtime.store,
-            runtime.job_streams,
-            forget_memories=settings.cortadel.enabled and settings.cortadel.scrub,
-        ),
+        messages=services.messages,
+        tasks=services.tasks,
+        contexts=services.contexts,
         search=runtime.search,
-        registry=AgentService(runtime.agents, runtime.allowlist),
-        streams=StreamService(
-            runtime.store,
-            runtime.events,
-            messages,
-            settings.sse_keepalive_seconds,
-            tail=runtime.tail,
-            limits=StreamLimits(settings.streams_per_principal, settings.streams_per_process),
-            buffer_bytes=settings.stream_buffer_bytes,
-        ),
-        push=push,
+        registry=services.registry,
+        streams=services.streams,
+        keys=services.keys,
+        audit=services.audit,
+        push=services.push,
         signing_keys=runtime.push_keys,
         redis_embedded=redis_embedded,
-        memories=MemoryService(runtime.cortadel, runtime.longterm, runtime.store),
+        memories=services.memories,
     )
 
+
+def _authenticator(settings: Settings, runtime: Runtime) -> Authenticator:
+    """Static keys, the configured issuers' tokens and the managed keys."""
     tokens = None
     if settings.jwt_issuers:
         tokens = TokenVerifier(
@@ -170,29 +128,16 @@ def create_app(
     managed = None
     if settings.api_key_secret is not None:
         secret = settings.api_key_secret.get_secret_value().encode()
-        key_store = ApiKeyStore(runtime.client, runtime.store.scripts)
-        static_users = {(e.tenant, e.user) for e in settings.api_keys.values()}
-        state.keys = KeyService(key_store, secret, frozenset(static_users), runtime.store)
-        managed = ManagedKeys(key_store, secret, settings.api_key_cache_seconds)
-    authenticator = Authenticator(settings.api_keys, tokens, managed)
-    limiter = RateLimiter(settings, RateStore(runtime.store.scripts, runtime.store.hot))
-    audit = None
-    if settings.audit:
-        audit_store = AuditStore(
-            runtime.client,
-            settings.audit_max_entries,
-            settings.audit_max_age_seconds,
-            hot=runtime.store.hot,
-        )
-        audit = AuditLog(audit_store, settings.audit_mirror)
-        state.audit = AuditService(audit_store)
+        managed = ManagedKeys(runtime.stores.api_keys, secret, settings.api_key_cache_seconds)
+    return Authenticator(settings.api_keys, tokens, managed)
 
-    hosts = HostRule.build(
-        open_mode=settings.open_mode,
-        allowed_hosts=settings.allowed_hosts,
-        cors_origins=settings.cors_origins,
-    )
-    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security(), state.memories)
+
+Lifespan = Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]
+
+
+def _lifespan(settings: Settings, runtime: Runtime, edge: Edge, mcp: MCPServer) -> Lifespan:
+    """The runtime, the audit writer, gRPC and MCP's sessions started, and stopped in turn."""
+    audit = edge.audit
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -204,9 +149,8 @@ def create_app(
         await runtime.start()
         if audit is not None:
             audit.start()
-        edge = Edge(state, authenticator, limiter, audit, settings.log_requests)
         try:
-            async with grpc_serving(settings, edge), mcp_server.session_manager.run():
+            async with grpc_serving(settings, edge), mcp.session_manager.run():
                 yield
         finally:
             if audit is not None:
@@ -215,32 +159,64 @@ def create_app(
             if exporter is not None:
                 await asyncio.to_thread(_stop_metrics_server, exporter)
 
+    return lifespan
+
+
+def _routes(settings: Settings, mcp_routes: list[BaseRoute]) -> list[BaseRoute]:
+    # The router tries the routes that share a path's first segment, in this order: the
+    # default agent's A2A routes (message:send first) lead, as they carry the traffic.
+    # No two routes match the same path.
+    return [
+        *agent_routes(""),
+        *operational_routes(metrics=settings.metrics_port is None),
+        *registry_routes(),
+        *key_routes(),
+        *audit_routes(),
+        *memory_routes(),
+        *agent_routes("/agents/{agent_id}"),
+        *jsonrpc_routes(),
+        *proto_rest_routes(),
+        *mcp_routes,
+    ]
+
+
+def _middleware(settings: Settings, hosts: HostRule, edge: Edge) -> list[Middleware]:
+    """Outermost first: spans, the access log, the host rule, CORS, the body limit, the
+    audit, authentication and rate limits."""
+    return [
+        *tracing.middleware(),
+        Middleware(AccessLogMiddleware, enabled=settings.log_requests),
+        Middleware(BrowserGuardMiddleware, rule=hosts),
+        *_cors(settings.cors_origins),
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(AuditMiddleware, audit=edge.audit),
+        Middleware(AuthMiddleware, authenticator=edge.authenticator, limiter=edge.limiter),
+        Middleware(RateLimitMiddleware, limiter=edge.limiter),
+    ]
+
+
+def create_app(
+    settings: Settings, extra_agents: Iterable[Agent] = (), *, redis_embedded: bool = False
+) -> Starlette:
+    """``redis_embedded``: Redis is the embedded one `gateway serve` runs, part of the
+    gateway, so that ``/healthz`` fails while it does not answer."""
+    runtime = Runtime.build(settings, extra_agents)
+    state = _state(settings, runtime, Services.build(settings, runtime), redis_embedded)
+    audit_store = runtime.stores.audit
+    audit = AuditLog(audit_store, settings.audit_mirror) if audit_store is not None else None
+    limiter = RateLimiter(settings, runtime.stores.rates)
+    # gRPC's calls and HTTP's requests pass the same credentials, limits and audit.
+    edge = Edge(state, _authenticator(settings, runtime), limiter, audit, settings.log_requests)
+    hosts = HostRule.build(
+        open_mode=settings.open_mode,
+        allowed_hosts=settings.allowed_hosts,
+        cors_origins=settings.cors_origins,
+    )
+    mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security(), state.memories)
+    lifespan = _lifespan(settings, runtime, edge, mcp_server)
     app = Starlette(
-        # The router tries the routes that share a path's first segment, in this order: the
-        # default agent's A2A routes (message:send first) lead, as they carry the traffic.
-        # No two routes match the same path.
-        routes=[
-            *agent_routes(""),
-            *operational_routes(metrics=settings.metrics_port is None),
-            *registry_routes(),
-            *key_routes(),
-            *audit_routes(),
-            *memory_routes(),
-            *agent_routes("/agents/{agent_id}"),
-            *jsonrpc_routes(),
-            *proto_rest_routes(),
-            *mcp_routes,
-        ],
-        middleware=[
-            *tracing.middleware(),
-            Middleware(AccessLogMiddleware, enabled=settings.log_requests),
-            Middleware(BrowserGuardMiddleware, rule=hosts),
-            *_cors(settings.cors_origins),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-            Middleware(AuditMiddleware, audit=audit),
-            Middleware(AuthMiddleware, authenticator=authenticator, limiter=limiter),
-            Middleware(RateLimitMiddleware, limiter=limiter),
-        ],
+        routes=_routes(settings, mcp_routes),
+        middleware=_middleware(settings, hosts, edge),
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -14,6 +14,19 @@ __all__ = ["encryption"]
 log = logging.getLogger("gateway")
 
 
+async def _rotate(settings: Settings) -> None:
+    """``rotate_data`` over the Redis the settings name, to their current key."""
+    from gateway.runtime.connections import Connections
+    from gateway.store.rotation import rotate_data
+    from gateway.store.sealing import sealer_for
+
+    connections = Connections.command(settings)
+    try:
+        await rotate_data(connections.client, sealer_for(settings))
+    finally:
+        await connections.close()
+
+
 def encryption(settings: Settings, action: str, key_id: str) -> int:
     if action == "generate-key":
         from gateway.store.sealing import generate_keyring
@@ -26,11 +39,10 @@ def encryption(settings: Settings, action: str, key_id: str) -> int:
     if attached.encryption_keys is None:
         log.error("no keys to rotate to: GATEWAY_ENCRYPTION_KEYS is unset")
         return 2
-    from gateway.store.rotation import rotate_data
     from gateway.store.sealing import KeyringError
 
     try:
-        asyncio.run(rotate_data(attached))
+        asyncio.run(_rotate(attached))
     except KeyringError as exc:
         log.error("rotation refused: %s", exc)
         return 2

@@ -25,18 +25,15 @@ def keys_missing(settings: Settings) -> bool:
 
 
 async def _verify_keys(settings: Settings) -> None:
-    from gateway.store.connection import RedisTarget
+    from gateway.runtime.connections import Connections
     from gateway.store.key_registry import KeyRegistry
     from gateway.store.sealing import sealer_for
 
-    assert settings.redis_url is not None
-    client = RedisTarget.parse(settings.redis_url, settings.redis_cluster).client(
-        settings.redis_timeout_seconds
-    )
+    connections = Connections.command(settings)
     try:
-        await KeyRegistry(client, sealer_for(settings)).verify()
+        await KeyRegistry(connections.client, sealer_for(settings)).verify()
     finally:
-        await client.aclose()
+        await connections.close()
 
 
 def keys_agree(settings: Settings) -> bool:

@@ -7,30 +7,28 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gateway import embedded_redis
 from gateway.settings import Settings
 
+if TYPE_CHECKING:
+    from gateway.store.audit_store import AuditStore
+
 __all__ = ["keys"]
 
 
 async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
     from gateway.canonical import created_key_json, key_json, key_list_json
-    from gateway.service.keys import KeyService
-    from gateway.store.apikeys_store import ApiKeyStore
-    from gateway.store.connection import RedisTarget
-    from gateway.store.lua import Scripts
+    from gateway.runtime.api_keys import key_service
+    from gateway.runtime.connections import Connections
+    from gateway.runtime.stores import api_key_store, audit_store
 
-    assert settings.redis_url is not None and settings.api_key_secret is not None
-    target = RedisTarget.from_settings(settings)
-    client = target.client(settings.redis_timeout_seconds)
-    service = KeyService(
-        ApiKeyStore(client, Scripts.register(client)),
-        settings.api_key_secret.get_secret_value().encode(),
-    )
+    connections = Connections.command(settings)
+    service = key_service(settings, api_key_store(connections))
+    assert service is not None  # `keys` refuses to run without GATEWAY_API_KEY_SECRET
     try:
         if args.action == "list":
             return key_list_json(await service.list(args.tenant))
@@ -42,21 +40,20 @@ async def _manage_keys(settings: Settings, args: argparse.Namespace) -> Any:
             out = key_json(await service.revoke(None, args.key_id))
         else:
             out = created_key_json(await service.rotate(None, args.key_id, args.grace))
-        if settings.audit:  # key changes are on record, whoever makes them
-            await _audit_key_change(settings, client, args.action, out)
+        audit = audit_store(settings, connections)
+        if audit is not None:  # key changes are on record, whoever makes them
+            await _audit_key_change(audit, args.action, out)
         return out
     finally:
-        await client.aclose()
+        await connections.close()
 
 
-async def _audit_key_change(settings: Settings, client: Any, action: str, key: Any) -> None:
+async def _audit_key_change(store: AuditStore, action: str, key: Any) -> None:
     import getpass
 
     from gateway.audit.entry import AuditEntry
     from gateway.clock import now_ms
-    from gateway.store.audit_store import AuditStore
 
-    store = AuditStore(client, settings.audit_max_entries, settings.audit_max_age_seconds)
     entry = AuditEntry(
         time_ms=now_ms(),
         tenant=key["tenant"],

@@ -74,7 +74,24 @@ def build() -> argparse.ArgumentParser:
             name, help=summary, description=description, epilog=_CONFIGURATION, formatter_class=raw
         )
 
-    serve = command("serve", "serve the HTTP API and run agents", _SERVE)
+    _serve_parser(command("serve", "serve the HTTP API and run agents", _SERVE))
+    _encryption_parser(
+        command(
+            "encryption",
+            "encryption at rest: generate a key, re-encrypt stored data with the current one",
+            _ENCRYPTION,
+        )
+    )
+    command("worker", "run agents from the job queue (no HTTP)", _WORKER)
+    config = command("config", "check the configuration in the environment", _CONFIG)
+    config.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
+        "check", help="exit 2 when any variable is invalid or unknown (for CI/CD), else 0"
+    )
+    _keys_parser(commands, raw)
+    return parser
+
+
+def _serve_parser(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", help="bind address (default GATEWAY_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default GATEWAY_PORT or 8000)")
     serve.add_argument(
@@ -87,24 +104,15 @@ def build() -> argparse.ArgumentParser:
         help="server processes sharing the port, e.g. one per core (default GATEWAY_PROCESSES "
         "or 1)",
     )
-    encryption = command(
-        "encryption",
-        "encryption at rest: generate a key, re-encrypt stored data with the current one",
-        _ENCRYPTION,
-    )
+
+
+def _encryption_parser(encryption: argparse.ArgumentParser) -> None:
     actions = encryption.add_subparsers(dest="action", required=True, metavar="ACTION")
     generate = actions.add_parser("generate-key", help="print a keyring with a new random key")
     generate.add_argument("--id", default="k1", help="the new key's id (default k1)")
     actions.add_parser(
         "rotate-data", help="re-encrypt stored content with the current key (resumable)"
     )
-    command("worker", "run agents from the job queue (no HTTP)", _WORKER)
-    config = command("config", "check the configuration in the environment", _CONFIG)
-    config.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
-        "check", help="exit 2 when any variable is invalid or unknown (for CI/CD), else 0"
-    )
-    _keys_parser(commands, raw)
-    return parser
 
 
 def _keys_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:

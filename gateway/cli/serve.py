@@ -16,6 +16,7 @@ from gateway import gc_pauses
 from gateway.cli.embedded import AlreadyServed, with_redis
 from gateway.cli.keyring_checks import keys_agree, keys_missing
 from gateway.cli.version import log_configuration
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.redis_supervisor import RedisSupervisor
 from gateway.settings import Settings
 
@@ -134,6 +135,44 @@ def _serve_processes(settings: Settings, redis: RedisSupervisor | None) -> int:
     return status
 
 
+def _embedded(settings: Settings) -> tuple[Settings, EmbeddedRedis | None] | None:
+    """``with_redis``: the settings on REDIS_URL or a new embedded redis-server (None,
+    logged, when it cannot run)."""
+    try:
+        return with_redis(settings)
+    except AlreadyServed as exc:
+        log.error(
+            "another `gateway serve` runs the embedded redis-server of this data directory: "
+            "stop it first, or use another GATEWAY_DATA_DIR; to add workers to it run "
+            "`gateway worker`, and to serve from several processes set REDIS_URL",
+            extra={"data_dir": str(exc)},
+        )
+    except OSError as exc:  # e.g. a read-only or foreign data directory
+        log.error(
+            "cannot run the embedded redis-server in GATEWAY_DATA_DIR: set REDIS_URL, or "
+            "point GATEWAY_DATA_DIR at a directory this user may write",
+            extra={"data_dir": settings.data_dir, "error": type(exc).__name__},
+        )
+    return None
+
+
+def _serve_on(settings: Settings, redis: RedisSupervisor | None) -> int:
+    """Serve on the settings' Redis (``redis``: the embedded one, watched from here)."""
+    log_configuration("serve", settings)
+    if not keys_agree(settings):
+        return 2
+    if not settings.serve_embeds and settings.embedder != "none":
+        log.warning(
+            "GATEWAY_SERVE_EMBEDS is false: user messages are embedded (searchable) once "
+            "a `gateway worker` on this Redis takes them; until then they wait queued"
+        )
+    if settings.processes > 1:
+        return _serve_processes(settings, redis)
+    if redis is not None:
+        redis.start()
+    return _serve_one(settings, embedded=redis is not None)
+
+
 def serve(settings: Settings) -> int:
     if settings.open_mode and not settings.host_is_loopback():
         log.error("refusing to serve without API keys on a non-loopback address")
@@ -145,38 +184,13 @@ def serve(settings: Settings) -> int:
 
     if settings.redis_url is not None and keys_missing(settings):
         return 2
-    try:
-        settings, embedded = with_redis(settings)
-    except AlreadyServed as exc:
-        log.error(
-            "another `gateway serve` runs the embedded redis-server of this data directory: "
-            "stop it first, or use another GATEWAY_DATA_DIR; to add workers to it run "
-            "`gateway worker`, and to serve from several processes set REDIS_URL",
-            extra={"data_dir": str(exc)},
-        )
+    attached = _embedded(settings)
+    if attached is None:
         return 2
-    except OSError as exc:  # e.g. a read-only or foreign data directory
-        log.error(
-            "cannot run the embedded redis-server in GATEWAY_DATA_DIR: set REDIS_URL, or "
-            "point GATEWAY_DATA_DIR at a directory this user may write",
-            extra={"data_dir": settings.data_dir, "error": type(exc).__name__},
-        )
-        return 2
+    settings, embedded = attached
     redis = RedisSupervisor(embedded) if embedded is not None else None
     try:
-        log_configuration("serve", settings)
-        if not keys_agree(settings):
-            return 2
-        if not settings.serve_embeds and settings.embedder != "none":
-            log.warning(
-                "GATEWAY_SERVE_EMBEDS is false: user messages are embedded (searchable) once "
-                "a `gateway worker` on this Redis takes them; until then they wait queued"
-            )
-        if settings.processes > 1:
-            return _serve_processes(settings, redis)
-        if redis is not None:
-            redis.start()
-        return _serve_one(settings, embedded=redis is not None)
+        return _serve_on(settings, redis)
     finally:
         if redis is not None:
             redis.stop()

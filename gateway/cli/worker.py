@@ -21,7 +21,7 @@ log = logging.getLogger("gateway")
 async def _work(settings: Settings) -> None:
     from prometheus_client import start_http_server
 
-    from gateway.runtime import Runtime
+    from gateway.runtime.runtime import Runtime
 
     runtime = Runtime.build(settings, serving=False)
     stop = asyncio.Event()

@@ -28,7 +28,6 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 from gateway.errors import StoredDataUnreadableError
-from gateway.settings import Settings
 from gateway.store import fields as f
 from gateway.store.agents_store import entry_aad
 from gateway.store.assembly import text_of
@@ -51,7 +50,6 @@ from gateway.store.sealing import (
     Sealer,
     context_of,
     key_id_of,
-    sealer_for,
     split_artifacts,
 )
 
@@ -357,24 +355,17 @@ class ReplicasLackKeyError(KeyringError):
     """Live gateway processes do not have the key `rotate-data` would re-seal with."""
 
 
-async def rotate_data(settings: Settings) -> RotationFigures:
-    """``Rotation.run``, refused (``ReplicasLackKeyError``) while a live gateway process does
-    not have the target key: it could not open what the rotation re-seals."""
-    from gateway.store.connection import RedisTarget
-
-    assert settings.redis_url
-    target = RedisTarget.from_settings(settings)
-    client = target.client(settings.redis_timeout_seconds)
-    try:
-        rotation = Rotation(client, sealer_for(settings))
-        if rotation.target:
-            lacking = await KeyRegistry(client, rotation.sealer).lacking(rotation.target)
-            if lacking:
-                raise ReplicasLackKeyError(
-                    f"{len(lacking)} live gateway process(es) do not have key "
-                    f"{rotation.target} of GATEWAY_ENCRYPTION_KEYS: restart them with this "
-                    f"keyring first ({', '.join(sorted(r.name for r in lacking))})"
-                )
-        return await rotation.run()
-    finally:
-        await client.aclose()
+async def rotate_data(client: Any, sealer: Sealer) -> RotationFigures:
+    """``Rotation.run`` over ``client`` to ``sealer``'s current key, refused
+    (``ReplicasLackKeyError``) while a live gateway process does not have that key: it could
+    not open what the rotation re-seals."""
+    rotation = Rotation(client, sealer)
+    if rotation.target:
+        lacking = await KeyRegistry(client, rotation.sealer).lacking(rotation.target)
+        if lacking:
+            raise ReplicasLackKeyError(
+                f"{len(lacking)} live gateway process(es) do not have key "
+                f"{rotation.target} of GATEWAY_ENCRYPTION_KEYS: restart them with this "
+                f"keyring first ({', '.join(sorted(r.name for r in lacking))})"
+            )
+    return await rotation.run()
