@@ -53,3 +53,15 @@ def test_make_test_runs_the_linters(tmp_path: Path) -> None:
     assert any("ruff check" in line for line in linters), lines
     assert any("ruff format --check" in line for line in linters), lines
     assert any("mypy" in line for line in linters), lines
+
+
+def test_make_test_names_only_tests_that_exist(tmp_path: Path) -> None:
+    """The cluster stage lists its test files: a file renamed or removed must leave the list
+    too, or the stage fails before it runs anything."""
+    lines = _planned("test", tmp_path)
+    at = next(i for i, line in enumerate(lines) if "GATEWAY_TEST_CLUSTER=1" in line)
+    cluster = " ".join(lines[at:])  # the command, its continued lines joined
+    named = {word.split("::")[0] for word in cluster.split() if word.startswith("tests/")}
+    assert named, cluster
+    missing = sorted(name for name in named if not (ROOT / name).is_file())
+    assert missing == [], missing
