@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from gateway.store.store_base import RunInputs
 from gateway.store.store_contexts import ContextOps
-from gateway.store.store_runs import RunOps, RunVector, TaskUpdate, UpdateResult
+from gateway.store.store_runs import RunOps, TaskUpdate, UpdateResult
 from gateway.store.store_sends import RunPolicy, SendOps, SendResult, SendWrite
 from gateway.store.store_tasks import TaskReads
 
 __all__ = [
     "RunInputs",
     "RunPolicy",
-    "RunVector",
     "SendResult",
     "SendWrite",
     "Store",

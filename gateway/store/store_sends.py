@@ -86,7 +86,6 @@ class SendResult:
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
-    embed_entry: str = ""  # the message's embedding job on the stream (standalone Redis)
 
 
 class SendOps(ClusterSteps):
@@ -174,9 +173,7 @@ class SendOps(ClusterSteps):
             if w.embed:
                 await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
             await self._moved_pushes(keys, context_id, reply.pushed)
-        return SendResult(
-            context_id, task_id, seq, False, inputs, entry, reply.claimed, False, reply.embed_entry
-        )
+        return SendResult(context_id, task_id, seq, False, inputs, entry, reply.claimed)
 
     async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
         """The messageId already opened a context: replay it, or reopen if that one is gone."""
