@@ -19,7 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.audit.log import AuditLog
-from gateway.engine.runs import RunHandOff
+from gateway.engine.hand_off import RunHandOff
 from gateway.grpcapi.edge import Edge
 from gateway.grpcapi.server import grpc_serving
 from gateway.http.a2a_rest import proto_rest_routes
@@ -116,7 +116,7 @@ def create_app(
     messages = MessageService(
         runtime.store,
         runtime.agents,
-        RunHandOff(runtime.queue, settings.run_policy),
+        RunHandOff(runtime.store, runtime.queue, settings.run_policy),
         runtime.events,
         settings.blocking_timeout_seconds,
         embedding=runtime.embedder is not None,
