@@ -3,7 +3,8 @@ the queue jobs go to (``JobQueue``).
 
 Who may write a run's outcome is its attempt id, built by ``attempt_id`` only (the send
 script fences the runs it hands over with the same format, in one Lua function naming this
-one). Runs reach a queue through the run hand-off (``hand_off.py``) when a message is sent.
+one). Runs reach a queue through the run hand-off (``hand_off.py``) when a message is sent,
+and through ``next_run.py`` when a run ends while later messages wait for its task.
 """
 
 from __future__ import annotations
@@ -118,9 +119,10 @@ class RunJob:
             attempt=attempt,
         )
 
-    def following(self, seq: int, job_json: bytes) -> RunJob:
-        """The run of the next message that waited for this one (queued in this process)."""
-        return RunJob.from_wire({_JOB: job_json, _SEQ: str(seq).encode()}, "").run_here()
+    @classmethod
+    def queued_here(cls, seq: int, job_json: bytes) -> RunJob:
+        """The job of message ``seq`` (its fields ``job_json``), queued in this process."""
+        return cls.from_wire({_JOB: job_json, _SEQ: str(seq).encode()}, "").run_here()
 
 
 class JobQueue(Protocol):
