@@ -276,7 +276,7 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: RawRedis)
 
     from gateway.errors import StoreUnavailableError
     from gateway.principal import Principal
-    from gateway.store.redis_store import SendWrite, Store
+    from gateway.store.redis_store import Queueing, RunQueue, SendWrite, Store
 
     class DiesBeforeQueueing(Store):
         async def _queue_job(self, *args: Any, **kwargs: Any) -> str:
@@ -303,7 +303,7 @@ async def test_cluster_mode_replay_queues_a_job_lost_to_a_crash(redis: RawRedis)
         status_json=b'{"state":"submitted"}',
         reference_ids=(),
         job_json=orjson.dumps({"t": "t", "u": "u", "a": "echo", "c": "c1", "k": "t1", "r": []}),
-        queue_run=True,
+        queueing=Queueing(RunQueue.STREAM),
     )
     with pytest.raises(StoreUnavailableError):
         await DiesBeforeQueueing(redis, 3600, cluster=True).send(principal, write)

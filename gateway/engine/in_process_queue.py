@@ -26,7 +26,7 @@ class InProcessQueue:
         self._workers: list[asyncio.Task[None]] = []
         self._closing = False
         # A run that settles while messages wait for its task queues the next one here.
-        executor.on_next = self._queue.put_nowait
+        executor.next_runs.queue_here = self._queue.put_nowait
 
     def claimant(self) -> str:
         return ""

@@ -1,47 +1,29 @@
-"""The run hand-off: a run of an agent as a job, the queue interface, and ``RunHandOff``,
-which takes an accepted message's run from the send to a worker.
+"""A run of an agent as a job (``RunJob``), who may write its outcome (``attempt_id``), and
+the queue jobs go to (``JobQueue``).
 
-A send reserves a worker of this process before it writes (``RunHandOff.reserve``); the send
-script may then take the next job of the stream for that worker in the same step (usually
-the message's own, sometimes an older one). ``RunHandOff.accepted`` settles the reservation
-with the store's answer: it starts the job taken here, or gives the worker back. Who may
-write a run's outcome is its attempt id, built by ``attempt_id`` only (the send script
-fences the runs it hands over with the same format, in one Lua function naming this one).
-``RunHandOff.policy`` chooses the run policy of a message: what it does when its task's run
-is under way (``enqueue``, ``reject`` or ``interrupt``).
+Who may write a run's outcome is its attempt id, built by ``attempt_id`` only (the send
+script fences the runs it hands over with the same format, in one Lua function naming this
+one). Runs reach a queue through the run hand-off (``hand_off.py``) when a message is sent,
+and through ``next_run.py`` when a run ends while later messages wait for its task.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, get_args
+from typing import Any, Protocol
 
 import orjson
 
-from gateway.agents.base import Agent
-from gateway.errors import InvalidParamsError
 from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
-from gateway.store.redis_store import RunInputs, RunPolicy, SendResult
+from gateway.store.redis_store import RunInputs, StoredSend
 
-__all__ = [
-    "LOCAL",
-    "RUN_POLICY_KEY",
-    "JobQueue",
-    "Reservation",
-    "RunHandOff",
-    "RunJob",
-    "attempt_id",
-]
+__all__ = ["LOCAL", "JobQueue", "RunJob", "attempt_id"]
 
 _JOB, _SEQ = ENTRY_JOB.encode(), ENTRY_SEQ.encode()  # a job stream entry's fields
 
 # The owner of a run queued in this process's queue (not the jobs stream).
 LOCAL = "local"
-# The key of a message's metadata that chooses the run policy for that message.
-RUN_POLICY_KEY = "runPolicy"
-_POLICIES: tuple[str, ...] = get_args(RunPolicy)
 
 
 def attempt_id(owner: str, job: str | int) -> str:
@@ -124,7 +106,7 @@ class RunJob:
         """The job as queued in this process: fenced by the attempt the send script wrote."""
         return replace(self, attempt=attempt_id(LOCAL, self.seq))
 
-    def accepted(self, result: SendResult, attempt: str, entry: str = "") -> RunJob:
+    def accepted(self, result: StoredSend, attempt: str, entry: str = "") -> RunJob:
         """The job of an accepted message, with the ids, seq and inputs the store gave it,
         run here as ``attempt`` (of stream entry ``entry``, '' in this process's queue)."""
         return replace(
@@ -137,9 +119,10 @@ class RunJob:
             attempt=attempt,
         )
 
-    def following(self, seq: int, job_json: bytes) -> RunJob:
-        """The run of the next message that waited for this one (queued in this process)."""
-        return RunJob.from_wire({_JOB: job_json, _SEQ: str(seq).encode()}, "").run_here()
+    @classmethod
+    def queued_here(cls, seq: int, job_json: bytes) -> RunJob:
+        """The job of message ``seq`` (its fields ``job_json``), queued in this process."""
+        return cls.from_wire({_JOB: job_json, _SEQ: str(seq).encode()}, "").run_here()
 
 
 class JobQueue(Protocol):
@@ -165,76 +148,3 @@ class JobQueue(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self, grace_seconds: float) -> None: ...
-
-
-@dataclass
-class Reservation:
-    """A worker of this process held for the run a send may take at once ('' for none)."""
-
-    consumer: str
-
-
-class RunHandOff:
-    """Where the service hands an accepted message's run: chooses its run policy, reserves a
-    worker before the send writes, tells the write how its run is queued, and starts the job
-    the send took here. ``default_policy``: the server's run policy (``GATEWAY_RUN_POLICY``)."""
-
-    def __init__(self, queue: JobQueue, default_policy: RunPolicy = "enqueue") -> None:
-        self.queue = queue
-        self.default_policy: RunPolicy = default_policy
-
-    def policy(self, agent: Agent, metadata: dict[str, Any] | None) -> RunPolicy:
-        """What a message for ``agent`` does when its task's run is under way: the message's
-        own choice (``metadata.runPolicy``), else its agent's (a registry entry's
-        ``runPolicy``), else the server's. An unknown choice is the client's error."""
-        chosen = (metadata or {}).get(RUN_POLICY_KEY)
-        if chosen is None:
-            chosen = getattr(agent, "run_policy", None) or self.default_policy
-        if chosen not in _POLICIES:
-            raise InvalidParamsError(
-                f"message.metadata.{RUN_POLICY_KEY} must be one of: {', '.join(_POLICIES)}"
-            )
-        policy: RunPolicy = chosen
-        return policy
-
-    @contextlib.contextmanager
-    def reserve(self) -> Iterator[Reservation]:
-        """A worker for the send's run, given back on leaving unless the run took it."""
-        slot = Reservation(self.queue.claimant())
-        try:
-            yield slot
-        finally:
-            if slot.consumer:
-                self.queue.release()
-
-    def queueing(self, slot: Reservation, policy: RunPolicy) -> dict[str, Any]:
-        """The send's write's fields that say how its run is queued: on the jobs stream
-        (taken at once by ``slot``'s worker when it has one) or by this process's queue, and
-        its run ``policy`` (from ``policy``) for when its task's run is under way."""
-        durable = self.queue.durable
-        return {
-            "queue_run": durable,
-            "local_run": not durable,
-            "claimant": slot.consumer,
-            "policy": policy,
-        }
-
-    async def accepted(self, slot: Reservation, job: RunJob, result: SendResult) -> bool:
-        """Hand over the run of an accepted message (``job``: its ids as the write named
-        them; the store's answer fixes them). A replayed message or one waiting for the
-        task's run has none yet. True when the message's run is this process's: its
-        outcome then reaches this process's waiters without Redis (``notify_local``)."""
-        if result.duplicate or result.waiting:
-            return False
-        if not self.queue.durable:
-            await self.queue.enqueue(job.accepted(result, attempt_id(LOCAL, result.seq)))
-            return True
-        if result.claimed is None:
-            return False  # queued on the stream, for whichever worker reads it
-        consumer, slot.consumer = slot.consumer, ""
-        entry, fields = result.claimed
-        if entry == result.entry:  # its own job: started with the inputs the send returned
-            await self.queue.enqueue(job.accepted(result, attempt_id(consumer, entry), entry))
-            return True
-        self.queue.adopt(entry, fields)
-        return False

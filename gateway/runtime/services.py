@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.engine.runs import RunHandOff
+from gateway.engine.hand_off import RunHandOff
 from gateway.runtime.api_keys import key_service
 from gateway.runtime.runtime import Runtime
 from gateway.service.agents import AgentService
@@ -27,7 +27,7 @@ def _messages(settings: Settings, runtime: Runtime, push: PushService | None) ->
     return MessageService(
         runtime.store,
         runtime.agents,
-        RunHandOff(runtime.queue, settings.run_policy),
+        RunHandOff(runtime.store, runtime.queue, settings.run_policy),
         runtime.events,
         settings.blocking_timeout_seconds,
         embedding=runtime.embedder is not None,

@@ -16,7 +16,8 @@ from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
 from gateway.context_memory.text import embeddable_text
 from gateway.engine.events import TaskEvent, TaskEvents
-from gateway.engine.runs import RunHandOff, RunJob
+from gateway.engine.hand_off import RunHandOff, SendResult
+from gateway.engine.runs import RunJob
 from gateway.engine.status import status_json
 from gateway.errors import (
     ContentTypeNotSupportedError,
@@ -34,7 +35,7 @@ from gateway.service.push import PushService
 from gateway.service.waiting import wait_until_settled
 from gateway.store.assembly import assemble_task
 from gateway.store.longterm_store import TurnRef
-from gateway.store.redis_store import SendResult, SendWrite, Store
+from gateway.store.redis_store import SendWrite, Store
 
 __all__ = ["MessageService"]
 
@@ -117,22 +118,19 @@ class MessageService:
         history_length = config.historyLength or 0
         policy = self.runs.policy(agent, request.message.metadata)
         registered = self.agents.builtin(agent.id) is None
-        with self.runs.reserve() as slot:
-            queueing = self.runs.queueing(slot, policy)
-            write, job = await self._prepare(principal, agent.id, request, registered, queueing)
-            if config.pushNotificationConfig is not None and self.push is not None:
-                push = await self.push.for_send(
-                    principal, write.task_id, config.pushNotificationConfig, push_version
-                )
-                write = replace(write, push_config_json=push)
-            # Watch before writing: a run here may be done before send() returns.
-            with self.events.watch(write.task_id) as events:
-                result = await self.store.send(principal, write)
-                tracing.sent(agent.id, result)
-                if not result.duplicate and not result.waiting:  # a task opened or reopened
-                    _SUBMITTED.inc()
-                here = await self.runs.accepted(slot, job, result)
-                event = await self._outcome(principal, result, events, config.blocking, here)
+        write, job = await self._prepare(principal, agent.id, request, registered)
+        if config.pushNotificationConfig is not None and self.push is not None:
+            push = await self.push.for_send(
+                principal, write.task_id, config.pushNotificationConfig, push_version
+            )
+            write = replace(write, push_config_json=push)
+        # Watch before writing: a run here may be done before send() returns.
+        with self.events.watch(write.task_id) as events:
+            result = await self.runs.send(principal, write, job, policy)
+            tracing.sent(agent.id, result)
+            if not result.duplicate and not result.waiting:  # a task opened or reopened
+                _SUBMITTED.inc()
+            event = await self._outcome(principal, result, events, config.blocking)
         if event is not None and event.state in _STORED_STATES:
             await self._await_persist(principal, agent, result)
         if event is not None and event.status_json is not None and history_length == 0:
@@ -180,7 +178,6 @@ class MessageService:
         result: SendResult,
         events: asyncio.Queue[TaskEvent],
         blocking: bool,
-        here: bool,
     ) -> TaskEvent | None:
         """For a blocking send, wait for the task to settle (the event, when one came). A
         run in this process tells ``events`` itself; one elsewhere (another worker's, or
@@ -188,7 +185,7 @@ class MessageService:
         if not blocking:
             return None
         cid, tid, seq = result.context_id, result.task_id, result.seq
-        if here:
+        if result.here:
             return await wait_until_settled(
                 self.store, principal, cid, tid, events, self.blocking_timeout, seq
             )
@@ -206,10 +203,10 @@ class MessageService:
         agent_id: str,
         request: SendMessageRequest,
         registered: bool,
-        queueing: dict[str, Any],
     ) -> tuple[SendWrite, RunJob]:
-        """The send's write (its run queued as ``queueing`` says), and its run as a job (ids
-        as the write names them; the store's answer fixes the ids and the message's seq)."""
+        """The send's write (how its run is queued is the hand-off's to say), and its run as
+        a job (ids as the write names them; the store's answer fixes the ids and the
+        message's seq)."""
         message = request.message
         context_id, task_id = message.contextId, message.taskId
         if task_id is not None and context_id is None:
@@ -258,7 +255,6 @@ class MessageService:
             embed=bool(text),
             quotas=self.quotas,
             subject=subject if new_context or named else "",
-            **queueing,
         )
         return write, template
 

@@ -15,17 +15,18 @@ from __future__ import annotations
 
 from gateway.store.store_base import RunInputs
 from gateway.store.store_contexts import ContextOps
-from gateway.store.store_runs import RunOps, RunVector, TaskUpdate, UpdateResult
-from gateway.store.store_sends import RunPolicy, SendOps, SendResult, SendWrite
+from gateway.store.store_runs import RunOps, TaskUpdate, UpdateResult
+from gateway.store.store_sends import OnBusy, Queueing, RunQueue, SendOps, SendWrite, StoredSend
 from gateway.store.store_tasks import TaskReads
 
 __all__ = [
+    "OnBusy",
+    "Queueing",
     "RunInputs",
-    "RunPolicy",
-    "RunVector",
-    "SendResult",
+    "RunQueue",
     "SendWrite",
     "Store",
+    "StoredSend",
     "TaskUpdate",
     "UpdateResult",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -14,7 +14,7 @@ from gateway.clock import now_ms
 from gateway.principal import Principal
 from gateway.store import fields as f
 from gateway.store.fields import task_field
-from gateway.store.keys import OUTBOX, UserKeys, keys_of
+from gateway.store.keys import OUTBOX, keys_of
 from gateway.store.lua.context import CancelArgs, cancel_reply
 from gateway.store.lua.run import BeginRunArgs, begin_run_reply
 from gateway.store.lua.update import UpdateArgs, update_reply
@@ -22,21 +22,8 @@ from gateway.store.sealing import context_of
 from gateway.store.store_base import RunInputs
 from gateway.store.store_cluster import ClusterSteps
 from gateway.store.translate import translated as _translated
-from gateway.store.vector_rows import vector_rows
 
-__all__ = ["RunOps", "RunVector", "TaskUpdate", "UpdateResult"]
-
-
-@dataclass(frozen=True)
-class RunVector:
-    """The vector of a run's own message, added with the run's last write (``TaskUpdate``);
-    its embedding job (``entry``) is then done."""
-
-    entry: str
-    model: str
-    dimensions: int
-    seq: int
-    vector: bytes  # float32, little-endian
+__all__ = ["RunOps", "TaskUpdate", "UpdateResult"]
 
 
 @dataclass(frozen=True)
@@ -55,11 +42,7 @@ class TaskUpdate:
     and leaves the task ``submitted`` with ``next_status_json``.
 
     ``artifact_events`` go to the task's event stream (``event_log.py``) with the write;
-    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed).
-
-    ``vector`` (standalone Redis) is added to the context's vectors whatever the write's
-    outcome, and its embedding job is then done, unless the context's vectors refuse it
-    (another model or form, the seq already embedded): the indexer then takes the job."""
+    ``open_artifact`` is the artifact being streamed as it stands (``b"-"``: closed)."""
 
     context_id: str
     task_id: str
@@ -78,7 +61,6 @@ class TaskUpdate:
     next_status_json: bytes = b""
     artifact_events: Sequence[bytes] = ()
     open_artifact: bytes = b""
-    vector: RunVector | None = None  # the run's own message's vector, added with the write
 
 
 @dataclass(frozen=True)
@@ -90,7 +72,6 @@ class UpdateResult:
     # The next waiting message's run (its seq and job fields) when the caller queues it
     # itself (the in-process queue).
     next_run: tuple[int, bytes] | None = None
-    embedded: bool = False  # the write added ``TaskUpdate.vector``: its embedding job is done
 
 
 def _artifact_ids(artifacts: Sequence[bytes]) -> bytes:
@@ -183,14 +164,13 @@ class RunOps(ClusterSteps):
                 artifact_events=b"".join(b"%d:%s" % (len(e), e) for e in events),
                 open_artifact=open_artifact,
                 artifact_ids=_artifact_ids(artifacts) if self.push_artifacts and artifacts else b"",
-                **self._vector_args(keys, context_id, u.vector),
             ).argv(),
         )
         written = update_reply(reply)
         if written.outcome != "ok":
             if (finish and written.outcome != "fenced") or written.outcome == "gone":
                 await self._ack_job(entry)
-            return UpdateResult(written.outcome, embedded=written.embedded)  # type: ignore[arg-type]
+            return UpdateResult(written.outcome)  # type: ignore[arg-type]
         if written.store_turn:
             await self.client.xadd(OUTBOX, {f.ENTRY_JOB: outbox_job, f.ENTRY_SEQ: seq})
         next_run = None
@@ -207,20 +187,7 @@ class RunOps(ClusterSteps):
         artifacts_json = self._open_artifacts(
             keys, context_id, task_id, written.artifacts, just_sealed
         )
-        return UpdateResult("ok", artifacts_json, written.chained, next_run, written.embedded)
-
-    def _vector_args(self, keys: UserKeys, context_id: str, v: RunVector | None) -> dict[str, Any]:
-        """The update script's arguments that add a run's own message's vector."""
-        if v is None or self.cluster:
-            return {"embed_entry": "", "new_model": "", "new_dims": 0, "vectors": []}
-        sealed = self.sealer.seal_writes
-        rows = vector_rows(self.sealer, keys.prefix, context_id, [(v.seq, v.vector)], 0, sealed)
-        return {
-            "embed_entry": v.entry,
-            "new_model": v.model,
-            "new_dims": v.dimensions,
-            "vectors": rows,
-        }
+        return UpdateResult("ok", artifacts_json, written.chained, next_run)
 
     @_translated
     async def cancel_task(

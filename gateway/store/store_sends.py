@@ -1,12 +1,16 @@
 """A user message stored (``SendOps.send``): the send script's arguments built, its content
-sealed, its reply turned into a ``SendResult`` or the refusal it names, and, on a cluster,
-its second steps taken."""
+sealed, its reply turned into a ``StoredSend`` or the refusal it names, and, on a cluster,
+its second steps taken.
+
+How the message's run is queued (``Queueing``) is the caller's to say: the engine's run
+hand-off chooses it (``engine/hand_off.py``); the store only spells it as the script's
+flags."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from enum import Enum
 
 from gateway.clock import now_ms
 from gateway.errors import (
@@ -37,14 +41,35 @@ from gateway.store.store_base import RunInputs
 from gateway.store.store_cluster import ClusterSteps
 from gateway.store.translate import translated as _translated
 
-__all__ = ["RunPolicy", "SendOps", "SendResult", "SendWrite"]
+__all__ = ["OnBusy", "Queueing", "RunQueue", "SendOps", "SendWrite", "StoredSend"]
 
 
-_POLICY_FLAGS = {"enqueue": "w", "reject": "x", "interrupt": "i"}
+class RunQueue(Enum):
+    """Where the run of a stored message is queued (its value: the send script's flag)."""
 
-# What a message that continues a task whose run is under way does: wait for that run to
-# settle, be refused, or supersede it.
-RunPolicy = Literal["enqueue", "reject", "interrupt"]
+    NONE = ""  # nowhere: the message is only stored (contexts filled through the store)
+    STREAM = "r"  # on the jobs stream, atomically with the message
+    LOCAL = "l"  # by this process's queue (the in-process queue)
+
+
+class OnBusy(Enum):
+    """What a message continuing a task whose run is under way does (its value: the send
+    script's flag): wait for that run to settle, be refused, or supersede it."""
+
+    WAIT = "w"
+    REFUSE = "x"
+    SUPERSEDE = "i"
+
+
+@dataclass(frozen=True, slots=True)
+class Queueing:
+    """How a stored message's run is queued: where (``queue``), whether a consumer of this
+    process takes the next job of the stream at once (``claimant``, '' for none), and what
+    the message does when its task's run is under way (``on_busy``)."""
+
+    queue: RunQueue = RunQueue.NONE
+    claimant: str = ""
+    on_busy: OnBusy = OnBusy.WAIT
 
 
 @dataclass(frozen=True)
@@ -62,11 +87,8 @@ class SendWrite:
     status_json: bytes
     reference_ids: Sequence[str]
     job_json: bytes = b""  # the job's ids, for the job streams
-    queue_run: bool = False  # queue the run on the jobs stream, atomically with the message
-    local_run: bool = False  # the run is this process's (in-process queue)
-    claimant: str = ""  # a consumer of this process that takes the next job at once
+    queueing: Queueing = field(default_factory=Queueing)  # how the message's run is queued
     embed: bool = False  # queue the user message for embedding
-    policy: RunPolicy = "enqueue"  # for a continued task whose run is under way
     # Quotas checked by the send script: messages and bytes per context, contexts per user
     # (0: none).
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -78,7 +100,10 @@ class SendWrite:
 
 
 @dataclass(frozen=True)
-class SendResult:
+class StoredSend:
+    """What the store answers for a stored message: its context, task and seq, whether it
+    was a replay, and for a message whose run starts now that run's inputs and job."""
+
     context_id: str
     task_id: str
     seq: int
@@ -87,14 +112,13 @@ class SendResult:
     entry: str = ""  # this message's job on the stream
     claimed: tuple[str, dict[bytes, bytes]] | None = None  # the job the claimant took
     waiting: bool = False  # stored; its run is queued when the runs before it settle
-    embed_entry: str = ""  # the message's embedding job on the stream (standalone Redis)
 
 
 class SendOps(ClusterSteps):
     """The store's sends."""
 
     @_translated
-    async def send(self, principal: Principal, w: SendWrite) -> SendResult:
+    async def send(self, principal: Principal, w: SendWrite) -> StoredSend:
         """Record a user message atomically; a repeated messageId returns the original."""
         keys = keys_of(principal)
         mode = "new" if w.new_context else "named" if w.named else "continue"
@@ -102,7 +126,7 @@ class SendOps(ClusterSteps):
 
     async def _send(
         self, keys: UserKeys, w: SendWrite, mode: str, context_id: str, stale: str
-    ) -> SendResult:
+    ) -> StoredSend:
         if w.push_config_json:
             await self.note_push_context(keys, context_id)
         args = self._send_args(keys, w, mode, context_id, stale)
@@ -113,13 +137,13 @@ class SendOps(ClusterSteps):
             case SendWaiting(task_id, seq):
                 if self.cluster and w.embed:
                     await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
-                return SendResult(context_id, task_id, seq, False, waiting=True)
+                return StoredSend(context_id, task_id, seq, False, waiting=True)
             case SendDuplicate(task_id, digest, seq):
                 if digest != w.digest:
                     raise IdempotencyConflictError()
-                if self.cluster and w.queue_run:
+                if self.cluster and w.queueing.queue is RunQueue.STREAM:
                     await self._queue_if_lost(keys, context_id, task_id, w.job_json)
-                return SendResult(context_id, task_id, seq, duplicate=True)
+                return StoredSend(context_id, task_id, seq, duplicate=True)
             case SendOrigin(origin):
                 return await self._retry_opening(keys, w, origin)
             case SendRefused(kind, detail):
@@ -146,11 +170,8 @@ class SendOps(ClusterSteps):
             ttl=self.ttl_ms,
             stale_origin=stale,
             job=w.job_json,
-            claimant="" if self.cluster else w.claimant,
-            flags=("r" if w.queue_run else "")
-            + ("l" if w.local_run else "")
-            + ("e" if w.embed else "")
-            + _POLICY_FLAGS[w.policy],
+            claimant="" if self.cluster else w.queueing.claimant,
+            flags=w.queueing.queue.value + ("e" if w.embed else "") + w.queueing.on_busy.value,
             quotas=",".join(str(q) for q in w.quotas),
             push_config=seal_config(
                 self.sealer, keys.prefix, context_id, w.task_id, w.push_config_json
@@ -163,7 +184,7 @@ class SendOps(ClusterSteps):
 
     async def _accepted(
         self, keys: UserKeys, w: SendWrite, context_id: str, reply: SendAccepted
-    ) -> SendResult:
+    ) -> StoredSend:
         """An accepted message whose run starts now."""
         task_id, seq, entry = reply.task_id, reply.seq, reply.entry
         inputs = self._run_inputs(
@@ -171,16 +192,14 @@ class SendOps(ClusterSteps):
         )
         if self.cluster:
             await self._ack_job(reply.superseded)
-            if w.queue_run:
+            if w.queueing.queue is RunQueue.STREAM:
                 entry = await self._queue_job(keys, context_id, task_id, w.job_json, seq)
             if w.embed:
                 await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
             await self._moved_pushes(keys, context_id, reply.pushed)
-        return SendResult(
-            context_id, task_id, seq, False, inputs, entry, reply.claimed, False, reply.embed_entry
-        )
+        return StoredSend(context_id, task_id, seq, False, inputs, entry, reply.claimed)
 
-    async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> SendResult:
+    async def _retry_opening(self, keys: UserKeys, w: SendWrite, origin: str) -> StoredSend:
         """The messageId already opened a context: replay it, or reopen if that one is gone."""
         try:
             return await self._send(keys, w, "continue", origin, "")

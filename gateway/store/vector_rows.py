@@ -1,9 +1,8 @@
 """How vectors are handed to the scripts that store them (pure, no I/O).
 
-A context's vectors are appended by ``add`` (``lua/vectors.py``: the add-vectors script,
-and the update script for a run's own message). With encryption on, each call's rows for a
-context are sealed as one frame (bound to the user, the context and ``vec``) behind a 4-byte
-length; in clear, each row goes as it is.
+A context's vectors are appended by ``add`` (``lua/vectors.py``: the add-vectors script).
+With encryption on, each call's rows for a context are sealed as one frame (bound to the
+user, the context and ``vec``) behind a 4-byte length; in clear, each row goes as it is.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ type). Each is a no-op while tracing is off.
 
 The context crosses Redis as a W3C ``traceparent`` (``traceparent()`` writes the current
 one; a job's span is a child of the one it carries). Runs and sends are described through
-Protocols (``RunIds``, ``SendIds``), not the engine's ``RunJob`` or the store's
+Protocols (``RunIds``, ``SendIds``), not the engine's ``RunJob`` or the run hand-off's
 ``SendResult``."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class RunIds(MessageIds, Protocol):
 
 
 class SendIds(MessageIds, Protocol):
-    """What a send's span records of the accepted message (the store's ``SendResult``)."""
+    """What a send's span records of the accepted message (the run hand-off's ``SendResult``)."""
 
     @property
     def duplicate(self) -> bool: ...

@@ -73,7 +73,6 @@ _ADMIT = """
 continuing, ttl = continuing == '1', tonumber(ttl)
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local busy = false
-local embed_entry = ''  -- the message's embedding job, when queued here
 local named = mode == 'named'
 if named then
   if redis.call('EXISTS', META) == 1 then mode = 'continue'
@@ -221,7 +220,7 @@ redis.call('HSET', MIDS, mid, tid .. '|' .. digest .. '|' .. seq)
 redis.call('ZADD', CONTEXTS, now, cid)
 if flag('e') then
   if not fresh then set_meta(M_EMBED_QUEUED, tonumber(embeds_queued or '0') + 1) end
-  if EMBEDS then embed_entry = redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
+  if EMBEDS then redis.call('XADD', EMBEDS, '*', E_JOB, job, E_SEQ, seq) end
 end
 if waits then
   local queued = redis.call('HGET', TASKS, tid .. F_WAITING)
@@ -259,7 +258,7 @@ end
 -- The reply of a message whose run starts: ``SendAccepted``'s fields, in their order.
 local function accepted(entry, claimed_entry, claimed_fields, superseded, pushed)
   return stored({'ok', tid, seq, referenced, entry, claimed_entry, claimed_fields, superseded,
-                 pushed, embed_entry})
+                 pushed})
 end
 if flag('l') then
   set_job(LOCAL_MARK .. seq)
@@ -300,7 +299,6 @@ class SendAccepted:
     claimed: tuple[str, dict[bytes, bytes]] | None  # the job the claimant took
     superseded: str  # the job of the run it superseded (a cluster acknowledges it), or ''
     pushed: bool  # a cluster: webhook deliveries wait in the context's slot to be moved
-    embed_entry: str = ""  # the message's embedding job on the stream, or ''
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +340,7 @@ SendReply = SendAccepted | SendWaiting | SendDuplicate | SendOrigin | SendRefuse
 def _accepted(reply: list[Any]) -> SendAccepted:
     """The reply of ``accepted`` in the script, field by field."""
     _, task_id, seq, referenced, entry, claimant_entry, claimed_fields, superseded = reply[:8]
-    pushed, embed_entry = reply[8:10]
+    pushed = reply[8]
     claimed = None
     if text(claimant_entry):
         fields = claimed_fields
@@ -358,7 +356,6 @@ def _accepted(reply: list[Any]) -> SendAccepted:
         claimed=claimed,
         superseded=text(superseded),
         pushed=text(pushed) == "push",
-        embed_entry=text(embed_entry),
     )
 
 

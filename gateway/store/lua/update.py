@@ -1,21 +1,19 @@
 """The update script: one write of a run's progress to its task (``UPDATE``), with
 ``UpdateArgs`` and ``update_reply``.
 
-The script is five parts run as one: the vector of the run's own message added (standalone
-Redis), the task read and the write refused when it is moot, fenced or skipped, the run's
-outputs written, a finishing write settling the run (and queueing the next waiting
-message's), then the change told: webhooks, the task's event stream and its channel.
+The script is four parts run as one: the task read and the write refused when it is moot,
+fenced or skipped, the run's outputs written, a finishing write settling the run (and
+queueing the next waiting message's), then the change told: webhooks, the task's event
+stream and its channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.store.lua.contract import ScriptArgs, pushed, text
 from gateway.store.lua.prelude import PRELUDE
-from gateway.store.lua.vectors import ADD_CONTEXT_VECTORS
 
 __all__ = ["UPDATE", "UpdateArgs", "UpdateReply", "update_reply"]
 
@@ -26,9 +24,8 @@ __all__ = ["UPDATE", "UpdateArgs", "UpdateReply", "update_reply"]
 # settle it: the run's artifacts and reply are stored, the next message's run is queued, the
 # task goes back to 'submitted' and the event is 'next|<seq>'.
 # Reply: ``update_reply`` (artifacts only with a write that ends the run or leaves
-# the task terminal or interrupted; every reply says after its kind whether the embedding
-# job of ``embed_entry`` is done). Terminal tasks take
-# no writes: a late result after a cancel is dropped. A finishing write records the run as
+# the task terminal or interrupted). Terminal tasks take no writes: a late result after a
+# cancel is dropped. A finishing write records the run as
 # done and acknowledges its job in the same step, so a crash can neither lose nor repeat it.
 
 
@@ -56,33 +53,13 @@ class UpdateArgs(ScriptArgs):
     artifact_events: bytes  # '<length>:<json>'... or ''
     open_artifact: bytes  # json, '' unchanged, '-' none (closed)
     artifact_ids: bytes  # one per line, when webhooks get artifact updates, else ''
-    embed_entry: str  # the run's message's embedding job, when its vector comes along, or ''
-    new_model: str  # that vector's model, or ''
-    new_dims: int  # its dimensions, or 0
-    vectors: Sequence[bytes | int | str]  # its VectorRows, spread (none without embed_entry)
 
 
-_VECTOR = """
-finish, ttl = finish == '1', tonumber(ttl)
--- The vector of the run's own message, whatever becomes of the task: once added (or moot,
--- the context being gone), its embedding job is done. Refused (another model, form or a
--- seq already embedded), the job stays for the indexer, which knows what to do.
-local embedded = ''  -- '1': the job is done (every reply says so after its kind)
-local alive = false  -- the context is known to exist (its vector's write read its meta)
-if embed_entry ~= '' and EMBEDS then
-  local rows_end = vectors_from + 2 + 3 * tonumber(ARGV[vectors_from + 2])
-  local added
-  added, alive = add(ARGV[vectors_from], ARGV[vectors_from + 1], vectors_from + 3, rows_end)
-  if added >= 0 then
-    redis.pcall('XACK', EMBEDS, EMBEDS_GROUP, embed_entry)
-    redis.call('XDEL', EMBEDS, embed_entry)
-    embedded = '1'
-  end
-end
-if not alive and redis.call('EXISTS', META) == 0 then ack(entry); return {'gone', embedded} end
-"""
-# The task read in one HMGET; a write to a task gone, terminal, fenced or past the run is refused.
+# The task read in one HMGET; a write to a context or task gone, to a terminal task, fenced
+# or past the run is refused.
 _READ = """
+finish, ttl = finish == '1', tonumber(ttl)
+if redis.call('EXISTS', META) == 0 then ack(entry); return {'gone'} end
 -- Every reply from here on: the meta fields this write set go in one HSET first.
 local function answer(reply) flush_meta(); return reply end
 -- The artifacts are read only to append to them, or to return them with a write that
@@ -102,17 +79,17 @@ local read = redis.call('HMGET', TASKS, unpack(fields))
 local state, ran, owner, push_ids = read[1], read[2], read[3], read[4]
 LOGGED = read[5]
 local function field(name) return at[name] and read[at[name]] end
-if not state then ack(entry); return answer({'gone', embedded}) end
+if not state then ack(entry); return answer({'gone'}) end
 if TERMINAL[state] then
   if finish then ack(entry); settled(tid) end
-  return answer({'terminal', embedded})
+  return answer({'terminal'})
 end
 if finish and tonumber(ran or '0') >= tonumber(run_seq) then
   ack(entry)
-  return answer({'moot', embedded})
+  return answer({'moot'})
 end
-if attempt ~= '' and owner ~= attempt then return answer({'fenced', embedded}) end
-if required_state ~= '' and state ~= required_state then return answer({'skipped', embedded}) end
+if attempt ~= '' and owner ~= attempt then return answer({'fenced'}) end
+if required_state ~= '' and state ~= required_state then return answer({'skipped'}) end
 if #artifacts + #reply > 0 then  -- the bytes quota counts replies and artifacts too
   if not META_SEQ then
     META_SEQ, META_BYTES = unpack(redis.call('HMGET', META, M_SEQ, M_BYTES))
@@ -213,12 +190,10 @@ elseif artifact_events ~= '' then
   redis.call('PUBLISH', EVENTS .. tid, SIGNAL_ARTIFACT .. '|' .. run_seq)
 end
 if not returns_arts then arts = false end
-return answer({'ok', embedded, arts, store, chained, nextjob, nextseq, PUSHED})
+return answer({'ok', arts, store, chained, nextjob, nextseq, PUSHED})
 """
 
-UPDATE = (
-    PRELUDE + UpdateArgs.lua() + ADD_CONTEXT_VECTORS + _VECTOR + _READ + _WRITE + _FINISH + _TELL
-)
+UPDATE = PRELUDE + UpdateArgs.lua() + _READ + _WRITE + _FINISH + _TELL
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,13 +205,12 @@ class UpdateReply:
     # The next waiting message's run (seq, job fields) when the caller queues it itself.
     next_run: tuple[int, bytes] | None = None
     pushed: bool = False  # a cluster: webhook deliveries wait in the context's slot
-    embedded: bool = False  # the run's message's vector was added: its embedding job is done
 
 
 def update_reply(reply: list[Any]) -> UpdateReply:
-    outcome, embedded = text(reply[0]), text(reply[1]) == "1"
+    outcome = text(reply[0])
     if outcome != "ok":
-        return UpdateReply(outcome, embedded=embedded)
-    next_run = (int(reply[6]), reply[5]) if reply[6] else None
-    store_turn, chained = text(reply[3]) == "store", text(reply[4]) == "1"
-    return UpdateReply(outcome, reply[2], store_turn, chained, next_run, pushed(reply, 7), embedded)
+        return UpdateReply(outcome)
+    next_run = (int(reply[5]), reply[4]) if reply[5] else None
+    store_turn, chained = text(reply[2]) == "store", text(reply[3]) == "1"
+    return UpdateReply(outcome, reply[1], store_turn, chained, next_run, pushed(reply, 6))

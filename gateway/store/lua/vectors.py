@@ -1,7 +1,6 @@
-"""The scripts of a context's vectors: embedded user messages added (``ADD_VECTORS``; the
-update script adds a run's own message's vector with the same ``add``), reset for a new
-model (``RESET_VECTORS``), and rewritten in another layout by key rotation or compaction
-(``REWRITE_VECTORS``). Their replies are counts, read where they are used."""
+"""The scripts of a context's vectors: embedded user messages added (``ADD_VECTORS``), reset
+for a new model (``RESET_VECTORS``), and rewritten in another layout by key rotation or
+compaction (``REWRITE_VECTORS``). Their replies are counts, read where they are used."""
 
 from __future__ import annotations
 
@@ -22,10 +21,9 @@ __all__ = [
     "VectorRows",
 ]
 
-# Lua: `add`, one context's part of adding vectors (the context bound, the locals `ttl`,
-# `new_model` and `new_dims` set); shared by the add-vectors script and the update script,
-# which adds the vector of a run's own message with the run's last write. The meta fields it
-# sets wait in META_SETS for the caller's `flush_meta`.
+# Lua: `add`, one context's part of the add-vectors script (the context bound, the locals
+# `ttl`, `new_model` and `new_dims` set). The meta fields it sets wait in META_SETS for the
+# caller's `flush_meta`.
 ADD_CONTEXT_VECTORS = """
 local function add(skipped, frame, rows_at, rows_end)
   local seq, model, dims, form, queued, reembedding, embedded, bytes = unpack(redis.call(
@@ -34,16 +32,16 @@ local function add(skipped, frame, rows_at, rows_end)
   if not seq then return 0 end  -- gone: every context that has a message has a seq
   META_SEQ, META_BYTES = seq, bytes
   if (model and model ~= new_model) or (dims and (not model or dims ~= new_dims)) then
-    return -1, true
+    return -1
   end
   local sealed = frame ~= ''
   -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
   -- None stored: no bit is set, and the three keys this creates have no TTL yet.
   local stored = redis.call('STRLEN', VECTORS) > 0
-  if stored and (form == 's') ~= sealed then return -3, true end
+  if stored and (form == 's') ~= sealed then return -3 end
   if sealed then
     for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
-      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2, true end
+      if redis.call('GETBIT', VECTOR_BITS, tonumber(ARGV[i + 1])) == 1 then return -2 end
     end
     if form ~= 's' then set_meta(M_VECTOR_FORM, 's') end
   elseif form then
@@ -81,7 +79,7 @@ local function add(skipped, frame, rows_at, rows_end)
   else
     touch_keys(tonumber(ttl), true, VECTOR_BITS)
   end
-  return added, true
+  return added
 end
 """
 
