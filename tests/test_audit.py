@@ -238,7 +238,7 @@ async def test_an_answered_request_is_in_the_trail_whatever_crashes_after(
             task_id = r.json()["task"]["id"]
             answered.append("send_message")
             everywhere = {"target_nodes": redis.ALL_NODES} if CLUSTER else {}
-            await redis.client_pause(20_000, all=False, **everywhere)  # writes wait, not reads
+            await redis.client_pause(120_000, all=False, **everywhere)  # writes wait, not reads
             try:
                 r = await gw.get(f"/v1/tasks/{task_id}", headers=auth("alice"))
                 assert r.status_code == 503, r.text  # not 200 with an entry only in memory
