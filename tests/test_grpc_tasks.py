@@ -1,11 +1,11 @@
 """The gRPC binding's tasks, driven with grpcio directly: the same tasks, principals,
-contexts and errors as the other bindings. The official 1.x client over gRPC is in
-``test_client_sdk1x.py``."""
+contexts, errors, audit and metrics as the other bindings. The official 1.x client over gRPC
+is in ``test_client_sdk1x.py``."""
 
 from __future__ import annotations
 
 import uuid
-from typing import cast
+from typing import Any, cast
 
 import grpc
 import httpx
@@ -181,3 +181,28 @@ def test_the_tenant_field_routes_to_an_agent_and_names_the_callers_tenant(
     assert details["ErrorInfo"]["reason"] == "AGENT_NOT_FOUND"
     code, _ = refused(served, "SendMessage", send_request(tenant="t2"), pb.SendMessageResponse)
     assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_calls_are_counted_and_audited(served: Served) -> None:
+    send(served)
+    metrics = httpx.get(f"{served.base}/metrics", timeout=30).text
+    assert (
+        'gateway_operations_total{binding="grpc",operation="SendMessage",outcome="ok"}' in metrics
+    )
+    assert 'operation="GetTask",outcome="TaskNotFoundError"' in metrics
+
+    def audited() -> list[dict[str, Any]]:
+        page = httpx.get(
+            f"{served.base}/audit",
+            params={"operation": "grpc:SendMessage"},
+            headers={"Authorization": "Bearer key-admin"},
+            timeout=30,
+        ).json()
+        items: list[dict[str, Any]] = page["items"]
+        return items
+
+    from tests.waiting import until_sync
+
+    items = until_sync(audited, what="the gRPC send's audit entry")
+    assert items[0]["user"] == "alice" and items[0]["taskId"] and items[0]["contextId"]
+    assert items[0]["client"] == "127.0.0.1" and items[0]["outcome"] == "ok"
