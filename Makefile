@@ -38,15 +38,21 @@ run: $(VENV)/.runtime
 protos: install
 	$(VENV)/bin/python -m tests.grpc_stubs gateway/grpcapi/proto
 
-# test_at_rest's tests of a Redis given by URL (the others start their own embedded Redis).
-AT_REST_ON_CLUSTER := $(addprefix tests/test_at_rest.py::test_,content_is_sealed_in_every_redis_value \
-    a_value_moved_to_another_user_or_context_does_not_open rotation_with_two_keys \
-    rotate_data_from_the_command_line context_memory_searches_sealed_vectors \
-    vectors_indexed_in_clear_keep_working_until_rotation_seals_them \
-    registered_agents_are_sealed_too)
+# The at-rest tests of a Redis given by URL (the others start their own embedded Redis).
+AT_REST_ON_CLUSTER := $(addprefix tests/test_at_rest_sealing.py::test_,content_is_sealed_in_every_redis_value \
+    a_value_moved_to_another_user_or_context_does_not_open registered_agents_are_sealed_too) \
+    $(addprefix tests/test_at_rest_rotation.py::test_,rotation_with_two_keys \
+    rotate_data_from_the_command_line) \
+    $(addprefix tests/test_at_rest_vectors.py::test_,context_memory_searches_sealed_vectors \
+    vectors_indexed_in_clear_keep_working_until_rotation_seals_them)
 CLUSTER_SUITE := tests/test_send.py tests/test_tasks.py tests/test_contexts.py \
-                 tests/test_isolation.py tests/test_durability.py tests/test_memory.py \
-                 tests/test_longterm.py tests/test_registry.py tests/test_durability_edges.py \
+                 tests/test_isolation.py tests/test_durability.py tests/test_memory_embedders.py \
+                 tests/test_memory_search.py tests/test_memory_models.py \
+                 tests/test_longterm_recall.py tests/test_longterm_store.py \
+                 tests/test_longterm_scrub.py tests/test_longterm_identity.py \
+                 tests/test_longterm_subjects.py tests/test_longterm_erasure.py \
+                 tests/test_registry_agents.py tests/test_registry_api_keys.py \
+                 tests/test_registry_allowlist.py tests/test_durability_edges.py \
                  tests/test_run_policy.py tests/test_binding_isolation.py tests/test_a2a_v1.py \
                  tests/test_streaming.py tests/test_stream_capacity.py tests/test_push.py \
                  tests/test_background_embedding.py tests/test_search_consistency.py \

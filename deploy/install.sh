@@ -8,7 +8,7 @@
 # start `gateway`. And only with the base image's Python (no download: a downloaded Python
 # would stay behind in the build stage).
 #
-# deploy/Dockerfile runs it; tests/test_deploy.py runs it the same way, in a directory that
+# deploy/Dockerfile runs it; tests/deploy_files.py runs it the same way, in a directory that
 # stands in for the image's root.
 set -eu
 : "${UV_PROJECT_ENVIRONMENT:?set UV_PROJECT_ENVIRONMENT to where the environment will run}"

@@ -16,9 +16,9 @@ import pytest
 from gateway.embedded_redis import free_port
 from gateway.store.key_registry import ForeignKeyError
 from gateway.store.keys import KEYRING, REPLICAS, UserKeys
+from tests.at_rest_sentinel import NEW_ONLY, OLD_ONLY, indexed, sealed_with, send_sentinel
 from tests.conftest import TEST_KEYRING, AppFactory, RawRedis, message
 from tests.processes import PROCESS_SECONDS, environment, slow_process_test
-from tests.test_at_rest import NEW_ONLY, OLD_ONLY, indexed, sealed_with, send_sentinel
 from tests.waiting import until
 
 ANOTHER = base64.b64encode(b"another-key-0-another-key-0-abcd").decode()

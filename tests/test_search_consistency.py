@@ -1,7 +1,7 @@
 """Read-your-writes for context search: ``consistency=wait`` (the REST query parameter; the
-MCP and agent tools' argument, tests/test_mcp.py and tests/test_openai_agent.py) first waits,
-up to ``GATEWAY_SEARCH_WAIT_SECONDS``, until the messages the context had queued are
-embedded; ``eventual``, the default, searches what is embedded now."""
+MCP and agent tools' argument, tests/test_mcp.py and tests/test_openai_agent_memory.py)
+first waits, up to ``GATEWAY_SEARCH_WAIT_SECONDS``, until the messages the context had
+queued are embedded; ``eventual``, the default, searches what is embedded now."""
 
 from __future__ import annotations
 
