@@ -5,101 +5,31 @@ in this process): streams are read while they are under way."""
 from __future__ import annotations
 
 import asyncio
-import signal
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import httpx
-import orjson
 import pytest
 
-from gateway.store.connection import RedisTarget
-from tests.conftest import API_KEYS, RawRedis, auth, message
-from tests.processes import PROCESS_SECONDS, serving, slow_process_test
-from tests.sse import Sse, collect, events, served_gateway
+from tests.conftest import RawRedis, auth, message
+from tests.sse import collect, events
+from tests.streaming_helpers import (
+    TEXT,
+    echo,
+    normal,
+    request_on,
+    rpc,
+    state,
+    streamed_text,
+    until_chunks,
+)
+from tests.streaming_helpers import (
+    gw as gw,
+)
 from tests.waiting import until
-
-TEXT = "Patient stable; continue current plan and review in the morning."
-
-
-def echo(chunks: int, delay_ms: int, **more: Any) -> dict[str, Any]:
-    return {"echo": {"chunks": chunks, "delayMs": delay_ms, **more}}
-
-
-@pytest.fixture
-async def gw(redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    keys = orjson.dumps(API_KEYS).decode()
-    async with (
-        served_gateway(redis_url, api_keys=keys, sse_keepalive_seconds=0.3) as base,
-        httpx.AsyncClient(base_url=base, timeout=30, headers=auth("alice")) as c,
-    ):
-        yield c
-
-
-def rpc(method: str, params: dict[str, Any], request_id: Any = 7) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-
-
-def _v1_message(text: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": str(uuid.uuid4()), "parts": [{"text": text}],
-            "metadata": metadata}  # fmt: skip
-
-
-# binding -> (path, body for a streaming send, 0.3 or 1.0, JSON-RPC)
-def _request(binding: str, text: str, metadata: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    canonical = {"message": message(text, metadata=metadata)}
-    if binding == "rest":
-        return "/v1/message:stream", canonical
-    if binding == "jsonrpc-0.3":
-        return "/", rpc("message/stream", canonical)
-    if binding == "rest-0.3":
-        proto = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                 "content": [{"text": text}], "metadata": metadata}  # fmt: skip
-        return "/a2a/v1/message:stream", {"request": proto}
-    if binding == "rest-1.0":
-        return "/a2a/message:stream", {"message": _v1_message(text, metadata)}
-    return "/", rpc("SendStreamingMessage", {"message": _v1_message(text, metadata)})
-
-
-def normal(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(task | status | artifact, the event) whatever the binding's shape."""
-    if data.get("jsonrpc"):
-        assert "error" not in data, data
-        data = data["result"]
-    kinds = {"task": "task", "status-update": "status", "artifact-update": "artifact"}
-    if "kind" in data:
-        return kinds[data["kind"]], data
-    ((key, payload),) = data.items()
-    return {"task": "task", "statusUpdate": "status", "artifactUpdate": "artifact"}[key], payload
-
-
-def state(kind: str, payload: dict[str, Any]) -> str:
-    raw: str = payload["status"]["state"]
-    return raw.removeprefix("TASK_STATE_").lower().replace("_", "-")
-
-
-def streamed_text(received: list[tuple[str, dict[str, Any]]], name: str = "echo-stream") -> str:
-    """The text of the named artifact as a client builds it from the events it got: from
-    the task as it stood when the stream began (on a busy host the run may already have
-    streamed its first chunks), then each chunk (``append`` adds, otherwise the artifact
-    starts again)."""
-    text = ""
-    for kind, payload in received:
-        if kind == "task":
-            for artifact in payload.get("artifacts") or []:
-                if artifact.get("name") == name:
-                    text = "".join(p.get("text", "") for p in artifact["parts"])
-        if kind == "artifact" and payload["artifact"].get("name") == name:
-            pieces = "".join(p.get("text", "") for p in payload["artifact"]["parts"])
-            text = text + pieces if payload.get("append") else pieces
-    return text
 
 
 @pytest.mark.parametrize("binding", ["rest", "jsonrpc-0.3", "rest-0.3", "rest-1.0", "jsonrpc-1.0"])
 async def test_a_streaming_send_on_every_binding(gw: httpx.AsyncClient, binding: str) -> None:
-    path, body = _request(binding, TEXT, echo(5, 250))
+    path, body = request_on(binding, TEXT, echo(5, 250))
     async with gw.stream("POST", path, json=body) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         assert r.headers["cache-control"] == "no-store"  # events carry PHI: no cache keeps them
@@ -131,23 +61,12 @@ async def test_a_streaming_send_on_every_binding(gw: httpx.AsyncClient, binding:
     assert texts == [[{"kind": "text", "text": TEXT}]]
 
 
-async def _until_chunks(stream: AsyncIterator[Sse], n: int) -> list[Sse]:
-    seen: list[Sse] = []
-    async for e in stream:
-        if e.comment is not None:
-            continue
-        seen.append(e)
-        if sum(1 for x in seen if normal(x.data)[0] == "artifact") >= n:
-            return seen
-    raise AssertionError("the stream ended early")
-
-
 async def test_resubscribe_with_last_event_id_resumes_without_gap_or_duplicate(
     gw: httpx.AsyncClient,
 ) -> None:
-    path, body = _request("jsonrpc-0.3", TEXT, echo(6, 1500))
+    path, body = request_on("jsonrpc-0.3", TEXT, echo(6, 1500))
     async with gw.stream("POST", path, json=body) as r:
-        first = await _until_chunks(events(r), 2)
+        first = await until_chunks(events(r), 2)
     # The client went away: the run goes on; a resubscription picks up after its last id.
     tid = normal(first[0].data)[1]["id"]
     resume = {"Last-Event-ID": first[-1].id or ""}
@@ -196,7 +115,7 @@ async def test_a_task_is_logged_from_its_first_reader_on(
 async def test_subscribing_to_an_ended_task_and_to_another_users_task(
     gw: httpx.AsyncClient,
 ) -> None:
-    path, body = _request("rest", TEXT, echo(2, 300))  # a run slower than the snapshot
+    path, body = request_on("rest", TEXT, echo(2, 300))  # a run slower than the snapshot
     async with gw.stream("POST", path, json=body) as r:
         sent = await collect(r)
     tid = sent[0].data["id"]
@@ -242,7 +161,7 @@ async def test_a_stalled_reader_holds_back_neither_the_run_nor_another_reader(
     gw: httpx.AsyncClient,
 ) -> None:
     long_text = "x" * 4000
-    path, body = _request("rest", long_text, echo(200, 400))
+    path, body = request_on("rest", long_text, echo(200, 400))
     async with gw.stream("POST", path, json=body) as stalled:
         # This client reads nothing more; another one follows the task at full speed.
         stalled_events = events(stalled)
@@ -266,7 +185,7 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
     gw: httpx.AsyncClient,
 ) -> None:
     # A client that goes away does not cancel the run.
-    path, body = _request("rest", TEXT, echo(3, 900))
+    path, body = request_on("rest", TEXT, echo(3, 900))
     async with gw.stream("POST", path, json=body) as r:
         tid = (await anext(events(r))).data["id"]
 
@@ -275,7 +194,7 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
 
     await until(completed, what="the run to finish without its streaming client")
     # An idle stream gets keep-alive comments; a cancel ends it.
-    path, body = _request("rest", TEXT, {"echo": {"finalState": "working"}})
+    path, body = request_on("rest", TEXT, {"echo": {"finalState": "working"}})
     async with gw.stream("POST", path, json=body) as r:
         stream = events(r)
         tid = (await anext(stream)).data["id"]
@@ -286,7 +205,7 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
         tail = [e async for e in stream if e.comment is None]
     assert state(*normal(tail[-1].data)) == "canceled" and tail[-1].data["final"] is True
     # A scrub ends the streams of its tasks.
-    path, body = _request("rest", TEXT, {"echo": {"finalState": "working"}})
+    path, body = request_on("rest", TEXT, {"echo": {"finalState": "working"}})
     async with gw.stream("POST", path, json=body) as r:
         stream = events(r)
         task = (await anext(stream)).data
@@ -296,110 +215,14 @@ async def test_keep_alives_a_client_leaving_and_the_ends_of_a_stream(
     assert all(normal(e.data)[0] != "task" for e in tail)
 
 
-async def test_a_replica_hears_only_the_tasks_it_follows(
-    gw: httpx.AsyncClient, redis_url: str
-) -> None:
-    """A task's changes reach a replica only while it follows the task (a stream here): a
-    send whose run is in the same replica adds no pub/sub traffic, and no replica hears the
-    news of every task the others run. Stops (a cancel) reach every replica."""
-    # The node the replica subscribes on (in a cluster, PUBLISH counts that node's receivers).
-    node = RedisTarget.parse(redis_url).events_client(5.0)
-
-    async def receivers(tid: str) -> int:
-        return int(await node.publish(f"gw:ev:{tid}", b"probe|0"))
-
-    sent = await gw.post("/v1/message:send", json={"message": message(TEXT)})
-    assert sent.json()["task"]["status"]["state"] == "completed"
-    assert await receivers(sent.json()["task"]["id"]) == 0
-    path, body = _request("rest", TEXT, {"echo": {"finalState": "working"}})
-    async with gw.stream("POST", path, json=body) as r:
-        stream = events(r)
-        tid = (await anext(stream)).data["id"]
-
-        async def receiving() -> int:  # 0 until the stream, past its first event, subscribes
-            return await receivers(tid)
-
-        assert await until(receiving, what="the stream to follow its task") == 1  # it alone
-        assert (await gw.post(f"/v1/tasks/{tid}:cancel")).status_code == 200
-        tail = [e async for e in stream if e.comment is None]
-    assert state(*normal(tail[-1].data)) == "canceled"
-
-    async def unfollowed() -> bool:
-        return await receivers(tid) == 0
-
-    await until(unfollowed, what="the ended stream to stop following its task")
-    await node.aclose()
-
-
-@slow_process_test
-async def test_a_stream_survives_its_replica_killed_mid_run(
-    tmp_path: Path, redis_url: str, redis: RawRedis
-) -> None:
-    """Stream on replica A, which runs the task; A is killed (SIGKILL) mid-run; the client
-    resubscribes on replica B with its Last-Event-ID: no event missed, none repeated, and the
-    run, resumed by B after the job's lease, finishes."""
-    env = {"REDIS_URL": redis_url, "GATEWAY_JOB_LEASE_SECONDS": "1",
-           "GATEWAY_API_KEYS": orjson.dumps(API_KEYS).decode()}  # fmt: skip
-    _, body = _request("jsonrpc-0.3", TEXT, echo(8, 8000))
-    async with httpx.AsyncClient(timeout=60, headers=auth("alice")) as c:
-        with serving(tmp_path, **env) as (a, base_a):
-            async with c.stream("POST", f"{base_a}/", json=body) as r:
-                seen = await _until_chunks(events(r), 3)
-                a.send_signal(signal.SIGKILL)
-                a.wait(timeout=PROCESS_SECONDS)
-        tid = normal(seen[0].data)[1]["id"]
-        with serving(tmp_path, **env) as (_, base_b):
-            resume = {"Last-Event-ID": seen[-1].id or ""}
-            resubscribe = rpc("tasks/resubscribe", {"id": tid})
-            async with c.stream("POST", f"{base_b}/", json=resubscribe, headers=resume) as r:
-                rest = await collect(r)
-            # The whole log, from the first event on, as B serves it.
-            resume = {"Last-Event-ID": seen[0].id or ""}
-            async with c.stream("GET", f"{base_b}/v1/tasks/{tid}:subscribe", headers=resume) as r:
-                log = await collect(r)
-            stored = (await c.get(f"{base_b}/v1/tasks/{tid}")).json()
-    ids = [e.id for e in seen + rest]
-    assert len(ids) == len(set(ids)) and ids[1:] == [e.id for e in log]
-    received = [normal(e.data) for e in seen + rest]
-    assert state(*received[-1]) == "completed"
-    # B ran it again from the start: its first chunk replaced what A had streamed.
-    starts = [p for k, p in received if k == "artifact" and not p["append"]]
-    assert [p["artifact"]["name"] for p in starts] == ["echo-stream", "echo-stream", "echo"]
-    assert streamed_text(received) == TEXT
-    assert [a["parts"] for a in stored["artifacts"] if a["name"] == "echo-stream"] == [
-        [{"kind": "text", "text": TEXT}]
-    ]
-
-
-@slow_process_test
-async def test_a_replica_stopping_ends_its_streams_cleanly(
-    tmp_path: Path, redis_url: str, redis: RawRedis
-) -> None:
-    """A graceful stop (SIGTERM) ends the replica's open streams properly (the body is
-    complete, not cut), so their clients can resubscribe elsewhere with their last id."""
-    env = {"REDIS_URL": redis_url, "GATEWAY_SHUTDOWN_GRACE_SECONDS": "1",
-           "GATEWAY_API_KEYS": orjson.dumps(API_KEYS).decode()}  # fmt: skip
-    path, body = _request("rest", TEXT, {"echo": {"finalState": "working"}})
-    async with httpx.AsyncClient(timeout=60, headers=auth("alice")) as c:
-        with serving(tmp_path, **env) as (a, base):
-            async with c.stream("POST", f"{base}{path}", json=body) as r:
-                stream = events(r)
-                first = await anext(stream)
-                a.send_signal(signal.SIGTERM)
-                rest = [e async for e in stream if e.comment is None]  # no protocol error
-            assert a.wait(timeout=PROCESS_SECONDS) == 0
-    # Ended by the stop, not by the task (which is still working): no final event.
-    assert normal(first.data)[0] == "task" and not any(e.data.get("final") for e in rest)
-
-
 async def test_the_event_log_and_the_streamed_artifact_are_sealed(
     gw: httpx.AsyncClient, redis: RawRedis
 ) -> None:
     secret = "Sentinel-4f1c diagnosis text that must not be stored in clear"
-    path, body = _request("rest", secret, echo(4, 2000))
+    path, body = request_on("rest", secret, echo(4, 2000))
     async with gw.stream("POST", path, json=body) as r:
         stream = events(r)
-        seen = await _until_chunks(stream, 2)  # mid-stream: the artifact so far is stored
+        seen = await until_chunks(stream, 2)  # mid-stream: the artifact so far is stored
         stored: list[bytes] = []
         async for key in redis.scan_iter(match="gw:*"):
             kind = await redis.type(key)
