@@ -19,6 +19,7 @@ from gateway.settings import Settings
 from gateway.store.connection import RedisTarget
 from gateway.store.jobs import JobStore
 from gateway.store.keys import OUTBOX, OUTBOX_DEAD, OUTBOX_GROUP
+from tests.cortadel_server import CortadelServer
 from tests.embeddings_server import EmbeddingsServer
 
 API_KEYS = {
@@ -114,6 +115,14 @@ def make_app(redis_url: str, redis: RawRedis) -> AppFactory:
                 yield client
 
     return factory
+
+
+@pytest.fixture
+def cortadel() -> Iterator[CortadelServer]:
+    """A Cortadel stand-in on 127.0.0.1 that checks requests against its OpenAPI spec."""
+    server = CortadelServer().start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

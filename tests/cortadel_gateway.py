@@ -4,7 +4,7 @@ helpers that read what recall, store and scrub did."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any, ClassVar
 
@@ -67,13 +67,6 @@ class Persisting(Reveal):
 
     id = "persisting"
     memory_options: ClassVar[dict[str, Any]] = {"awaitPersist": True}
-
-
-@pytest.fixture
-def cortadel() -> Iterator[CortadelServer]:
-    server = CortadelServer().start()
-    yield server
-    server.stop()
 
 
 Gateway = Callable[..., Any]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -142,13 +141,6 @@ async def test_runs_of_a_killed_process_resume_within_the_lease_plus_five_second
 
 
 # -- dead letters ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def cortadel() -> Iterator[CortadelServer]:
-    server = CortadelServer().start()
-    yield server
-    server.stop()
 
 
 def _memory(cortadel: CortadelServer) -> CortadelSettings:

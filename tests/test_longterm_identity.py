@@ -6,7 +6,6 @@ from __future__ import annotations
 from gateway.longterm.render import cortadel_user_id
 from tests.conftest import auth
 from tests.cortadel_gateway import SEARCH, STORE, Gateway, _probed, send_reveal
-from tests.cortadel_gateway import cortadel as cortadel
 from tests.cortadel_gateway import gateway as gateway
 from tests.cortadel_server import CortadelServer
 from tests.waiting import stays, until

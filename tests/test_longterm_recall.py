@@ -13,7 +13,6 @@ from gateway.longterm.render import cortadel_user_id, strip_block
 from gateway.options.longterm import CortadelSettings, MemoryOptions
 from tests.conftest import auth, send_task
 from tests.cortadel_gateway import ALICE, SEARCH, Gateway, _probed, _seen, _uid, send_reveal
-from tests.cortadel_gateway import cortadel as cortadel
 from tests.cortadel_gateway import gateway as gateway
 from tests.cortadel_server import CortadelServer
 from tests.waiting import until

@@ -13,7 +13,6 @@ from gateway.store.keys import OUTBOX as OUTBOX_STREAM
 from gateway.store.keys import OUTBOX_GROUP
 from tests.conftest import RawRedis, auth, outbox_settled, send_task
 from tests.cortadel_gateway import ALICE, STORE, Gateway, _held, _probed, _scrub, _uid, send_reveal
-from tests.cortadel_gateway import cortadel as cortadel
 from tests.cortadel_gateway import gateway as gateway
 from tests.cortadel_server import CortadelServer
 from tests.waiting import until

@@ -25,7 +25,6 @@ from tests.cortadel_gateway import (
     _uid,
     send_reveal,
 )
-from tests.cortadel_gateway import cortadel as cortadel
 from tests.cortadel_gateway import gateway as gateway
 from tests.cortadel_server import CortadelServer
 from tests.waiting import until

@@ -3,7 +3,6 @@ memories injected as configured, and the long-term memory tools bound to the sub
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -77,13 +76,6 @@ async def test_tool_errors_are_tool_messages_and_the_loop_is_bounded(
     assert [sorted(e) for e in errors] == [["error"], ["error"]]
     assert "tools" not in chat.requests[1]  # the one step was used: the model must answer
     assert len(chat.requests) == 2
-
-
-@pytest.fixture
-def cortadel() -> Iterator[CortadelServer]:
-    server = CortadelServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("inject_as", ["message", "instructions"])
