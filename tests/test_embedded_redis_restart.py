@@ -32,6 +32,14 @@ def _redis_child(parent: int) -> int:
     raise AssertionError(f"no redis-server child of {parent}")
 
 
+def _started_processes(tmp: Path) -> int:
+    """How many server processes have logged the end of their start-up."""
+    return sum(
+        log.read_text(errors="replace").count("Application startup complete")
+        for log in tmp.glob("serve-*.log")
+    )
+
+
 def _health(c: httpx.Client) -> int | None:
     try:
         return c.get("/healthz").status_code
@@ -48,6 +56,13 @@ def test_a_killed_embedded_redis_is_restarted_with_its_data(tmp_path: Path, proc
         serving(tmp_path, *args, **ENV) as (proc, base),
         httpx.Client(base_url=base, timeout=30) as c,
     ):
+        # every server process has started (one answering /readyz says nothing of the
+        # others), so none is still starting when Redis stops answering below
+        until_sync(
+            lambda: _started_processes(tmp_path) >= int(processes),
+            what=f"{processes} server processes to start",
+            logs=tmp_path,
+        )
         r = c.post("/v1/message:send", json={"message": message("before the crash")})
         assert r.status_code == 200, r.text
         task = r.json()["task"]
