@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     )
     redis_cluster: bool = False
     redis_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    # How long start-up waits for Redis to answer before the process gives up (0: no wait).
+    redis_startup_seconds: float = Field(default=30.0, ge=0, le=3600)
     # Redis Sentinel (docs/operations.md): the Sentinels' host:port, the primary's name.
     redis_sentinels: Annotated[
         list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_host_ports)

@@ -1,8 +1,11 @@
 """What an operator meets while the gateway runs: quiet logs while idle, its configuration
-logged once, and `gateway worker` next to `gateway serve` without REDIS_URL."""
+logged once, `gateway worker` next to `gateway serve` without REDIS_URL, and processes
+started before their Redis."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -15,8 +18,16 @@ from gateway import embedded_redis
 from gateway.store.keys import MAINTENANCE_LEADER
 from tests.conftest import message
 from tests.operator_secrets import SECRET_VALUES, SECRETS
-from tests.processes import gateway_cli, serving, slow_process_test, working
-from tests.waiting import log_tail, stays, until
+from tests.processes import (
+    PROCESS_SECONDS,
+    environment,
+    gateway_cli,
+    serving,
+    slow_process_test,
+    stop,
+    working,
+)
+from tests.waiting import log_tail, stays, until, until_sync
 
 # --- a running gateway's log ------------------------------------------------------------
 
@@ -114,3 +125,53 @@ def test_a_worker_runs_the_jobs_of_a_server_on_the_embedded_redis(tmp_path: Path
     worker_log = (tmp_path / "worker-w.log").read_text()
     assert "using the embedded redis-server of the data directory" in worker_log
     assert "embedded redis-server started" not in worker_log
+
+
+# --- started before Redis -----------------------------------------------------------------
+
+
+@slow_process_test
+def test_a_gateway_started_before_its_redis_waits_for_it_then_serves(tmp_path: Path) -> None:
+    redis = embedded_redis.EmbeddedRedis(tmp_path / "redis", password=False)
+    url = f"redis://127.0.0.1:{redis.port}/0"  # nothing listens there yet
+    port = embedded_redis.free_port()
+    log_path = tmp_path / "serve.log"
+    env = environment(tmp_path, REDIS_URL=url, GATEWAY_REDIS_STARTUP_SECONDS="600")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        waits = b"Redis not answering yet; start-up waits"
+        until_sync(lambda: waits in log_path.read_bytes(), what="the wait logged", logs=log_path)
+        assert proc.poll() is None, log_tail(log_path)
+        redis.start()
+        until_sync(ready, timeout=PROCESS_SECONDS, what="the gateway ready", logs=log_path)
+        r = httpx.post(f"{base}/v1/message:send", json={"message": message("hi")}, timeout=60)
+        assert r.json()["task"]["status"]["state"] == "completed", log_tail(log_path)
+    finally:
+        stop(proc)
+        redis.stop()
+
+
+@slow_process_test
+def test_a_process_whose_redis_never_answers_exits_after_its_startup_wait() -> None:
+    url = f"redis://127.0.0.1:{embedded_redis.free_port()}/0"
+    done = gateway_cli(
+        "worker", REDIS_URL=url, GATEWAY_ENCRYPTION="off", GATEWAY_REDIS_STARTUP_SECONDS="1"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Redis not answering yet; start-up waits" in done.stderr
+    assert "Redis did not answer within 1 s (GATEWAY_REDIS_STARTUP_SECONDS)" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -47,5 +47,10 @@ def work(settings: Settings) -> int:
     if attached is None or not keys_agree(attached):
         return 2
     log_configuration("worker", attached)
-    asyncio.run(_work(attached))
+    from gateway.runtime.runtime import RedisAbsentError
+
+    try:
+        asyncio.run(_work(attached))
+    except RedisAbsentError:  # logged in one line
+        return 1
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import httpx2
 from gateway import tracing
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
+from gateway.backoff import Backoff, RetryPolicy
 from gateway.context_memory.embedders import Embedder
 from gateway.context_memory.indexer import Indexer
 from gateway.engine.events import TaskEvents
@@ -35,8 +37,19 @@ from gateway.service.search import SearchService
 from gateway.settings import Settings
 from gateway.store.connection import RedisClient
 from gateway.store.redis_store import Store
+from gateway.store.translate import UNAVAILABLE
 
-__all__ = ["Runtime"]
+__all__ = ["RedisAbsentError", "Runtime"]
+
+log = logging.getLogger("gateway")
+
+
+class RedisAbsentError(RuntimeError):
+    """Redis did not answer within ``GATEWAY_REDIS_STARTUP_SECONDS`` of the start."""
+
+
+def _waiting(exc: BaseException) -> None:
+    log.warning("Redis not answering yet; start-up waits", extra={"error": type(exc).__name__})
 
 
 @dataclass
@@ -123,7 +136,7 @@ class Runtime:
         """Start; ``ForeignKeyError`` (before any work is taken) when the encryption keys do
         not open what the store holds (``key_registry.py``)."""
         try:
-            await self.stores.key_registry.join()
+            await self._join()
         except BaseException:
             await self._close()
             raise
@@ -141,6 +154,20 @@ class Runtime:
             await work.pusher.start()
         if work.leased:
             work.maintenance.start()
+
+    async def _join(self) -> None:
+        """Join the keyring once Redis answers: a Redis still starting (unreachable, loading
+        its data, a cluster still forming) is waited for up to
+        ``GATEWAY_REDIS_STARTUP_SECONDS``, each failed try logged, so processes started
+        before their Redis do not exit; then ``RedisAbsentError``."""
+        waiting = RetryPolicy(Backoff(0.1, 2.0), UNAVAILABLE)
+        within = self.settings.redis_startup_seconds
+        try:
+            await waiting.call(self.stores.key_registry.join, within=within, on_retry=_waiting)
+        except UNAVAILABLE as exc:
+            message = f"Redis did not answer within {within:g} s (GATEWAY_REDIS_STARTUP_SECONDS)"
+            log.error(message, extra={"error": type(exc).__name__})
+            raise RedisAbsentError(message) from exc
 
     async def stop(self) -> None:
         """Stop taking work, let runs finish within the grace period, then disconnect."""
