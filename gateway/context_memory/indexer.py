@@ -32,8 +32,10 @@ from gateway.context_memory.reembed import reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
 from gateway.principal import Principal
+from gateway.store.embed_texts import EmbedTexts
 from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
 from gateway.store.jobs import Entry, JobStore
+from gateway.store.keys import keys_of
 from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.stream_consumer import BatchConsumer
 
@@ -77,6 +79,7 @@ class Indexer(BatchConsumer):
         backoff_cap: float = 30.0,
         write_step: int = 8,
         progress: EmbeddingProgress | None = None,
+        texts: EmbedTexts | None = None,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
         # A batch whose embedding failed stays pending; the loop pauses, then reads on.
@@ -93,6 +96,7 @@ class Indexer(BatchConsumer):
         self._max_chars, self._linger = max_chars, linger
         self._write_step = write_step
         self._progress = progress  # told of each batch written, for searches waiting here
+        self._handoff = texts  # the texts of this process's sends (embed_texts.py)
         # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
         # unless the indexer is stopping.
         self._embed_retry = RetryPolicy(
@@ -129,14 +133,32 @@ class Indexer(BatchConsumer):
             await self._index(items)
 
     async def _index(self, items: list[_Item]) -> None:
-        messages = await self._store.messages_by_seq(
-            [(i.principal, i.context_id, i.seq) for i in items]
-        )
+        texts, todo, skipped = await self._texts(items)
+        chars = sum(len(t) for t in texts)
+        tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
+        vectors = await self._embed_all(texts)
+        await asyncio.sleep(0)  # requests that came meanwhile go before the vectors' sealing
+        await self._write(items, todo, vectors, skipped)
+        if self._progress is not None:
+            self._progress.written()
+        await self.jobs.ack([i.entry for i in items])
+
+    async def _texts(
+        self, items: list[_Item]
+    ) -> tuple[list[str], list[_Item], dict[tuple[str, str, str], int]]:
+        """The texts to embed and their items, and per context how many items have none.
+        A text this process's send handed over is taken as it is; the others' messages are
+        read back and opened."""
+        handed = [self._handed(i) for i in items]
+        missing = [(i.principal, i.context_id, i.seq) for i, t in zip(items, handed) if t is None]
+        read = iter(await self._store.messages_by_seq(missing) if missing else ())
         texts: list[str] = []
         todo: list[_Item] = []
         skipped: dict[tuple[str, str, str], int] = defaultdict(int)
-        for item, message in zip(items, messages, strict=True):
-            text = embeddable_text(message) if message else ""
+        for item, text in zip(items, handed, strict=True):
+            if text is None:
+                message = next(read)
+                text = embeddable_text(message) if message else ""
             if len(text) > self._max_chars:
                 log.info("message truncated for embedding", extra={"chars": len(text)})
                 text = text[: self._max_chars]
@@ -145,13 +167,13 @@ class Indexer(BatchConsumer):
                 todo.append(item)
             else:
                 skipped[item.where] += 1
-        chars = sum(len(t) for t in texts)
-        tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
-        vectors = await self._embed_all(texts)
-        await self._write(items, todo, vectors, skipped)
-        if self._progress is not None:
-            self._progress.written()
-        await self.jobs.ack([i.entry for i in items])
+        return texts, todo, skipped
+
+    def _handed(self, item: _Item) -> str | None:
+        """The item's text as its send handed it over in this process, or None."""
+        if self._handoff is None:
+            return None
+        return self._handoff.take(keys_of(item.principal).prefix, item.context_id, item.seq)
 
     async def _write(
         self,

@@ -19,6 +19,7 @@ from gateway.runtime.connections import consumer_name
 from gateway.runtime.memory import Memory
 from gateway.runtime.stores import Stores
 from gateway.settings import Settings
+from gateway.store.embed_texts import EmbedTexts
 from gateway.store.longterm_store import LongTermStore
 from gateway.store.memory_store import MemoryStore
 
@@ -59,6 +60,9 @@ def _indexer(settings: Settings, stores: Stores, memory: Memory, serving: bool) 
         or not (settings.serve_embeds or not serving)
     ):
         return None
+    # A serving process's indexer takes the texts of its own sends without reading them back.
+    texts = EmbedTexts() if serving else None
+    stores.store.embed_texts = texts
     return Indexer(
         MemoryStore(stores.store),
         stores.embeds,
@@ -71,6 +75,7 @@ def _indexer(settings: Settings, stores: Stores, memory: Memory, serving: bool) 
         lease_seconds=settings.job_lease_seconds,
         linger=settings.embedder_linger_ms / 1000,
         progress=memory.progress,
+        texts=texts,
     )
 
 
