@@ -105,7 +105,11 @@ class Indexer(BatchConsumer):
         )
 
     async def read(self, count: int) -> list[Entry]:
-        batch = await super().read(count)
+        # Jobs coming in are found by a read that does not wait (the multiplexed
+        # connection's, a fraction of a blocking read's cost); an idle stream is waited on.
+        batch = await self.jobs.read(self.consumer, count, None)
+        if not batch:
+            batch = await super().read(count)
         if batch and len(batch) < count and self._linger:
             # Let a batch gather: fewer passes and round trips per message.
             await asyncio.sleep(self._linger)
