@@ -141,7 +141,6 @@ class Indexer(BatchConsumer):
         chars = sum(len(t) for t in texts)
         tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
         vectors = await self._embed_all(texts)
-        await asyncio.sleep(0)  # requests that came meanwhile go before the vectors' sealing
         await self._write(items, todo, vectors, skipped)
         if self._progress is not None:
             self._progress.written()
