@@ -4,9 +4,10 @@ section ``embedding``).
 The indexer's whole path per batch, as the serving process runs it: read the batch's jobs
 from the embedding stream, take the texts the process's sends handed over (the messages are
 stored sealed, as by default), embed them with the default embedder (wordllama), write the
-vectors (one script per user and eight contexts) and acknowledge the jobs. Each message is a context of its own, as a
-send without a contextId makes. The cost is CPU: this process's (the indexer's, its
-embedding threads included) and its Redis's, per message, and the wall time per message.
+vectors (one script per user and eight contexts) and acknowledge the jobs. Each message is
+a context of its own, as a send without a contextId makes. The cost is CPU: this process's
+(the indexer's, its embedding threads included) and its Redis's, per message, and the wall
+time per message.
 """
 
 from __future__ import annotations

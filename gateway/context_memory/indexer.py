@@ -153,7 +153,11 @@ class Indexer(BatchConsumer):
         A text this process's send handed over is taken as it is; the others' messages are
         read back and opened."""
         handed = [self._handed(i) for i in items]
-        missing = [(i.principal, i.context_id, i.seq) for i, t in zip(items, handed) if t is None]
+        missing = [
+            (i.principal, i.context_id, i.seq)
+            for i, t in zip(items, handed, strict=True)
+            if t is None
+        ]
         read = iter(await self._store.messages_by_seq(missing) if missing else ())
         texts: list[str] = []
         todo: list[_Item] = []
