@@ -93,7 +93,7 @@ async def _costs(url: str, redis_pid: int) -> dict[int, tuple[float, float, floa
     embedder.embed_now([TEXT] * 8)  # the model loaded and used once
     indexer = Indexer(
         MemoryStore(store), jobs, embedder, consumer="bench-batches", batch_size=128,
-        max_chars=8000, block_ms=1, lease_seconds=60, texts=store.embed_texts,
+        max_chars=8000, block_ms=1, lease_seconds=60,
     )  # fmt: skip
     out: dict[int, tuple[float, float, float]] = {}
     for run, size in enumerate(SIZES):

@@ -63,7 +63,7 @@ async def test_the_indexer_embeds_the_texts_handed_over_and_reads_back_the_other
     memory = MemoryStore(store)
     indexer = Indexer(
         memory, jobs, embedder, consumer="handoff", batch_size=16, max_chars=8000,
-        block_ms=1, lease_seconds=60, linger=0, texts=texts,
+        block_ms=1, lease_seconds=60, linger=0,
     )  # fmt: skip
     principal = Principal("t", f"handoff-{uuid.uuid4().hex[:8]}")
     prefix = keys_of(principal).prefix

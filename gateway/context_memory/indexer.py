@@ -32,10 +32,8 @@ from gateway.context_memory.reembed import reembed
 from gateway.context_memory.text import embeddable_text
 from gateway.errors import GatewayError
 from gateway.principal import Principal
-from gateway.store.embed_texts import EmbedTexts
 from gateway.store.fields import ENTRY_JOB, ENTRY_SEQ
 from gateway.store.jobs import Entry, JobStore
-from gateway.store.keys import keys_of
 from gateway.store.memory_store import MemoryStore, VectorBatch
 from gateway.stream_consumer import BatchConsumer
 
@@ -79,7 +77,6 @@ class Indexer(BatchConsumer):
         backoff_cap: float = 30.0,
         write_step: int = 8,
         progress: EmbeddingProgress | None = None,
-        texts: EmbedTexts | None = None,
     ) -> None:
         batch = min(batch_size, embedder.max_batch)
         # A batch whose embedding failed stays pending; the loop pauses, then reads on.
@@ -96,7 +93,6 @@ class Indexer(BatchConsumer):
         self._max_chars, self._linger = max_chars, linger
         self._write_step = write_step
         self._progress = progress  # told of each batch written, for searches waiting here
-        self._handoff = texts  # the texts of this process's sends (embed_texts.py)
         # An embedding that may pass (timeouts, 429, 5xx) is tried again until it does,
         # unless the indexer is stopping.
         self._embed_retry = RetryPolicy(
@@ -152,7 +148,7 @@ class Indexer(BatchConsumer):
         """The texts to embed and their items, and per context how many items have none.
         A text this process's send handed over is taken as it is; the others' messages are
         read back and opened."""
-        handed = [self._handed(i) for i in items]
+        handed = [self._store.handed_text(i.principal, i.context_id, i.seq) for i in items]
         missing = [
             (i.principal, i.context_id, i.seq)
             for i, t in zip(items, handed, strict=True)
@@ -175,12 +171,6 @@ class Indexer(BatchConsumer):
             else:
                 skipped[item.where] += 1
         return texts, todo, skipped
-
-    def _handed(self, item: _Item) -> str | None:
-        """The item's text as its send handed it over in this process, or None."""
-        if self._handoff is None:
-            return None
-        return self._handoff.take(keys_of(item.principal).prefix, item.context_id, item.seq)
 
     async def _write(
         self,

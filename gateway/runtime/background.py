@@ -61,8 +61,7 @@ def _indexer(settings: Settings, stores: Stores, memory: Memory, serving: bool) 
     ):
         return None
     # A serving process's indexer takes the texts of its own sends without reading them back.
-    texts = EmbedTexts() if serving else None
-    stores.store.embed_texts = texts
+    stores.store.embed_texts = EmbedTexts() if serving else None
     return Indexer(
         MemoryStore(stores.store),
         stores.embeds,
@@ -75,7 +74,6 @@ def _indexer(settings: Settings, stores: Stores, memory: Memory, serving: bool) 
         lease_seconds=settings.job_lease_seconds,
         linger=settings.embedder_linger_ms / 1000,
         progress=memory.progress,
-        texts=texts,
     )
 
 
