@@ -2,11 +2,12 @@
 section ``embedding``).
 
 The indexer's whole path per batch, as the serving process runs it: read the batch's jobs
-from the embedding stream, read the messages back and open them (sealed, as by default),
-embed them with the default embedder (wordllama), write the vectors (one script per user
-and eight contexts) and acknowledge the jobs. Each message is a context of its own, as a
-send without a contextId makes. The cost is CPU: this process's (the indexer's, its
-embedding threads included) and its Redis's, per message, and the wall time per message.
+from the embedding stream, take the texts the process's sends handed over (the messages are
+stored sealed, as by default), embed them with the default embedder (wordllama), write the
+vectors (one script per user and eight contexts) and acknowledge the jobs. Each message is
+a context of its own, as a send without a contextId makes. The cost is CPU: this process's
+(the indexer's, its embedding threads included) and its Redis's, per message, and the wall
+time per message.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ async def _queue(store: object, count: int, run: int) -> None:
     principal = Principal("default", "local")
     for n in range(count):
         cid, tid = f"batch-{run}-{n}", str(uuid.uuid4())
+        message_text = f"{TEXT} (note {n})"
         message = {
             "kind": "message",
             "role": "user",
             "messageId": f"m-{run}-{n}",
             "contextId": cid,
             "taskId": tid,
-            "parts": [{"kind": "text", "text": f"{TEXT} (note {n})"}],
+            "parts": [{"kind": "text", "text": message_text}],
         }
         job = {"t": "default", "u": "local", "a": "echo", "c": cid, "k": tid, "r": []}
         write = SendWrite(
@@ -62,6 +64,7 @@ async def _queue(store: object, count: int, run: int) -> None:
             reference_ids=(),
             job_json=orjson.dumps(job),
             embed=True,
+            embed_text=message_text,
         )
         await store.send(principal, write)
 
@@ -72,6 +75,7 @@ async def _costs(url: str, redis_pid: int) -> dict[int, tuple[float, float, floa
     from gateway.context_memory.indexer import Indexer
     from gateway.settings import Settings
     from gateway.store.connection import RedisTarget
+    from gateway.store.embed_texts import EmbedTexts
     from gateway.store.jobs import JobStore
     from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP
     from gateway.store.memory_store import MemoryStore
@@ -82,6 +86,7 @@ async def _costs(url: str, redis_pid: int) -> dict[int, tuple[float, float, floa
     target = RedisTarget.from_settings(settings)
     client = target.client(5.0)
     store = Store(client, 3600, sealer=sealer_for(settings), hot=target.multiplexed(5.0))
+    store.embed_texts = EmbedTexts()  # as in a serving process: its sends' texts handed over
     jobs = JobStore(client, EMBEDS, EMBEDS_GROUP, EMBEDS_DEAD, hot=store.hot)
     await jobs.ensure_group()
     embedder = WordLlamaEmbedder()
@@ -120,7 +125,7 @@ def batch_costs(tmp: Path) -> None:
         costs = asyncio.run(_costs(url, server.process.pid))
     finally:
         server.stop()
-    print("indexer cost per message by batch size (read, open, embed, write, ack; wordllama)")
+    print("indexer cost per message by batch size (read, embed, write, ack; wordllama)")
     for size, (cpu_us, redis_us, wall_us) in costs.items():
         print(f"  batch {size:>3}: CPU {cpu_us + redis_us:5.0f} µs/message (indexer {cpu_us:4.0f}"
               f" + Redis {redis_us:4.0f}), wall {wall_us:5.0f} µs/message")  # fmt: skip

@@ -101,7 +101,11 @@ class Indexer(BatchConsumer):
         )
 
     async def read(self, count: int) -> list[Entry]:
-        batch = await super().read(count)
+        # Jobs coming in are found by a read that does not wait (the multiplexed
+        # connection's, a fraction of a blocking read's cost); an idle stream is waited on.
+        batch = await self.jobs.read(self.consumer, count, None)
+        if not batch:
+            batch = await super().read(count)
         if batch and len(batch) < count and self._linger:
             # Let a batch gather: fewer passes and round trips per message.
             await asyncio.sleep(self._linger)
@@ -129,14 +133,35 @@ class Indexer(BatchConsumer):
             await self._index(items)
 
     async def _index(self, items: list[_Item]) -> None:
-        messages = await self._store.messages_by_seq(
-            [(i.principal, i.context_id, i.seq) for i in items]
-        )
+        texts, todo, skipped = await self._texts(items)
+        chars = sum(len(t) for t in texts)
+        tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
+        vectors = await self._embed_all(texts)
+        await self._write(items, todo, vectors, skipped)
+        if self._progress is not None:
+            self._progress.written()
+        await self.jobs.ack([i.entry for i in items])
+
+    async def _texts(
+        self, items: list[_Item]
+    ) -> tuple[list[str], list[_Item], dict[tuple[str, str, str], int]]:
+        """The texts to embed and their items, and per context how many items have none.
+        A text this process's send handed over is taken as it is; the others' messages are
+        read back and opened."""
+        handed = [self._store.handed_text(i.principal, i.context_id, i.seq) for i in items]
+        missing = [
+            (i.principal, i.context_id, i.seq)
+            for i, t in zip(items, handed, strict=True)
+            if t is None
+        ]
+        read = iter(await self._store.messages_by_seq(missing) if missing else ())
         texts: list[str] = []
         todo: list[_Item] = []
         skipped: dict[tuple[str, str, str], int] = defaultdict(int)
-        for item, message in zip(items, messages, strict=True):
-            text = embeddable_text(message) if message else ""
+        for item, text in zip(items, handed, strict=True):
+            if text is None:
+                message = next(read)
+                text = embeddable_text(message) if message else ""
             if len(text) > self._max_chars:
                 log.info("message truncated for embedding", extra={"chars": len(text)})
                 text = text[: self._max_chars]
@@ -145,13 +170,7 @@ class Indexer(BatchConsumer):
                 todo.append(item)
             else:
                 skipped[item.where] += 1
-        chars = sum(len(t) for t in texts)
-        tracing.annotate({"gateway.index.texts": len(texts), "gateway.index.chars": chars})
-        vectors = await self._embed_all(texts)
-        await self._write(items, todo, vectors, skipped)
-        if self._progress is not None:
-            self._progress.written()
-        await self.jobs.ack([i.entry for i in items])
+        return texts, todo, skipped
 
     async def _write(
         self,

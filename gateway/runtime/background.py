@@ -19,6 +19,7 @@ from gateway.runtime.connections import consumer_name
 from gateway.runtime.memory import Memory
 from gateway.runtime.stores import Stores
 from gateway.settings import Settings
+from gateway.store.embed_texts import EmbedTexts
 from gateway.store.longterm_store import LongTermStore
 from gateway.store.memory_store import MemoryStore
 
@@ -59,6 +60,8 @@ def _indexer(settings: Settings, stores: Stores, memory: Memory, serving: bool) 
         or not (settings.serve_embeds or not serving)
     ):
         return None
+    # A serving process's indexer takes the texts of its own sends without reading them back.
+    stores.store.embed_texts = EmbedTexts() if serving else None
     return Indexer(
         MemoryStore(stores.store),
         stores.embeds,

@@ -253,6 +253,7 @@ class MessageService:
             reference_ids=references,
             job_json=template.wire(),
             embed=bool(text),
+            embed_text=text,
             quotas=self.quotas,
             subject=subject if new_context or named else "",
         )

@@ -112,6 +112,12 @@ class MemoryStore:
             for (keys, context_id, _), m in zip(keyed, raw, strict=True)
         ]
 
+    def handed_text(self, principal: Principal, context_id: str, seq: int) -> str | None:
+        """The embeddable text of the message at (user, context, seq) as this process's send
+        handed it over (``embed_texts.py``), once; None: read the message back."""
+        texts = self._store.embed_texts
+        return None if texts is None else texts.take(keys_of(principal).prefix, context_id, seq)
+
     def _readable(self, keys: UserKeys, context_id: str, raw: Any) -> dict[str, Any] | None:
         """A stored message, parsed; None when it is gone or does not open here (its key is
         not configured, or it was moved): neither indexed nor found, the others are."""

@@ -24,6 +24,7 @@ from gateway.store import unreadable
 from gateway.store.assembly import assemble_task, with_open_artifact
 from gateway.store.assembly import text_of as _text
 from gateway.store.disk_rewrite import DiskRewrite
+from gateway.store.embed_texts import EmbedTexts
 from gateway.store.fields import task_field
 from gateway.store.keys import CONTEXT_KEY_COUNT, UserKeys, keys_of
 from gateway.store.lua import Scripts
@@ -75,6 +76,8 @@ class StoreBase:
         self.sealer = sealer or Sealer(None)
         # Set when scrubs schedule a rewrite of Redis's files (see disk_rewrite.py).
         self.disk_rewrite: DiskRewrite | None = None
+        # Set when this process's indexer takes the texts of its sends (embed_texts.py).
+        self.embed_texts: EmbedTexts | None = None
 
     async def _hot(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """A script on the hot path: multiplexed when the store has a hot connection."""

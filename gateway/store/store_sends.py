@@ -89,6 +89,7 @@ class SendWrite:
     job_json: bytes = b""  # the job's ids, for the job streams
     queueing: Queueing = field(default_factory=Queueing)  # how the message's run is queued
     embed: bool = False  # queue the user message for embedding
+    embed_text: str = ""  # its embeddable text, handed to this process's indexer
     # Quotas checked by the send script: messages and bytes per context, contexts per user
     # (0: none).
     quotas: tuple[int, int, int, int] = (0, 0, 0, 0)
@@ -133,8 +134,10 @@ class SendOps(ClusterSteps):
         reply = await self._hot(self.scripts.send, self._keys(keys, context_id), args.argv())
         match send_reply(reply):
             case SendAccepted() as accepted:
+                self._hand_text(keys, w, context_id, accepted.seq)
                 return await self._accepted(keys, w, context_id, accepted)
             case SendWaiting(task_id, seq):
+                self._hand_text(keys, w, context_id, seq)
                 if self.cluster and w.embed:
                     await self.client.xadd(EMBEDS, {f.ENTRY_JOB: w.job_json, f.ENTRY_SEQ: seq})
                 return StoredSend(context_id, task_id, seq, False, waiting=True)
@@ -149,6 +152,11 @@ class SendOps(ClusterSteps):
             case SendRefused(kind, detail):
                 self._raise_refusal(kind, detail, w.continuing)
                 raise AssertionError(kind)  # pragma: no cover
+
+    def _hand_text(self, keys: UserKeys, w: SendWrite, context_id: str, seq: int) -> None:
+        """The stored message's text, for this process's indexer (when it has one)."""
+        if w.embed and w.embed_text and self.embed_texts is not None:
+            self.embed_texts.put(keys.prefix, context_id, seq, w.embed_text)
 
     def _send_args(
         self, keys: UserKeys, w: SendWrite, mode: str, context_id: str, stale: str

@@ -25,6 +25,27 @@ __all__ = [
 # `ttl`, `new_model` and `new_dims` set). The meta fields it sets wait in META_SETS for the
 # caller's `flush_meta`.
 ADD_CONTEXT_VECTORS = """
+-- The seq bits of a context's first vectors, gathered here and written as one value with
+-- them (a SET with its TTL instead of a SETBIT and a PEXPIRE): `bits` maps a byte's offset
+-- to its value; bit `seq` is that of SETBIT (the high bit of a byte first).
+local function set_bit(bits, seq)
+  local at, bit = math.floor(seq / 8), 2 ^ (7 - seq % 8)
+  local byte = bits[at] or 0
+  if byte % (2 * bit) >= bit then return false end
+  bits[at] = byte + bit
+  return true
+end
+local function bitmap(bits)
+  local offsets = {}
+  for at in pairs(bits) do offsets[#offsets + 1] = at end
+  table.sort(offsets)
+  local parts, next_at = {}, 0
+  for _, at in ipairs(offsets) do
+    parts[#parts + 1] = string.rep('\\0', at - next_at) .. string.char(bits[at])
+    next_at = at + 1
+  end
+  return table.concat(parts)
+end
 local function add(skipped, frame, rows_at, rows_end)
   local seq, model, dims, form, queued, reembedding, embedded, bytes = unpack(redis.call(
     'HMGET', META, M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED,
@@ -36,8 +57,10 @@ local function add(skipped, frame, rows_at, rows_end)
   end
   local sealed = frame ~= ''
   -- Vectors already stored: their seqs and bits were written beside them, with the TTL.
-  -- None stored: no bit is set, and the three keys this creates have no TTL yet.
-  local stored = redis.call('STRLEN', VECTORS) > 0
+  -- None stored: no bit is set, and the three keys this creates have no TTL yet. A context
+  -- names its vectors' dimensions from its first vectors on (a reset drops both): one that
+  -- names none has none, and is not looked at.
+  local stored = dims and redis.call('STRLEN', VECTORS) > 0
   if stored and (form == 's') ~= sealed then return -3 end
   if sealed then
     for i = rows_at, stored and rows_end or 0, 3 do  -- none stored: no bit to find
@@ -49,9 +72,13 @@ local function add(skipped, frame, rows_at, rows_end)
   end
   -- From here on nothing is refused: the meta fields wait for the caller's `flush_meta`.
   if not dims then set_meta(M_VECTOR_MODEL, new_model); set_meta(M_VECTOR_DIMS, new_dims) end
-  local seqs, rows = {}, {}
+  local seqs, rows, bits = {}, {}, {}
   for i = rows_at, rows_end, 3 do
-    if redis.call('SETBIT', VECTOR_BITS, tonumber(ARGV[i + 1]), 1) == 0 then
+    local seq = tonumber(ARGV[i + 1])
+    local new
+    if stored then new = redis.call('SETBIT', VECTOR_BITS, seq, 1) == 0
+    else new = set_bit(bits, seq) end
+    if new then
       seqs[#seqs + 1] = ARGV[i]
       if not sealed then rows[#rows + 1] = ARGV[i + 2] end
     end
@@ -69,16 +96,13 @@ local function add(skipped, frame, rows_at, rows_end)
   end
   write(VECTOR_SEQS, seqs)
   write(VECTORS, rows)
+  if not stored and added > 0 then write(VECTOR_BITS, {bitmap(bits)}) end
   local done = tonumber(embedded or '0') + added + tonumber(skipped)
   set_meta(M_EMBEDDED, done)
   if reembedding and done >= tonumber(queued or '0') then
     redis.call('HDEL', META, M_REEMBEDDING)
   end
-  if stored then
-    touch(tonumber(ttl))
-  else
-    touch_keys(tonumber(ttl), true, VECTOR_BITS)
-  end
+  touch(tonumber(ttl))
   return added
 end
 """

@@ -1,0 +1,41 @@
+"""The texts of a process's own sends, handed to its own indexer (``EmbedTexts``).
+
+A send queued for embedding leaves its message's embeddable text here, keyed by its user,
+context and seq, once the send script has stored it; the indexer of the same process takes
+it when it reads the job, and embeds it without reading the message back from Redis and
+opening it. A job whose text is not here (queued by another process, taken after a restart,
+or retried after a failed batch) is read back as before: the hand-off only saves work, the
+stream and the stored message stay what the indexer relies on.
+
+It holds at most ``capacity`` texts: past that the oldest goes (its job, if still queued,
+is read back), so a process whose jobs are taken elsewhere holds a bounded amount.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EmbedTexts"]
+
+# Enough for the backlog of a burst at the indexer's pace; each entry is one message's text.
+_CAPACITY = 4096
+
+
+class EmbedTexts:
+    """Embeddable texts of this process's sends, by (user key prefix, context, seq)."""
+
+    def __init__(self, capacity: int = _CAPACITY) -> None:
+        self._texts: dict[tuple[str, str, int], str] = {}
+        self._capacity = capacity
+
+    def put(self, prefix: str, context_id: str, seq: int, text: str) -> None:
+        """Hand over the text of the message stored at ``seq``."""
+        texts = self._texts
+        if len(texts) >= self._capacity:
+            del texts[next(iter(texts))]  # the oldest (dicts keep insertion order)
+        texts[(prefix, context_id, seq)] = text
+
+    def take(self, prefix: str, context_id: str, seq: int) -> str | None:
+        """The text handed over for that message, once (None: read it back)."""
+        return self._texts.pop((prefix, context_id, seq), None)
+
+    def __len__(self) -> int:
+        return len(self._texts)
