@@ -96,6 +96,18 @@ def test_the_hand_off_holds_a_bounded_number_of_texts() -> None:
     assert texts.take("p", "c", 5) == "text 5" and texts.take("p", "c", 5) is None
 
 
+def test_the_hand_off_holds_a_bounded_number_of_characters() -> None:
+    texts = EmbedTexts(chars=10)
+    texts.put("p", "c", 1, "abcd")
+    texts.put("p", "c", 2, "efgh")
+    texts.put("p", "c", 3, "ijkl")  # 12 characters: the oldest goes
+    texts.put("p", "c", 4, "x" * 11)  # longer than the whole budget: not held
+    assert texts.take("p", "c", 1) is None and texts.take("p", "c", 4) is None
+    assert texts.take("p", "c", 2) == "efgh" and texts.take("p", "c", 3) == "ijkl"
+    texts.put("p", "c", 5, "y" * 10)  # what was taken no longer counts
+    assert texts.take("p", "c", 5) == "y" * 10
+
+
 async def test_a_contexts_first_vectors_set_the_bits_setbit_would(redis: RawRedis) -> None:
     """Seqs across several bytes of the bitmap; a later batch repeating one adds the rest."""
     store = Store(redis, 3600, cluster=CLUSTER, sealer=Sealer(Keyring.parse(TEST_KEYRING)))

@@ -7,8 +7,10 @@ opening it. A job whose text is not here (queued by another process, taken after
 or retried after a failed batch) is read back as before: the hand-off only saves work, the
 stream and the stored message stay what the indexer relies on.
 
-It holds at most ``capacity`` texts: past that the oldest goes (its job, if still queued,
-is read back), so a process whose jobs are taken elsewhere holds a bounded amount.
+It holds at most ``capacity`` texts and ``chars`` characters: past either the oldest go
+(their jobs, if still queued, are read back), so a process whose jobs are taken elsewhere,
+or whose users send long messages, holds a bounded amount; a text longer than ``chars``
+alone is not held.
 """
 
 from __future__ import annotations
@@ -17,25 +19,33 @@ __all__ = ["EmbedTexts"]
 
 # Enough for the backlog of a burst at the indexer's pace; each entry is one message's text.
 _CAPACITY = 4096
+_CHARS = 4_000_000  # at most 16 MB of text (4 bytes a character at worst)
 
 
 class EmbedTexts:
     """Embeddable texts of this process's sends, by (user key prefix, context, seq)."""
 
-    def __init__(self, capacity: int = _CAPACITY) -> None:
+    def __init__(self, capacity: int = _CAPACITY, chars: int = _CHARS) -> None:
         self._texts: dict[tuple[str, str, int], str] = {}
-        self._capacity = capacity
+        self._capacity, self._budget = capacity, chars
+        self._chars = 0  # the characters held
 
     def put(self, prefix: str, context_id: str, seq: int, text: str) -> None:
         """Hand over the text of the message stored at ``seq``."""
+        if len(text) > self._budget:
+            return
         texts = self._texts
-        if len(texts) >= self._capacity:
-            del texts[next(iter(texts))]  # the oldest (dicts keep insertion order)
+        while texts and (len(texts) >= self._capacity or self._chars + len(text) > self._budget):
+            self._chars -= len(texts.pop(next(iter(texts))))  # the oldest (insertion order)
         texts[(prefix, context_id, seq)] = text
+        self._chars += len(text)
 
     def take(self, prefix: str, context_id: str, seq: int) -> str | None:
         """The text handed over for that message, once (None: read it back)."""
-        return self._texts.pop((prefix, context_id, seq), None)
+        text = self._texts.pop((prefix, context_id, seq), None)
+        if text is not None:
+            self._chars -= len(text)
+        return text
 
     def __len__(self) -> int:
         return len(self._texts)
