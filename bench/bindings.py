@@ -125,8 +125,11 @@ async def grpc_run(
     async def caller() -> None:
         async with grpc.aio.insecure_channel(address) as channel:
             await channel.channel_ready()
-            unary = channel.unary_unary(path)
-            stream = channel.unary_stream(_SERVICE + "SendStreamingMessage")
+            # no (de)serializers: the requests go as built, the answers stay bytes
+            unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(path)
+            stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
+                _SERVICE + "SendStreamingMessage"
+            )
             while time.perf_counter() < deadline:
                 request = request_of(next(counter))
                 started = time.perf_counter()

@@ -44,7 +44,7 @@ def app(grpc_port: int) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         server = grpc.aio.server()
-        handler = grpc.unary_unary_rpc_method_handler(_unary)
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(_unary)
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),)
         )
@@ -59,6 +59,4 @@ def app(grpc_port: int) -> Starlette:
 
 if __name__ == "__main__":
     http_port, grpc_port = int(sys.argv[1]), int(sys.argv[2])
-    uvicorn.run(
-        app(grpc_port), host="127.0.0.1", port=http_port, log_level="warning", ws="none"
-    )
+    uvicorn.run(app(grpc_port), host="127.0.0.1", port=http_port, log_level="warning", ws="none")

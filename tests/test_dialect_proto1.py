@@ -28,9 +28,9 @@ from gateway.models import ArtifactUpdate, RawJson, StatusUpdate, Task
 
 _EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _text = st.text(max_size=8)
+_scalar = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | _text
 _json: st.SearchStrategy[Any] = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False,
-    allow_infinity=False) | _text,  # fmt: skip
+    _scalar | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=8,
 )
@@ -48,7 +48,9 @@ _file = st.fixed_dictionaries(
 _part = st.one_of(
     st.fixed_dictionaries({"kind": st.just("text"), "text": _text}, optional={"metadata": _object}),
     st.fixed_dictionaries({"kind": st.just("file"), "file": _file}, optional={"metadata": _object}),
-    st.fixed_dictionaries({"kind": st.just("data"), "data": _object}, optional={"metadata": _object}),
+    st.fixed_dictionaries(
+        {"kind": st.just("data"), "data": _object}, optional={"metadata": _object}
+    ),
     # a 1.0 data value that is no object, as stored
     st.builds(
         lambda value, meta: {"kind": "data", "data": {"value": value}, "metadata": meta},
@@ -68,12 +70,12 @@ _message = st.fixed_dictionaries(
         "extensions": _ids,
     },
 )
+_STATES = ["submitted", "working", "completed", "failed", "canceled", "input-required"]
+_STAMPS = ["2026-12-07T01:02:03.456Z", "2026-01-01T00:00:00Z"]
 _status = st.fixed_dictionaries(
-    {"state": st.sampled_from(["submitted", "working", "completed", "failed", "canceled",
-                               "input-required", "rejected", "auth-required", "unknown"])},
-    optional={"message": _message, "timestamp": st.sampled_from(["2026-12-07T01:02:03.456Z",
-                                                                 "2026-01-01T00:00:00Z"])},
-)  # fmt: skip
+    {"state": st.sampled_from([*_STATES, "rejected", "auth-required", "unknown"])},
+    optional={"message": _message, "timestamp": st.sampled_from(_STAMPS)},
+)
 _artifact = st.fixed_dictionaries(
     {"artifactId": _text, "parts": st.lists(_part, max_size=3)},
     optional={"name": _text, "description": _text, "metadata": _object, "extensions": _ids},
@@ -168,9 +170,13 @@ _config_v1 = st.fixed_dictionaries(
 )
 _send_v1 = st.fixed_dictionaries(
     {},
-    optional={"tenant": _text, "message": _message_v1, "configuration": _config_v1,
-              "metadata": _object},
-)  # fmt: skip
+    optional={
+        "tenant": _text,
+        "message": _message_v1,
+        "configuration": _config_v1,
+        "metadata": _object,
+    },
+)
 
 
 @_EXAMPLES

@@ -30,7 +30,9 @@ __all__ = ["read_send_proto", "write_stream_event", "write_task"]
 
 # The canonical states' and roles' numbers in the 1.0 enums (any other: unspecified, 0).
 _STATE_NUMBERS = {
-    state: TASK_STATES_V1.index(name) for name, state in STATE_FROM_V1.items() if name in TASK_STATES_V1
+    state: TASK_STATES_V1.index(name)
+    for name, state in STATE_FROM_V1.items()
+    if name in TASK_STATES_V1
 }
 _ROLE_NUMBERS = {"user": ROLES_V1.index("ROLE_USER"), "agent": ROLES_V1.index("ROLE_AGENT")}
 

@@ -66,7 +66,8 @@ def _answerer(
 
     async def answer(call: Call, params: dict[str, Any]) -> Message:
         out = reply()
-        write_task(out if itself else getattr(out, "task"), await task(call, params))
+        envelope: Any = out
+        write_task(out if itself else envelope.task, await task(call, params))
         return out
 
     return answer
