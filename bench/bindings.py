@@ -7,21 +7,28 @@ The cost of a binding is the gateway's CPU per request (read from /proc, so it d
 depend on what else the host runs, as throughput on a shared host does). The HTTP bindings
 are driven by ``loadgen``'s raw connections; gRPC by grpcio's asyncio client, one channel
 per concurrent caller, as ``loadgen`` opens one connection per caller.
+
+The transport floor (figures, not targets) is the server CPU per call of an empty grpcio
+asyncio handler and of an empty uvicorn/Starlette endpoint in one process
+(``bench.empty_endpoints``), loaded the same way: the part of gRPC's cost that no gateway
+code can take away.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
 import orjson
-from google.protobuf.json_format import ParseDict
+from google.protobuf import struct_pb2
 
 from bench import loadgen
+from bench.empty_endpoints import METHOD, SERVICE
 from bench.harness import (
     ROUNDS,
     SECONDS,
@@ -32,6 +39,7 @@ from bench.harness import (
     line,
     merge,
     one_gateway,
+    process,
     ratio,
     send_body,
 )
@@ -87,9 +95,15 @@ def binding_requests() -> dict[str, Callable[[int], bytes]]:
     }
 
 
-def _grpc_send(n: int) -> pb.SendMessageRequest:
-    message = {"role": "ROLE_USER", "messageId": f"bench-{n}", "parts": _parts_v1(n)}
-    return ParseDict({"message": message}, pb.SendMessageRequest())
+def _grpc_send(n: int) -> bytes:
+    """The n-th send as gRPC's ``SendMessageRequest``, serialized: like ``loadgen``, the gRPC
+    client builds its requests cheaply and leaves the answers unparsed (it shares the cores
+    with the gateway it measures)."""
+    data = struct_pb2.Value()
+    data.struct_value.update({"hr": 72, "n": n})
+    parts = [pb.Part(text=TEXT), pb.Part(data=data)]
+    message = pb.Message(role=pb.ROLE_USER, message_id=f"bench-{n}", parts=parts)
+    return pb.SendMessageRequest(message=message).SerializeToString()
 
 
 async def grpc_run(
@@ -98,28 +112,26 @@ async def grpc_run(
     seconds: float,
     counter: itertools.count[int],
     streaming: bool = False,
+    call: tuple[str, Callable[[int], bytes]] = (_SERVICE + "SendMessage", _grpc_send),
 ) -> loadgen.Result:
-    """``concurrency`` callers, each on its own channel, sending one after another for
-    ``seconds``: blocking sends timed to the reply, or streaming sends timed to the first
-    event (each stream read to its end)."""
+    """``concurrency`` callers, each on its own channel, calling one after another for
+    ``seconds``: unary calls (``call``: the method's path and its n-th request; a send by
+    default) timed to the reply, or streaming sends timed to the first event (each stream
+    read to its end)."""
     result = loadgen.Result()
     deadline = time.perf_counter() + seconds
+    path, request_of = call
 
     async def caller() -> None:
         async with grpc.aio.insecure_channel(address) as channel:
             await channel.channel_ready()
-            unary = channel.unary_unary(
-                _SERVICE + "SendMessage",
-                request_serializer=pb.SendMessageRequest.SerializeToString,
-                response_deserializer=pb.SendMessageResponse.FromString,
-            )
-            stream = channel.unary_stream(
-                _SERVICE + "SendStreamingMessage",
-                request_serializer=pb.SendMessageRequest.SerializeToString,
-                response_deserializer=pb.StreamResponse.FromString,
+            # no (de)serializers: the requests go as built, the answers stay bytes
+            unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(path)
+            stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
+                _SERVICE + "SendStreamingMessage"
             )
             while time.perf_counter() < deadline:
-                request = _grpc_send(next(counter))
+                request = request_of(next(counter))
                 started = time.perf_counter()
                 try:
                     if streaming:
@@ -152,20 +164,28 @@ def _runners(port: int, address: str) -> dict[str, Runner]:
     return runners
 
 
+async def _costs(
+    runners: dict[str, Runner], pid: int, concurrency: int, counter: itertools.count[int]
+) -> tuple[dict[str, loadgen.Result], dict[str, float]]:
+    """Each runner's merged result, and the CPU µs process ``pid`` spent per request of it,
+    in interleaved rounds (each round runs every one once, in turn)."""
+    res: dict[str, list[loadgen.Result]] = {name: [] for name in runners}
+    cpu = dict.fromkeys(runners, 0.0)
+    for n in range(ROUNDS):
+        for name, run in in_turn(runners.items(), n):
+            started = cpu_seconds(pid)
+            res[name].append(await run(concurrency, SECONDS, counter))
+            cpu[name] += cpu_seconds(pid) - started
+    merged = {name: merge(r) for name, r in res.items()}
+    return merged, {name: ratio(cpu[name] * 1e6, len(r.latencies)) for name, r in merged.items()}
+
+
 async def _bindings(port: int, pid: int, address: str) -> None:
     counter = itertools.count(50_000_000)
     runners = _runners(port, address)
     canonical = next(iter(runners))
     for concurrency in (1, 32):
-        res: dict[str, list[loadgen.Result]] = {name: [] for name in runners}
-        cpu = dict.fromkeys(runners, 0.0)
-        for n in range(ROUNDS):  # interleaved: each round runs every binding once, in turn
-            for name, run in in_turn(runners.items(), n):
-                started = cpu_seconds(pid)
-                res[name].append(await run(concurrency, SECONDS, counter))
-                cpu[name] += cpu_seconds(pid) - started
-        merged = {name: merge(r) for name, r in res.items()}
-        us = {name: ratio(cpu[name] * 1e6, len(r.latencies)) for name, r in merged.items()}
+        merged, us = await _costs(runners, pid, concurrency, counter)
         print(f"blocking echo send per binding, concurrency {concurrency} ({ROUNDS} rounds)")
         for name, r in merged.items():
             print(f"{line(name, r)}   gateway CPU {us[name]:6.0f} µs/req")
@@ -209,9 +229,38 @@ async def _first_events(port: int, address: str, counter: itertools.count[int]) 
     REPORT.target("c=1 first event p50, gRPC / SSE", share, 1.10, "<=")
 
 
+async def _floor(port: int, pid: int, address: str) -> None:
+    body = send_body(0)
+    empty_call = (f"/{SERVICE}/{METHOD}", lambda n: body)
+    runners: dict[str, Runner] = {
+        "empty Starlette POST": lambda c, s, count: loadgen.run(
+            port, lambda n: loadgen.post("/", body), c, s, count
+        ),
+        "empty grpcio aio unary": lambda c, s, count: grpc_run(
+            address, c, s, count, call=empty_call
+        ),
+    }
+    for concurrency in (1, 32):
+        merged, us = await _costs(runners, pid, concurrency, itertools.count())
+        for name, r in merged.items():
+            print(f"{line(name, r)}   server CPU {us[name]:6.0f} µs/call")
+            REPORT.figure(f"transport floor c={concurrency} {name}: server CPU µs/call", us[name])
+        extra = us["empty grpcio aio unary"] - us["empty Starlette POST"]
+        print(f"  transport floor, c={concurrency}: gRPC costs {extra:.0f} µs/call more")
+        REPORT.figure(f"transport floor c={concurrency}: gRPC's extra server CPU µs/call", extra)
+
+
 def bindings_bench(tmp: Path) -> None:
-    """Every binding against the canonical REST, one gateway (gRPC on its own port)."""
+    """Every binding against the canonical REST, one gateway (gRPC on its own port); then
+    the transport floor: an empty gRPC handler against an empty HTTP endpoint, one process
+    (``bench.empty_endpoints``), as figures: what gRPC costs the server before any gateway
+    code runs."""
     grpc_port = free_port()
     env = {"GATEWAY_EMBEDDER": "none", "GATEWAY_GRPC_PORT": str(grpc_port)}
     with one_gateway(tmp, "redis-bindings", env) as served:
         asyncio.run(_bindings(served.port, served.pid, f"127.0.0.1:{grpc_port}"))
+    http_port, grpc_port = free_port(), free_port()
+    args = [sys.executable, "-m", "bench.empty_endpoints", str(http_port), str(grpc_port)]
+    with process(args, {}, http_port) as proc:
+        print("transport floor: empty endpoints, one process (no gateway)")
+        asyncio.run(_floor(http_port, proc.pid, f"127.0.0.1:{grpc_port}"))

@@ -12,7 +12,8 @@ dialects, one module each, holding both directions:
   (``text``, ``raw``, ``url``, ``data`` with ``mediaType`` and ``filename``),
   ``TASK_STATE_CANCELED``, ``referenceTaskIds`` on messages; its errors as
   ``google.rpc.Status`` with ``ErrorInfo`` (``errors_v1.py``), its readers by the proto3
-  JSON rules for enums (``proto3.py``).
+  JSON rules for enums (``proto3.py``); for gRPC, the same written straight into and read
+  straight out of the ``a2a.v1`` proto messages (``proto1.py``).
 
 Writers turn canonical answers into each dialect, leaving only fields the dialect's proto
 defines (its clients parse strictly); the functions here write in the dialect a binding
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 from gateway.dialects import v03_proto, v1
 from gateway.dialects.errors_v1 import jsonrpc_error_v1, reason, rpc_status
+from gateway.dialects.proto1 import read_send_proto, write_stream_event, write_task
 from gateway.dialects.proto3 import enum_name, open_enum
 from gateway.dialects.v03_proto import normalise_send_request
 from gateway.dialects.v1 import (
@@ -58,6 +60,7 @@ __all__ = [
     "normalise_send_request",
     "one_content_per_part",
     "open_enum",
+    "read_send_proto",
     "read_v1_artifact",
     "read_v1_message",
     "read_v1_send",
@@ -68,6 +71,8 @@ __all__ = [
     "status_out",
     "status_update_out",
     "task_out",
+    "write_stream_event",
+    "write_task",
 ]
 
 Dialect = Literal["v03proto", "v1"]

@@ -65,6 +65,7 @@ from gateway.http.operations import Operation, error_outcome, note
 from gateway.http.params import json_body
 from gateway.http.ratelimit import Charge
 from gateway.http.sse import Shape, event_v03, event_v1, sse_one, sse_response
+from gateway.models import Task
 from gateway.service.streams import TaskStream
 
 __all__ = ["MAX_BATCH", "METHODS", "STREAMING", "jsonrpc_endpoint", "jsonrpc_routes"]
@@ -78,8 +79,12 @@ Handler = Callable[[Call, Params], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class Method:
+    """A method's handler (its answer in its version's dialect); ``task``, for a method
+    answered with a Task, the handler's Task before a dialect writes it (gRPC writes it)."""
+
     handler: Handler
     v1: bool
+    task: Callable[[Call, Params], Awaitable[Task]] | None = None
 
 
 def _refuse(error: type[GatewayError]) -> Handler:
@@ -107,19 +112,29 @@ async def _cancel_v03(call: Call, params: Params) -> Any:
 # --- A2A 1.0 ------------------------------------------------------------------------
 
 
-async def _send_v1(call: Call, params: Params) -> Any:
+async def _send_task_v1(call: Call, params: Params) -> Task:
     call.check_tenant(params.get("tenant"))
-    return sent(await send(call, read_v1_send(params), "1.0"), V1)
+    return await send(call, read_v1_send(params), "1.0")
 
 
-async def _get_v1(call: Call, params: Params) -> Any:
+async def _get_task_v1(call: Call, params: Params) -> Task:
     call.check_tenant(params.get("tenant"))
-    return task_out(await get_task(call, params.get("id"), params.get("historyLength")), V1)
+    return await get_task(call, params.get("id"), params.get("historyLength"))
 
 
-async def _cancel_v1(call: Call, params: Params) -> Any:
+async def _cancel_task_v1(call: Call, params: Params) -> Task:
     call.check_tenant(params.get("tenant"))
-    return task_out(await cancel_task(call, params.get("id")), V1)
+    return await cancel_task(call, params.get("id"))
+
+
+def _v1(task: Callable[[Call, Params], Awaitable[Task]], envelope: bool = False) -> Method:
+    """A 1.0 method answered with a Task (under ``task`` when ``envelope``)."""
+
+    async def handler(call: Call, params: Params) -> Any:
+        answer = await task(call, params)
+        return sent(answer, V1) if envelope else task_out(answer, V1)
+
+    return Method(handler, v1=True, task=task)
 
 
 async def _list_v1(call: Call, params: Params) -> Any:
@@ -168,10 +183,10 @@ METHODS: dict[str, Method] = {
     "tasks/cancel": Method(_cancel_v03, v1=False),
     "agent/getAuthenticatedExtendedCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=False),
     **{name: Method(handler, v1=False) for name, handler in push.JSONRPC_V03.items()},
-    "SendMessage": Method(_send_v1, v1=True),
-    "GetTask": Method(_get_v1, v1=True),
+    "SendMessage": _v1(_send_task_v1, envelope=True),
+    "GetTask": _v1(_get_task_v1),
     "ListTasks": Method(_list_v1, v1=True),
-    "CancelTask": Method(_cancel_v1, v1=True),
+    "CancelTask": _v1(_cancel_task_v1),
     "GetExtendedAgentCard": Method(_refuse(ExtendedCardNotConfiguredError), v1=True),
     **{name: Method(handler, v1=True) for name, handler in push.JSONRPC_V1.items()},
 }
