@@ -13,11 +13,18 @@ from gateway.store.redis_store import SendWrite, Store
 
 
 async def store_messages(
-    store: Store, principal: Principal, cid: str, texts: Sequence[str], *, new_context: bool = True
+    store: Store,
+    principal: Principal,
+    cid: str,
+    texts: Sequence[str],
+    *,
+    new_context: bool = True,
+    embed: bool = False,
 ) -> list[int]:
     """One completed task per text in context ``cid``, holding the user's message as a send
     stores it; their seqs. ``new_context``: the first text starts the context (else it is
-    there already)."""
+    there already). ``embed``: each message queued for embedding, its text handed over as a
+    serving process's send hands it to its indexer."""
     seqs = []
     for i, text in enumerate(texts):
         tid = str(uuid.uuid4())
@@ -42,6 +49,13 @@ async def store_messages(
                 metadata_json=b"",
                 status_json=b'{"state":"completed"}',
                 reference_ids=(),
+                job_json=orjson.dumps(
+                    {"t": principal.tenant, "u": principal.user, "a": "echo", "c": cid, "k": tid}
+                )
+                if embed
+                else b"",
+                embed=embed,
+                embed_text=text if embed else "",
             ),
         )
         seqs.append(result.seq)

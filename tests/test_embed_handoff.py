@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
-import orjson
 
 from gateway.context_memory.embedders import HashingEmbedder
 from gateway.context_memory.indexer import Indexer
@@ -16,40 +15,10 @@ from gateway.store.embed_texts import EmbedTexts
 from gateway.store.jobs import JobStore
 from gateway.store.keys import EMBEDS, EMBEDS_DEAD, EMBEDS_GROUP, keys_of
 from gateway.store.memory_store import MemoryStore, VectorBatch
-from gateway.store.redis_store import SendWrite, Store
+from gateway.store.redis_store import Store
 from gateway.store.sealing import Keyring, Sealer
 from tests.conftest import CLUSTER, TEST_KEYRING, RawRedis
 from tests.stored import store_messages
-
-
-async def _send(store: Store, principal: Principal, cid: str, text: str) -> int:
-    """A message opening ``cid``, queued for embedding with its text handed over."""
-    tid = str(uuid.uuid4())
-    message = {
-        "kind": "message",
-        "role": "user",
-        "messageId": f"{cid}-m",
-        "contextId": cid,
-        "taskId": tid,
-        "parts": [{"kind": "text", "text": text}],
-    }
-    job = {"t": principal.tenant, "u": principal.user, "a": "echo", "c": cid, "k": tid, "r": []}
-    write = SendWrite(
-        context_id=cid,
-        task_id=tid,
-        continuing=False,
-        new_context=True,
-        message_id=f"{cid}-m",
-        digest="d",
-        message_json=orjson.dumps(message),
-        metadata_json=b"",
-        status_json=b'{"state":"completed"}',
-        reference_ids=(),
-        job_json=orjson.dumps(job),
-        embed=True,
-        embed_text=text,
-    )
-    return (await store.send(principal, write)).seq
 
 
 async def test_the_indexer_embeds_the_texts_handed_over_and_reads_back_the_others(
@@ -67,8 +36,12 @@ async def test_the_indexer_embeds_the_texts_handed_over_and_reads_back_the_other
     )  # fmt: skip
     principal = Principal("t", f"handoff-{uuid.uuid4().hex[:8]}")
     prefix = keys_of(principal).prefix
-    handed = await _send(store, principal, "ctx-handed", "Chest pain radiating to the arm")
-    other = await _send(store, principal, "ctx-other", "Allergic to penicillin")
+    [handed] = await store_messages(
+        store, principal, "ctx-handed", ["Chest pain radiating to the arm"], embed=True
+    )
+    [other] = await store_messages(
+        store, principal, "ctx-other", ["Allergic to penicillin"], embed=True
+    )
     assert len(texts) == 2
     # What the indexer embeds for the first is the text handed over (told apart here by
     # handing over another); the second's is not here, as another process's job: read back.
@@ -105,7 +78,8 @@ def test_the_hand_off_holds_a_bounded_number_of_characters() -> None:
     assert texts.take("p", "c", 1) is None and texts.take("p", "c", 4) is None
     assert texts.take("p", "c", 2) == "efgh" and texts.take("p", "c", 3) == "ijkl"
     texts.put("p", "c", 5, "y" * 10)  # what was taken no longer counts
-    assert texts.take("p", "c", 5) == "y" * 10
+    texts.put("p", "c", 5, "z" * 10)  # nor what a text handed over again replaced
+    assert len(texts) == 1 and texts.take("p", "c", 5) == "z" * 10
 
 
 async def test_a_contexts_first_vectors_set_the_bits_setbit_would(redis: RawRedis) -> None:

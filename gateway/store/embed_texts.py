@@ -34,10 +34,11 @@ class EmbedTexts:
         """Hand over the text of the message stored at ``seq``."""
         if len(text) > self._budget:
             return
-        texts = self._texts
+        texts, key = self._texts, (prefix, context_id, seq)
+        self._chars -= len(texts.pop(key, ""))  # handed over again: the last one counts
         while texts and (len(texts) >= self._capacity or self._chars + len(text) > self._budget):
             self._chars -= len(texts.pop(next(iter(texts))))  # the oldest (insertion order)
-        texts[(prefix, context_id, seq)] = text
+        texts[key] = text
         self._chars += len(text)
 
     def take(self, prefix: str, context_id: str, seq: int) -> str | None:
