@@ -23,7 +23,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from gateway.dialects.v1 import JSON_VALUE, ROLES_V1, STATE_FROM_V1, TASK_STATES_V1
+from gateway.dialects.v1 import ROLES_V1, STATE_FROM_V1, TASK_STATES_V1, data_value
 from gateway.models import ArtifactUpdate, StatusUpdate, Task
 
 __all__ = ["read_send_proto", "write_stream_event", "write_task"]
@@ -70,10 +70,7 @@ def _part(out: Any, part: dict[str, Any]) -> None:
     kind = part.get("kind")
     metadata = part.get("metadata")
     if kind == "data":
-        data = part.get("data", {})
-        if isinstance(metadata, dict) and metadata.get(JSON_VALUE) is True:
-            data = data.get("value") if isinstance(data, dict) else data
-            metadata = {k: v for k, v in metadata.items() if k != JSON_VALUE}
+        data, metadata = data_value(part)
         _value(out.data, data)
     elif kind == "file":
         file = part.get("file") or {}

@@ -32,6 +32,7 @@ __all__ = [
     "TASK_STATES_V1",
     "artifact_out",
     "artifact_update_out",
+    "data_value",
     "message_v1",
     "one_content_per_part",
     "read_v1_artifact",
@@ -90,15 +91,22 @@ def _file_out(file: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def data_value(part: dict[str, Any]) -> tuple[Any, Any]:
+    """A stored DataPart's 1.0 ``data`` and ``metadata``: a value other than an object
+    (marked ``$jsonValue`` in its metadata when read, ``_part_in``) unwrapped."""
+    data, metadata = part.get("data", {}), part.get("metadata")
+    if isinstance(metadata, dict) and metadata.get(JSON_VALUE) is True:
+        data = data.get("value") if isinstance(data, dict) else data
+        metadata = {k: v for k, v in metadata.items() if k != JSON_VALUE}
+    return data, metadata
+
+
 def _part_out(part: dict[str, Any]) -> dict[str, Any]:
     kind = part.get("kind")
     out: dict[str, Any]
     metadata = part.get("metadata")
     if kind == "data":
-        data = part.get("data", {})
-        if isinstance(metadata, dict) and metadata.get(JSON_VALUE) is True:
-            data = data.get("value") if isinstance(data, dict) else data
-            metadata = {k: v for k, v in metadata.items() if k != JSON_VALUE}
+        data, metadata = data_value(part)
         out = {"data": data}
     elif kind == "file":
         out = _file_out(part.get("file") or {})
