@@ -71,9 +71,17 @@ def _started(
     until_sync(check, timeout=PROCESS_SECONDS, what=f"{what} to be ready", logs=log)
 
 
-@contextmanager
-def serving(tmp: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """`gateway serve` on a free port; yields the process and its base URL."""
+def answers_ready(base: str) -> bool:
+    """Whether the gateway at ``base`` answers ``/readyz`` with 200."""
+    try:
+        return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def launch(tmp: Path, *args: str, **env: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """`gateway serve` started on a free port, not waited for: the process, its base URL and
+    its log file."""
     port = free_port()
     log_path = tmp / f"serve-{port}.log"
     with open(log_path, "wb") as log:
@@ -83,23 +91,22 @@ def serving(tmp: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Pope
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        base = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}", log_path
 
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
-            except httpx.TransportError:
-                return False
 
-        try:
-            _started(proc, ready, f"`gateway serve` on port {port}", log_path)
-            yield proc, base
-        except BaseException:
-            # the test failed while the process served: what it logged is the evidence
-            sys.stderr.write(f"`gateway serve` on port {port} logged:{log_tail(log_path)}\n")
-            raise
-        finally:
-            stop(proc)
+@contextmanager
+def serving(tmp: Path, *args: str, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`gateway serve` on a free port; yields the process and its base URL."""
+    proc, base, log_path = launch(tmp, *args, **env)
+    try:
+        _started(proc, lambda: answers_ready(base), f"`gateway serve` at {base}", log_path)
+        yield proc, base
+    except BaseException:
+        # the test failed while the process served: what it logged is the evidence
+        sys.stderr.write(f"`gateway serve` at {base} logged:{log_tail(log_path)}\n")
+        raise
+    finally:
+        stop(proc)
 
 
 @contextmanager

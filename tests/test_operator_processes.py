@@ -4,8 +4,6 @@ started before their Redis."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,8 +18,9 @@ from tests.conftest import message
 from tests.operator_secrets import SECRET_VALUES, SECRETS
 from tests.processes import (
     PROCESS_SECONDS,
-    environment,
+    answers_ready,
     gateway_cli,
+    launch,
     serving,
     slow_process_test,
     stop,
@@ -134,30 +133,18 @@ def test_a_worker_runs_the_jobs_of_a_server_on_the_embedded_redis(tmp_path: Path
 def test_a_gateway_started_before_its_redis_waits_for_it_then_serves(tmp_path: Path) -> None:
     redis = embedded_redis.EmbeddedRedis(tmp_path / "redis", password=False)
     url = f"redis://127.0.0.1:{redis.port}/0"  # nothing listens there yet
-    port = embedded_redis.free_port()
-    log_path = tmp_path / "serve.log"
-    env = environment(tmp_path, REDIS_URL=url, GATEWAY_REDIS_STARTUP_SECONDS="600")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
+    proc, base, log_path = launch(tmp_path, REDIS_URL=url, GATEWAY_REDIS_STARTUP_SECONDS="600")
     try:
         waits = b"Redis not answering yet; start-up waits"
         until_sync(lambda: waits in log_path.read_bytes(), what="the wait logged", logs=log_path)
         assert proc.poll() is None, log_tail(log_path)
         redis.start()
-        until_sync(ready, timeout=PROCESS_SECONDS, what="the gateway ready", logs=log_path)
+        until_sync(
+            lambda: answers_ready(base),
+            timeout=PROCESS_SECONDS,
+            what="the gateway ready",
+            logs=log_path,
+        )
         r = httpx.post(f"{base}/v1/message:send", json={"message": message("hi")}, timeout=60)
         assert r.json()["task"]["status"]["state"] == "completed", log_tail(log_path)
     finally:
