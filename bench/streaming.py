@@ -144,5 +144,8 @@ async def _run(port: int, pid: int) -> None:
 
 
 def streaming_bench(tmp: Path) -> None:
-    with one_gateway(tmp, "redis-streaming", {"GATEWAY_EMBEDDER": "none"}) as served:
+    # The idle subscribers are all one principal's (open mode): its stream limit raised to
+    # hold them, as many users' subscribers would be held under the default.
+    env = {"GATEWAY_EMBEDDER": "none", "GATEWAY_STREAMS_PER_PRINCIPAL": str(IDLE_SUBSCRIBERS + 8)}
+    with one_gateway(tmp, "redis-streaming", env) as served:
         asyncio.run(_run(served.port, served.pid))
