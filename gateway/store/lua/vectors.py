@@ -21,10 +21,9 @@ __all__ = [
     "VectorRows",
 ]
 
-# Lua: `add`, one context's part of the add-vectors script (the context bound, the locals
-# `ttl`, `new_model` and `new_dims` set). The meta fields it sets wait in META_SETS for the
-# caller's `flush_meta`.
-ADD_CONTEXT_VECTORS = """
+# Lua: the seq bits of a context's first vectors, gathered and written as one value with
+# them (a SET with its TTL instead of a SETBIT and a PEXPIRE).
+SEQ_BITMAP = """
 -- The seq bits of a context's first vectors, gathered here and written as one value with
 -- them (a SET with its TTL instead of a SETBIT and a PEXPIRE): `bits` maps a byte's offset
 -- to its value; bit `seq` is that of SETBIT (the high bit of a byte first).
@@ -46,6 +45,12 @@ local function bitmap(bits)
   end
   return table.concat(parts)
 end
+"""
+
+# Lua: `add`, one context's part of the add-vectors script (the context bound, the locals
+# `ttl`, `new_model` and `new_dims` set; `set_bit` and `bitmap` of SEQ_BITMAP). The meta
+# fields it sets wait in META_SETS for the caller's `flush_meta`.
+ADD_CONTEXT_VECTORS = """
 local function add(skipped, frame, rows_at, rows_end)
   local seq, model, dims, form, queued, reembedding, embedded, bytes = unpack(redis.call(
     'HMGET', META, M_SEQ, M_VECTOR_MODEL, M_VECTOR_DIMS, M_VECTOR_FORM, M_EMBED_QUEUED,
@@ -149,6 +154,7 @@ ADD_VECTORS = (
     + SLIDING_TTL
     + BIND_CONTEXT
     + AddVectorsArgs.lua()
+    + SEQ_BITMAP
     + ADD_CONTEXT_VECTORS
     + """
 local replies, at = {}, contexts_from
