@@ -352,7 +352,13 @@ async def test_a_cluster_without_a_primary_for_its_slots_answers_503_then_serves
                     assert r.status_code in (200, 503), r.text
                     return r if r.status_code == 200 else None
 
-                after = await until(served, what="service after the slots are served", logs=logs)
+                # The client learns the slot map again, on a busy machine in many seconds.
+                after = await until(
+                    served,
+                    timeout=PROCESS_SECONDS,
+                    what="service after the slots are served",
+                    logs=logs,
+                )
                 assert after.json()["task"]["status"]["state"] == "completed", after.text
     finally:
         cluster.stop()
