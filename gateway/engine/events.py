@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -106,19 +106,9 @@ class TaskEvents:
         """Call ``callback(task_id, state, seq)`` for every event this process receives."""
         self._listeners.append(callback)
 
-    @contextlib.contextmanager
-    def watch(self, task_id: str) -> Iterator[asyncio.Queue[TaskEvent]]:
+    def watch(self, task_id: str) -> contextlib.AbstractContextManager[asyncio.Queue[TaskEvent]]:
         """A queue of the task's events for as long as the block runs."""
-        queue: asyncio.Queue[TaskEvent] = asyncio.Queue()
-        self._watchers[task_id].add(queue)
-        try:
-            yield queue
-        finally:
-            watchers = self._watchers.get(task_id)
-            if watchers is not None:
-                watchers.discard(queue)
-                if not watchers:
-                    del self._watchers[task_id]
+        return _Watch(self._watchers, task_id)
 
     @contextlib.asynccontextmanager
     async def signal(self, task_id: str) -> AsyncIterator[asyncio.Event]:
@@ -192,15 +182,10 @@ class TaskEvents:
         if subscribed is not None:
             subscribed.set()
 
-    @contextlib.contextmanager
-    def running_here(self, task_id: str) -> Iterator[None]:
+    def running_here(self, task_id: str) -> contextlib.AbstractContextManager[None]:
         """While a run of the task is in this process, its own events reach local watchers
         directly (with the stored task), not through Redis; only a cancel comes from there."""
-        self._local_runs.add(task_id)
-        try:
-            yield
-        finally:
-            self._local_runs.discard(task_id)
+        return _RunningHere(self._local_runs, task_id)
 
     def notify_local(self, task_id: str, event: TaskEvent) -> None:
         """Deliver an event to this process's watchers now (it also arrives by Redis)."""
@@ -254,3 +239,42 @@ class TaskEvents:
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+# Context managers as classes, not generators: one of each is entered on every send.
+
+
+class _Watch:
+    """``TaskEvents.watch``: a queue among the task's watchers while the block runs."""
+
+    __slots__ = ("_queue", "_task_id", "_watchers")
+
+    def __init__(self, watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]], task_id: str):
+        self._watchers, self._task_id = watchers, task_id
+        self._queue: asyncio.Queue[TaskEvent] = asyncio.Queue()
+
+    def __enter__(self) -> asyncio.Queue[TaskEvent]:
+        self._watchers[self._task_id].add(self._queue)
+        return self._queue
+
+    def __exit__(self, *exc: object) -> None:
+        watchers = self._watchers.get(self._task_id)
+        if watchers is not None:
+            watchers.discard(self._queue)
+            if not watchers:
+                del self._watchers[self._task_id]
+
+
+class _RunningHere:
+    """``TaskEvents.running_here``: the task among this process's runs while the block runs."""
+
+    __slots__ = ("_runs", "_task_id")
+
+    def __init__(self, runs: set[str], task_id: str) -> None:
+        self._runs, self._task_id = runs, task_id
+
+    def __enter__(self) -> None:
+        self._runs.add(self._task_id)
+
+    def __exit__(self, *exc: object) -> None:
+        self._runs.discard(self._task_id)
