@@ -14,6 +14,7 @@ listener reconnects by itself, and subscribes again to what is followed.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections import defaultdict
@@ -33,7 +34,7 @@ from gateway.store.keys import (
     STOPS_PATTERN,
 )
 
-__all__ = ["INTERRUPTED", "NEXT", "TaskEvent", "TaskEvents"]
+__all__ = ["INTERRUPTED", "NEXT", "Mailbox", "TaskEvent", "TaskEvents"]
 
 log = logging.getLogger("gateway.events")
 _NEWS, _STOPS = EVENT_CHANNEL.encode(), STOP_CHANNEL.encode()
@@ -63,11 +64,47 @@ class TaskEvent:
     metadata_json: bytes | None = None  # what the agent reported for the task's metadata
 
 
+class Mailbox:
+    """A watcher's events of one task, in the order they came: ``put_nowait`` never waits,
+    ``next`` waits for the next one for at most a time. (An ``asyncio.Queue`` read through
+    ``asyncio.wait_for`` would cost a blocking send a queue with its own event, a task for
+    the read and three loop callbacks more.)"""
+
+    __slots__ = ("_events", "_waiter")
+
+    def __init__(self) -> None:
+        self._events: collections.deque[TaskEvent] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, event: TaskEvent) -> None:
+        self._events.append(event)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self, seconds: float) -> TaskEvent | None:
+        """The next event, or None when none came within ``seconds``."""
+        if not self._events:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(seconds, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return self._events.popleft() if self._events else None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class TaskEvents:
     def __init__(self, client: Redis) -> None:
         """``client`` is a plain connection (pub/sub reaches every node of a cluster)."""
         self._client = client
-        self._watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]] = defaultdict(set)
+        self._watchers: defaultdict[str, set[Mailbox]] = defaultdict(set)
         self._listeners: list[Callable[[str, str, int], None]] = []
         self._signals: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._local_runs: set[str] = set()
@@ -106,7 +143,7 @@ class TaskEvents:
         """Call ``callback(task_id, state, seq)`` for every event this process receives."""
         self._listeners.append(callback)
 
-    def watch(self, task_id: str) -> contextlib.AbstractContextManager[asyncio.Queue[TaskEvent]]:
+    def watch(self, task_id: str) -> contextlib.AbstractContextManager[Mailbox]:
         """A queue of the task's events for as long as the block runs."""
         return _Watch(self._watchers, task_id)
 
@@ -249,11 +286,11 @@ class _Watch:
 
     __slots__ = ("_queue", "_task_id", "_watchers")
 
-    def __init__(self, watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]], task_id: str):
+    def __init__(self, watchers: defaultdict[str, set[Mailbox]], task_id: str):
         self._watchers, self._task_id = watchers, task_id
-        self._queue: asyncio.Queue[TaskEvent] = asyncio.Queue()
+        self._queue = Mailbox()
 
-    def __enter__(self) -> asyncio.Queue[TaskEvent]:
+    def __enter__(self) -> Mailbox:
         self._watchers[self._task_id].add(self._queue)
         return self._queue
 
