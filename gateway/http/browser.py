@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import HostNotAllowedError
+from gateway.http.headers import header
 from gateway.http.response_start import on_start
 from gateway.http.responses import error_response
 
@@ -99,10 +99,10 @@ class BrowserGuardMiddleware:
         if scope["type"] != "http":
             return self.app(scope, receive, send)
         on_start(scope, _harden)
-        headers = Headers(scope=scope)
+        raw = scope["headers"]
         if not (
-            self.rule.host_allowed(headers.get("host"))
-            and self.rule.origin_allowed(headers.get("origin"))
+            self.rule.host_allowed(header(raw, b"host"))
+            and self.rule.origin_allowed(header(raw, b"origin"))
         ):
             return error_response(HostNotAllowedError())(scope, receive, send)
         return self.app(scope, receive, send)
