@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
@@ -48,10 +48,34 @@ def _lean(endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
     three closures and a wrapper of ``send`` less on every request."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        response = await endpoint(Request(scope, receive, send))
+        response = await endpoint(_Request(scope, receive, send))
         await response(scope, receive, send)
 
     return app
+
+
+class _Request(Request):
+    """Starlette's request, its body read in a loop over ``receive``: Starlette reads it
+    through ``stream()``, an async generator in ``aclosing`` (three steps, a
+    ``StopAsyncIteration`` and a close for a body that comes in one message, as nearly every
+    one does). The same reads, checks and errors, and the body kept as Starlette keeps it."""
+
+    async def body(self) -> bytes:
+        if not hasattr(self, "_body"):
+            if self._stream_consumed:
+                raise RuntimeError("Stream consumed")
+            chunks: list[bytes] = []
+            while not self._stream_consumed:
+                message = await self._receive()
+                if message["type"] == "http.request":
+                    chunks.append(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        self._stream_consumed = True
+                elif message["type"] == "http.disconnect":
+                    self._is_disconnected = True
+                    raise ClientDisconnect()
+            self._body = b"".join(chunks)
+        return self._body
 
 
 def _function_endpoint(route: BaseRoute) -> Callable[[Request], Awaitable[Response]] | None:
