@@ -43,6 +43,7 @@ from gateway.http.routes import (
     operational_routes,
     registry_routes,
 )
+from gateway.http.stack import GatewayStarlette
 from gateway.http.state import AppState
 from gateway.identity.managed import ManagedKeys
 from gateway.identity.tokens import TokenVerifier
@@ -214,7 +215,7 @@ def create_app(
     )
     mcp_server, mcp_routes = mcp_endpoint(state.search, hosts.mcp_security(), state.memories)
     lifespan = _lifespan(settings, runtime, edge, mcp_server)
-    app = Starlette(
+    app = GatewayStarlette(
         routes=_routes(settings, mcp_routes),
         middleware=_middleware(settings, hosts, edge),
         exception_handlers=EXCEPTION_HANDLERS,

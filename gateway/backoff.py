@@ -75,7 +75,7 @@ class RetryPolicy:
         for up to ``within`` seconds (None: until it succeeds); any other failure, or one
         past the deadline, is raised."""
         deadline = None if within is None else time.monotonic() + within
-        pauses = self.pauses()
+        pauses = None  # made at the first failure: most calls succeed at once
         while True:
             try:
                 return await call()
@@ -86,4 +86,6 @@ class RetryPolicy:
                     raise
                 if on_retry is not None:
                     on_retry(exc)
+            if pauses is None:
+                pauses = self.pauses()
             await pauses.wait()

@@ -45,8 +45,11 @@ class AuditLog:
         self._mirror: IO[str] | None = None
         self._lock = asyncio.Lock()
         self._closing = False
-        # settles when the batch gathering now is written (True) or could not be (False)
-        self._gathering: asyncio.Future[GatewayError | None] | None = None
+        # One future per commit waiting on the batch gathering now, each told when that batch
+        # is written (None) or why it could not be: its own, so a caller that gives up cancels
+        # only its own wait (a shared one would have to be shielded, at ~3 loop callbacks
+        # more per commit).
+        self._gathering: list[asyncio.Future[GatewayError | None]] = []
         self.dropped = 0
 
     def record(self, entry: AuditEntry) -> None:
@@ -63,11 +66,10 @@ class AuditLog:
             self.record(entry)
             return StoreUnavailableError()
         self._buffer.append(entry)
-        if self._gathering is None:
-            self._gathering = asyncio.get_running_loop().create_future()
-        written = self._gathering
+        written: asyncio.Future[GatewayError | None] = asyncio.get_running_loop().create_future()
+        self._gathering.append(written)
         self._wake.set()
-        return await asyncio.shield(written)
+        return await written
 
     def start(self) -> None:
         if self._mirror_to and self._mirror_to != "stdout":
@@ -96,7 +98,7 @@ class AuditLog:
 
     async def _flush(self) -> None:
         batch, self._buffer = self._buffer, []
-        gathered, self._gathering = self._gathering, None
+        gathered, self._gathering = self._gathering, []
         try:
             self._write_mirror(batch)
             self._pending += batch
@@ -123,7 +125,7 @@ class AuditLog:
             await self._write_until_closed()
         finally:  # nobody waits on a batch that will not be written now
             _settle(self._gathering, StoreUnavailableError())
-            self._gathering = None
+            self._gathering = []
 
     async def _write_until_closed(self) -> None:
         while True:
@@ -142,7 +144,8 @@ class AuditLog:
 
 
 def _settle(
-    written: asyncio.Future[GatewayError | None] | None, failure: GatewayError | None
+    waiting: list[asyncio.Future[GatewayError | None]], failure: GatewayError | None
 ) -> None:
-    if written is not None and not written.done():
-        written.set_result(failure)
+    for written in waiting:
+        if not written.done():  # its caller gave up (cancelled)
+            written.set_result(failure)

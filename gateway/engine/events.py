@@ -14,10 +14,11 @@ listener reconnects by itself, and subscribes again to what is followed.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -33,7 +34,7 @@ from gateway.store.keys import (
     STOPS_PATTERN,
 )
 
-__all__ = ["INTERRUPTED", "NEXT", "TaskEvent", "TaskEvents"]
+__all__ = ["INTERRUPTED", "NEXT", "Mailbox", "TaskEvent", "TaskEvents"]
 
 log = logging.getLogger("gateway.events")
 _NEWS, _STOPS = EVENT_CHANNEL.encode(), STOP_CHANNEL.encode()
@@ -63,11 +64,47 @@ class TaskEvent:
     metadata_json: bytes | None = None  # what the agent reported for the task's metadata
 
 
+class Mailbox:
+    """A watcher's events of one task, in the order they came: ``put_nowait`` never waits,
+    ``next`` waits for the next one for at most a time. (An ``asyncio.Queue`` read through
+    ``asyncio.wait_for`` would cost a blocking send a queue with its own event, a task for
+    the read and three loop callbacks more.)"""
+
+    __slots__ = ("_events", "_waiter")
+
+    def __init__(self) -> None:
+        self._events: collections.deque[TaskEvent] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, event: TaskEvent) -> None:
+        self._events.append(event)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self, seconds: float) -> TaskEvent | None:
+        """The next event, or None when none came within ``seconds``."""
+        if not self._events:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(seconds, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return self._events.popleft() if self._events else None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class TaskEvents:
     def __init__(self, client: Redis) -> None:
         """``client`` is a plain connection (pub/sub reaches every node of a cluster)."""
         self._client = client
-        self._watchers: defaultdict[str, set[asyncio.Queue[TaskEvent]]] = defaultdict(set)
+        self._watchers: defaultdict[str, set[Mailbox]] = defaultdict(set)
         self._listeners: list[Callable[[str, str, int], None]] = []
         self._signals: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._local_runs: set[str] = set()
@@ -106,19 +143,9 @@ class TaskEvents:
         """Call ``callback(task_id, state, seq)`` for every event this process receives."""
         self._listeners.append(callback)
 
-    @contextlib.contextmanager
-    def watch(self, task_id: str) -> Iterator[asyncio.Queue[TaskEvent]]:
+    def watch(self, task_id: str) -> contextlib.AbstractContextManager[Mailbox]:
         """A queue of the task's events for as long as the block runs."""
-        queue: asyncio.Queue[TaskEvent] = asyncio.Queue()
-        self._watchers[task_id].add(queue)
-        try:
-            yield queue
-        finally:
-            watchers = self._watchers.get(task_id)
-            if watchers is not None:
-                watchers.discard(queue)
-                if not watchers:
-                    del self._watchers[task_id]
+        return _Watch(self._watchers, task_id)
 
     @contextlib.asynccontextmanager
     async def signal(self, task_id: str) -> AsyncIterator[asyncio.Event]:
@@ -192,15 +219,10 @@ class TaskEvents:
         if subscribed is not None:
             subscribed.set()
 
-    @contextlib.contextmanager
-    def running_here(self, task_id: str) -> Iterator[None]:
+    def running_here(self, task_id: str) -> contextlib.AbstractContextManager[None]:
         """While a run of the task is in this process, its own events reach local watchers
         directly (with the stored task), not through Redis; only a cancel comes from there."""
-        self._local_runs.add(task_id)
-        try:
-            yield
-        finally:
-            self._local_runs.discard(task_id)
+        return _RunningHere(self._local_runs, task_id)
 
     def notify_local(self, task_id: str, event: TaskEvent) -> None:
         """Deliver an event to this process's watchers now (it also arrives by Redis)."""
@@ -254,3 +276,42 @@ class TaskEvents:
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+# Context managers as classes, not generators: one of each is entered on every send.
+
+
+class _Watch:
+    """``TaskEvents.watch``: a queue among the task's watchers while the block runs."""
+
+    __slots__ = ("_queue", "_task_id", "_watchers")
+
+    def __init__(self, watchers: defaultdict[str, set[Mailbox]], task_id: str):
+        self._watchers, self._task_id = watchers, task_id
+        self._queue = Mailbox()
+
+    def __enter__(self) -> Mailbox:
+        self._watchers[self._task_id].add(self._queue)
+        return self._queue
+
+    def __exit__(self, *exc: object) -> None:
+        watchers = self._watchers.get(self._task_id)
+        if watchers is not None:
+            watchers.discard(self._queue)
+            if not watchers:
+                del self._watchers[self._task_id]
+
+
+class _RunningHere:
+    """``TaskEvents.running_here``: the task among this process's runs while the block runs."""
+
+    __slots__ = ("_runs", "_task_id")
+
+    def __init__(self, runs: set[str], task_id: str) -> None:
+        self._runs, self._task_id = runs, task_id
+
+    def __enter__(self) -> None:
+        self._runs.add(self._task_id)
+
+    def __exit__(self, *exc: object) -> None:
+        self._runs.discard(self._task_id)

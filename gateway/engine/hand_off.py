@@ -12,9 +12,7 @@ task's run is under way (``enqueue``, ``reject`` or ``interrupt``).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from gateway.agents.base import Agent
@@ -60,11 +58,23 @@ class SendResult:
     here: bool
 
 
-@dataclass
 class _Reservation:
-    """A worker of this process held for the run a send may take at once ('' for none)."""
+    """A worker of this process held for the run a send may take at once (``consumer``, ''
+    for none), given back on leaving unless the run took it (a class, not a generator's
+    context manager: one is entered on every send)."""
 
-    consumer: str
+    __slots__ = ("_queue", "consumer")
+
+    def __init__(self, queue: JobQueue) -> None:
+        self._queue = queue
+        self.consumer = queue.claimant()
+
+    def __enter__(self) -> _Reservation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.consumer:
+            self._queue.release()
 
 
 class RunHandOff:
@@ -100,23 +110,13 @@ class RunHandOff:
         and hand the run over (``job``: its ids as the write names them; the store's answer
         fixes them and the message's seq). A worker of this process is reserved for the
         write's duration, so the send script may give it a job at once."""
-        with self._reserve() as slot:
-            queued = replace(write, queueing=self._queueing(slot, policy))
+        with _Reservation(self.queue) as slot:
+            queued = write.queued(self._queueing(slot, policy))
             stored = await self.store.send(principal, queued)
             here = await self._accepted(slot, job, stored)
         return SendResult(
             stored.context_id, stored.task_id, stored.seq, stored.duplicate, stored.waiting, here
         )
-
-    @contextlib.contextmanager
-    def _reserve(self) -> Iterator[_Reservation]:
-        """A worker for the send's run, given back on leaving unless the run took it."""
-        slot = _Reservation(self.queue.claimant())
-        try:
-            yield slot
-        finally:
-            if slot.consumer:
-                self.queue.release()
 
     def _queueing(self, slot: _Reservation, policy: RunPolicy) -> Queueing:
         """How the send's run is queued: on the jobs stream (taken at once by ``slot``'s

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from starlette.routing import Match
@@ -91,14 +92,15 @@ class AccessLogMiddleware:
         began = time.perf_counter()
         error_body: list[bytes] = []
 
-        # The one wrapper of `send` of the middlewares (see response_start.py).
-        async def send_with_id(message: Message) -> None:
+        # The one wrapper of `send` of the middlewares (see response_start.py); a plain
+        # function handing back the server's awaitable (see stack.py).
+        def send_with_id(message: Message) -> Awaitable[None]:
             if message["type"] == "http.response.start":
                 started(scope, message)
                 message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
             elif message["type"] == "http.response.body" and status_of(scope) >= 400:
                 error_body.append(message.get("body", b""))  # an error's name, for its outcome
-            await send(message)
+            return send(message)
 
         try:
             await self.app(scope, receive, send_with_id)

@@ -22,6 +22,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ForbiddenError, GatewayError, UnauthenticatedError
+from gateway.http.headers import header
 from gateway.http.ratelimit import RateLimiter, credential_tag
 from gateway.http.responses import error_response
 from gateway.identity.managed import ManagedKeys
@@ -47,8 +48,8 @@ def _digest(key: str) -> bytes:
 
 
 def _credential(headers: Headers) -> str | None:
-    key = headers.get("x-api-key")
-    auth = headers.get("authorization")
+    key = header(headers.raw, b"x-api-key")
+    auth = header(headers.raw, b"authorization")
     if key is None and auth is not None:
         scheme, _, token = auth.partition(" ")
         if scheme.lower() == "bearer":
@@ -87,7 +88,7 @@ class Authenticator:
 
     @staticmethod
     def check_tenant(headers: Headers, principal: Principal) -> None:
-        tenant = headers.get("tenant-name")
+        tenant = header(headers.raw, b"tenant-name")
         if tenant is not None and tenant != principal.tenant:
             raise ForbiddenError("Tenant-Name does not match the credentials")
 

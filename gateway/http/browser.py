@@ -11,15 +11,15 @@ compare case-insensitively, and one rule serves every surface (REST, JSON-RPC, M
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import HostNotAllowedError
+from gateway.http.headers import header
 from gateway.http.response_start import on_start
 from gateway.http.responses import error_response
 
@@ -94,20 +94,18 @@ class BrowserGuardMiddleware:
     def __init__(self, app: ASGIApp, rule: HostRule) -> None:
         self.app, self.rule = app, rule
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # The app's awaitable, not awaited here (see stack.py).
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+            return self.app(scope, receive, send)
         on_start(scope, _harden)
-        headers = Headers(scope=scope)
+        raw = scope["headers"]
         if not (
-            self.rule.host_allowed(headers.get("host"))
-            and self.rule.origin_allowed(headers.get("origin"))
+            self.rule.host_allowed(header(raw, b"host"))
+            and self.rule.origin_allowed(header(raw, b"origin"))
         ):
-            await error_response(HostNotAllowedError())(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+            return error_response(HostNotAllowedError())(scope, receive, send)
+        return self.app(scope, receive, send)
 
 
 def _harden(message: Message) -> None:

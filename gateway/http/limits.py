@@ -3,6 +3,8 @@ as a chunked one passes the limit."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import PayloadTooLargeError
@@ -15,10 +17,10 @@ class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # The app's awaitable, not awaited here (see stack.py).
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         declared, chunked = None, False
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit():
@@ -26,13 +28,11 @@ class BodyLimitMiddleware:
             elif name == b"transfer-encoding":
                 chunked = True
         if declared is not None and declared > self.max_bytes:
-            await error_response(PayloadTooLargeError())(scope, receive, send)
-            return
+            return error_response(PayloadTooLargeError())(scope, receive, send)
         if declared is not None and not chunked:
             # The server reads no more than the length declared (what follows it is the
             # next request), so the body is within the limit: no count needed.
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         seen = 0  # a chunked body (whatever length it claims): counted as it arrives
 
         async def limited() -> Message:
@@ -43,4 +43,4 @@ class BodyLimitMiddleware:
                 raise PayloadTooLargeError()
             return message
 
-        await self.app(scope, limited, send)
+        return self.app(scope, limited, send)

@@ -19,7 +19,7 @@ import orjson
 from starlette.types import Scope
 
 from gateway.errors import GatewayError
-from gateway.metrics import OPERATION_SECONDS, OPERATIONS
+from gateway.metrics import OPERATION_SECONDS, OPERATIONS, series
 
 __all__ = ["Operation", "error_outcome", "finished", "note", "noted", "outcome_of_body"]
 
@@ -105,8 +105,8 @@ def finished(
     """A request (an HTTP request, a gRPC call) is over: count its operations and, when
     ``log_line``, write its access log line — ids, names, outcome and timing, no content."""
     for operation in operations:
-        OPERATIONS.labels(operation.binding, operation.name, operation.outcome).inc()
-        OPERATION_SECONDS.labels(operation.binding, operation.name).observe(seconds)
+        series(OPERATIONS, operation.binding, operation.name, operation.outcome).inc()
+        series(OPERATION_SECONDS, operation.binding, operation.name).observe(seconds)
     if log_line:
         log.info(
             "request",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -131,11 +132,15 @@ class RateLimitMiddleware:
     def __init__(self, app: ASGIApp, limiter: RateLimiter) -> None:
         self.app, self.limiter = app, limiter
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         principal = scope.get("state", {}).get("principal") if scope["type"] == "http" else None
         if principal is None or not self.limiter.active:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # not awaited here (see stack.py)
+        return self._limited(scope, receive, send, principal)
+
+    async def _limited(
+        self, scope: Scope, receive: Receive, send: Send, principal: Principal
+    ) -> None:
         verdict = await self.limiter.request(principal)
         if verdict is None:
             await self.app(scope, receive, send)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
@@ -48,10 +48,34 @@ def _lean(endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
     three closures and a wrapper of ``send`` less on every request."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        response = await endpoint(Request(scope, receive, send))
+        response = await endpoint(_Request(scope, receive, send))
         await response(scope, receive, send)
 
     return app
+
+
+class _Request(Request):
+    """Starlette's request, its body read in a loop over ``receive``: Starlette reads it
+    through ``stream()``, an async generator in ``aclosing`` (three steps, a
+    ``StopAsyncIteration`` and a close for a body that comes in one message, as nearly every
+    one does). The same reads, checks and errors, and the body kept as Starlette keeps it."""
+
+    async def body(self) -> bytes:
+        if not hasattr(self, "_body"):
+            if self._stream_consumed:
+                raise RuntimeError("Stream consumed")
+            chunks: list[bytes] = []
+            while not self._stream_consumed:
+                message = await self._receive()
+                if message["type"] == "http.request":
+                    chunks.append(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        self._stream_consumed = True
+                elif message["type"] == "http.disconnect":
+                    self._is_disconnected = True
+                    raise ClientDisconnect()
+            self._body = b"".join(chunks)
+        return self._body
 
 
 def _function_endpoint(route: BaseRoute) -> Callable[[Request], Awaitable[Response]] | None:
@@ -85,10 +109,13 @@ class IndexedRouter(Router):
         """The routes that may match ``path``, in the order Starlette would try them."""
         return self._by_head.get(first_segment(path), self._any_head)
 
-    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
+        # Router's, without a coroutine of its own (see stack.py).
+        return self.middleware_stack(scope, receive, send)
+
+    def app(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         if scope["type"] == "lifespan" or scope.get("root_path"):
-            await super().app(scope, receive, send)  # mounted elsewhere: the plain search
-            return
+            return super().app(scope, receive, send)  # mounted elsewhere: the plain search
         scope.setdefault("router", self)
         partial: tuple[BaseRoute, Scope] | None = None
         for route in self.candidates(scope["path"]):
@@ -96,13 +123,21 @@ class IndexedRouter(Router):
             if match is Match.FULL:
                 scope["route"] = route
                 scope.update(child_scope)
-                await route.handle(scope, receive, send)
-                return
+                return _handled(route, scope, receive, send)
             if match is Match.PARTIAL and partial is None:
                 partial = (route, child_scope)
         if partial is not None:
             scope["route"] = partial[0]
             scope.update(partial[1])
-            await partial[0].handle(scope, receive, send)
-            return
-        await super().app(scope, receive, send)  # redirect or 404, as Starlette decides
+            return partial[0].handle(scope, receive, send)
+        return super().app(scope, receive, send)  # redirect or 404, as Starlette decides
+
+
+def _handled(
+    route: BaseRoute, scope: Scope, receive: Receive, send: Send
+) -> Coroutine[Any, Any, None]:
+    """``route.handle``: a plain route's app straight away when it takes the method (its
+    ``handle`` would only check that, then await the app)."""
+    if type(route) is Route and (not route.methods or scope["method"] in route.methods):
+        return route.app(scope, receive, send)  # type: ignore[return-value]
+    return route.handle(scope, receive, send)

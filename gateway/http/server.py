@@ -88,23 +88,42 @@ class BoundedProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._deadline: asyncio.TimerHandle | None = None
+        # The bound running now (loop time; None: none), and the one timer that watches it,
+        # set to go off at ``_timer_at``: arming a later bound leaves the timer as it is
+        # (when it goes off before the bound, it is set again for the bound), so a request
+        # whose bounds follow one another costs no timer of its own.
+        self._due: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._reading_headers = True  # no request yet, or one whose headers are coming
         self._requested = False  # a request has begun and not finished arriving
         self._header_bytes = 0
         self._refusal: GatewayError | None = None
 
     def _arm(self, seconds: float) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(seconds, self._expired)
+        due = self._due = self.loop.time() + seconds
+        if self._timer is not None and self._timer_at <= due:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = self.loop.call_at(due, self._watch), due
 
     def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        self._due = None
+
+    def _watch(self) -> None:
+        """The timer went off: the bound has run out when it is due by the timer's time;
+        a later bound sets the timer again; with none, nothing is watched."""
+        self._timer = None
+        if self._due is None:
+            return
+        if self._due > self._timer_at:
+            self._timer, self._timer_at = self.loop.call_at(self._due, self._watch), self._due
+            return
+        self._due = None
+        self._expired()
 
     def _expired(self) -> None:
-        self._deadline = None
         if self.transport.is_closing():
             return
         if self._reading_headers:
@@ -121,6 +140,9 @@ class BoundedProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:

@@ -15,7 +15,7 @@ from gateway.a2a import accepts_any
 from gateway.agents.base import Agent
 from gateway.agents.registry import AgentRegistry
 from gateway.context_memory.text import embeddable_text
-from gateway.engine.events import TaskEvent, TaskEvents
+from gateway.engine.events import Mailbox, TaskEvent, TaskEvents
 from gateway.engine.hand_off import RunHandOff, SendResult
 from gateway.engine.runs import RunJob
 from gateway.engine.status import status_json
@@ -176,7 +176,7 @@ class MessageService:
         self,
         principal: Principal,
         result: SendResult,
-        events: asyncio.Queue[TaskEvent],
+        events: Mailbox,
         blocking: bool,
     ) -> TaskEvent | None:
         """For a blocking send, wait for the task to settle (the event, when one came). A

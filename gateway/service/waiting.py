@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
-from gateway.engine.events import INTERRUPTED, NEXT, TaskEvent
+from gateway.engine.events import INTERRUPTED, NEXT, Mailbox, TaskEvent
 from gateway.engine.status import settled
 from gateway.principal import Principal
 from gateway.store.redis_store import Store
@@ -21,7 +20,7 @@ async def wait_until_settled(
     principal: Principal,
     context_id: str,
     task_id: str,
-    events: asyncio.Queue[TaskEvent],
+    events: Mailbox,
     cap_seconds: float,
     seq: int = 0,
 ) -> TaskEvent | None:
@@ -32,9 +31,8 @@ async def wait_until_settled(
     Returns the settling event when one arrived (None otherwise)."""
     deadline = time.monotonic() + cap_seconds
     while (remaining := deadline - time.monotonic()) > 0:
-        try:
-            event = await asyncio.wait_for(events.get(), min(remaining, FALLBACK_POLL_SECONDS))
-        except TimeoutError:
+        event = await events.next(min(remaining, FALLBACK_POLL_SECONDS))
+        if event is None:
             if await store.run_settled(principal, context_id, task_id, seq):
                 return None
             continue

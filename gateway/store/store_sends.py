@@ -8,6 +8,7 @@ flags."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -98,6 +99,13 @@ class SendWrite:
     # The client named the context, which this message opens if the user does not have it
     # (unless it was scrubbed within the retention: then it stays unknown).
     named: bool = False
+
+    def queued(self, queueing: Queueing) -> SendWrite:
+        """The write with its run queued as ``queueing``: ``dataclasses.replace``, without
+        its checks of every field (a third of the cost; one is made for every send)."""
+        write = copy.copy(self)
+        object.__setattr__(write, "queueing", queueing)
+        return write
 
 
 @dataclass(frozen=True)
