@@ -18,11 +18,11 @@ app returns hands back the app's awaitable instead of awaiting it in a coroutine
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeGuard
 
-from starlette._exception_handler import _lookup_exception_handler
-from starlette._utils import is_async_callable
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -62,9 +62,9 @@ class ServerErrors(ServerErrorMiddleware):
             elif self.handler is None:
                 response = self.error_response(request, exc)
             elif is_async_callable(self.handler):
-                response = await self.handler(request, exc)  # type: ignore[arg-type]
+                response = await self.handler(request, exc)
             else:
-                response = await run_in_threadpool(self.handler, request, exc)
+                response = await run_in_threadpool(self.handler, request, exc)  # type: ignore[arg-type]
             if not response_started:
                 await response(scope, receive, send)
             # Raised on, as Starlette does: the server logs it.
@@ -98,7 +98,7 @@ class Exceptions(ExceptionMiddleware):
             if isinstance(exc, HTTPException):
                 handler = self._status_handlers.get(exc.status_code)
             if handler is None:
-                handler = _lookup_exception_handler(self._exception_handlers, exc)
+                handler = _handler_of(self._exception_handlers, exc)
             if handler is None:
                 raise exc
             if response_started:
@@ -112,10 +112,26 @@ class Exceptions(ExceptionMiddleware):
             exc.__traceback__ = None
 
 
+def _handler_of(
+    handlers: Mapping[Any, ExceptionHandler], exc: Exception
+) -> ExceptionHandler | None:
+    """The handler of the exception's nearest class that has one (Starlette's lookup)."""
+    return next((handlers[c] for c in type(exc).__mro__ if c in handlers), None)
+
+
+def is_async_callable(obj: Any) -> TypeGuard[Callable[..., Awaitable[Any]]]:
+    """Whether calling ``obj`` gives a coroutine (Starlette's test, through partials)."""
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    return inspect.iscoroutinefunction(obj) or (
+        callable(obj) and inspect.iscoroutinefunction(obj.__call__)
+    )
+
+
 async def _handled(handler: ExceptionHandler, conn: Request, exc: Exception) -> Response | None:
     """The handler's answer (a plain function runs in the thread pool, as Starlette does)."""
     if is_async_callable(handler):
-        response: Response | None = await handler(conn, exc)  # type: ignore[arg-type]
+        response: Response | None = await handler(conn, exc)
         return response
     return await run_in_threadpool(handler, conn, exc)  # type: ignore[arg-type]
 
