@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import sysconfig
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+import redis
 from redis.exceptions import (
     ClusterError,
     OutOfMemoryError,
@@ -19,7 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.errors import ReplicasBehindError, StoreUnavailableError
 from gateway.store.replica_ack import ReplicaAckError
 
-__all__ = ["UNAVAILABLE", "translated"]
+__all__ = ["UNAVAILABLE", "raised_by_the_client", "translated"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -40,10 +43,29 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+_CLIENT = str(Path(redis.__file__).parent)
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def raised_by_the_client(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from inside redis-py rather than the gateway's code: the last
+    frame of its traceback outside the standard library is redis-py's. Its cluster client,
+    closing connections while the cluster changes, lets other commands on them fail with
+    ``AttributeError`` or ``RuntimeError``: a Redis that will answer again, not a defect."""
+    frame, last = exc.__traceback__, ""
+    while frame is not None:
+        path = frame.tb_frame.f_code.co_filename
+        if not path.startswith(_STDLIB):
+            last = path
+        frame = frame.tb_next
+    return last.startswith(_CLIENT)
+
+
 def translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Raise ``StoreUnavailableError`` (503, Retry-After) when Redis cannot serve the
-    command now (``UNAVAILABLE``), ``ReplicasBehindError`` (503) when a write did not
-    reach enough replicas in time."""
+    command now (``UNAVAILABLE``, or the client's own failures while a cluster changes,
+    ``raised_by_the_client``), ``ReplicasBehindError`` (503) when a write did not reach
+    enough replicas in time."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -53,5 +75,9 @@ def translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             raise ReplicasBehindError() from exc
         except UNAVAILABLE as exc:
             raise StoreUnavailableError() from exc
+        except (AttributeError, RuntimeError) as exc:
+            if raised_by_the_client(exc):
+                raise StoreUnavailableError() from exc
+            raise
 
     return wrapper
