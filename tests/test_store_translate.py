@@ -3,7 +3,10 @@ cannot serve is a 503 (``StoreUnavailableError``), what the gateway's own code r
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+import uvloop
 from redis.asyncio.connection import Connection
 
 from gateway.errors import StoreUnavailableError
@@ -31,3 +34,37 @@ async def test_the_gateways_own_errors_are_not_taken_for_an_unavailable_redis() 
 
     with pytest.raises(RuntimeError, match="a defect"):
         await defect()
+
+
+def test_a_connection_whose_transport_closed_under_a_command_is_unavailable() -> None:
+    """Under uvloop (what `gateway serve` runs), the same command on a connection whose
+    transport the client closed fails in the event loop's own code with RuntimeError ("the
+    handler is closed"), below redis-py: a 503 too (seen as a 500 during a cluster's loss of
+    its slots)."""
+
+    async def scenario() -> None:
+        accepted: list[asyncio.StreamWriter] = []
+        server = await asyncio.start_server(lambda _r, w: accepted.append(w), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        connection = Connection(host="127.0.0.1", port=port)
+        connection._reader, connection._writer = await asyncio.open_connection("127.0.0.1", port)
+        connection._writer.transport.close()  # as the client's disconnect does
+        await asyncio.sleep(0)  # the transport is closed, its stream still referenced
+
+        @translated
+        async def command() -> None:
+            await connection._send_packed_command([b"PING\r\n"])
+
+        try:
+            with pytest.raises(StoreUnavailableError) as raised:
+                await command()
+            assert isinstance(raised.value.__cause__, RuntimeError)
+        finally:
+            await connection.disconnect()
+            for writer in accepted:
+                writer.close()
+            server.close()
+            await server.wait_closed()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(scenario())

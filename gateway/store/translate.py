@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import sysconfig
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -43,22 +43,26 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
-_CLIENT = str(Path(redis.__file__).parent)
-_STDLIB = sysconfig.get_paths()["stdlib"]
+_CLIENT = f"{Path(redis.__file__).parent}{os.sep}"
+_GATEWAY = f"{Path(__file__).parents[1]}{os.sep}"
 
 
 def raised_by_the_client(exc: BaseException) -> bool:
-    """Whether ``exc`` comes from inside redis-py rather than the gateway's code: the last
-    frame of its traceback outside the standard library is redis-py's. Its cluster client,
-    closing connections while the cluster changes, lets other commands on them fail with
-    ``AttributeError`` or ``RuntimeError``: a Redis that will answer again, not a defect."""
-    frame, last = exc.__traceback__, ""
+    """Whether ``exc`` comes from inside redis-py rather than the gateway's code: its
+    traceback enters redis-py after the gateway's last frame (whatever the client called
+    then, the standard library or the event loop, raised it). Its cluster client, closing
+    connections while the cluster changes, lets other commands on them fail with
+    ``AttributeError`` or ``RuntimeError`` (uvloop's "the handler is closed"): a Redis that
+    will answer again, not a defect."""
+    frame, inside = exc.__traceback__, False
     while frame is not None:
         path = frame.tb_frame.f_code.co_filename
-        if not path.startswith(_STDLIB):
-            last = path
+        if path.startswith(_GATEWAY):
+            inside = False
+        elif path.startswith(_CLIENT):
+            inside = True
         frame = frame.tb_next
-    return last.startswith(_CLIENT)
+    return inside
 
 
 def translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
