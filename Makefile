@@ -57,7 +57,7 @@ CLUSTER_SUITE := tests/test_send.py tests/test_tasks.py tests/test_contexts.py \
                  tests/test_streaming.py tests/test_streaming_replicas.py tests/test_stream_capacity.py \
                  tests/test_push_delivery.py tests/test_push_configs.py tests/test_push_cluster.py \
                  tests/test_background_embedding.py tests/test_search_consistency.py \
-                 tests/test_embed_handoff.py \
+                 tests/test_embed_handoff.py tests/test_stream_consumer.py \
                  tests/test_sealing_keys.py tests/test_audit.py \
                  tests/test_client_context_ids.py $(AT_REST_ON_CLUSTER)
 

@@ -135,13 +135,12 @@ class StreamConsumer(ABC):
                     self.hold(entry for entry, _ in entries)
                     await self.handle(entries)
             except Exception as exc:
-                if not self.read_retry.retries(exc):  # a defect must not stop the loop
-                    log.error(
-                        "batch failed", extra={"worker": self.name, "error": type(exc).__name__}
-                    )
+                self._failed("batch failed", exc)
                 await pauses.wait()
-                with contextlib.suppress(GatewayError):
+                try:  # the stream may have gone with its group (a fresh Redis)
                     await self.jobs.ensure_group()
+                except Exception as again:
+                    self._failed("consumer group not made", again)
                 continue
             pauses.reset()
 
@@ -149,8 +148,16 @@ class StreamConsumer(ABC):
         while True:
             await asyncio.sleep(self._lease / 3)
             if self.held:
-                with contextlib.suppress(GatewayError):
+                try:
                     await self.jobs.heartbeat(self.consumer, list(self.held))
+                except Exception as exc:  # the next beat tries again
+                    self._failed("lease renewal failed", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """A failure of the loops, which go on: a Redis away is expected (``read_retry``),
+        anything else is logged (a defect must not stop them)."""
+        if not self.read_retry.retries(exc):
+            log.error(what, extra={"worker": self.name, "error": type(exc).__name__})
 
 
 class BatchConsumer(StreamConsumer):
