@@ -144,7 +144,7 @@ class TaskEvents:
         self._listeners.append(callback)
 
     def watch(self, task_id: str) -> contextlib.AbstractContextManager[Mailbox]:
-        """A queue of the task's events for as long as the block runs."""
+        """A mailbox of the task's events for as long as the block runs."""
         return _Watch(self._watchers, task_id)
 
     @contextlib.asynccontextmanager
@@ -226,8 +226,8 @@ class TaskEvents:
 
     def notify_local(self, task_id: str, event: TaskEvent) -> None:
         """Deliver an event to this process's watchers now (it also arrives by Redis)."""
-        for queue in self._watchers.get(task_id, ()):
-            queue.put_nowait(event)
+        for mailbox in self._watchers.get(task_id, ()):
+            mailbox.put_nowait(event)
 
     def _dispatch(self, channel: bytes, payload: bytes) -> None:
         prefix = _STOPS if channel.startswith(_STOPS) else _NEWS
@@ -239,8 +239,8 @@ class TaskEvents:
         watchers = self._watchers.get(task_id)
         if watchers and (text in _FOREIGN or task_id not in self._local_runs):
             event = TaskEvent(text, seq)
-            for queue in watchers:
-                queue.put_nowait(event)
+            for mailbox in watchers:
+                mailbox.put_nowait(event)
         for callback in self._listeners:
             callback(task_id, text, seq)
 
@@ -282,22 +282,22 @@ class TaskEvents:
 
 
 class _Watch:
-    """``TaskEvents.watch``: a queue among the task's watchers while the block runs."""
+    """``TaskEvents.watch``: a mailbox among the task's watchers while the block runs."""
 
-    __slots__ = ("_queue", "_task_id", "_watchers")
+    __slots__ = ("_mailbox", "_task_id", "_watchers")
 
     def __init__(self, watchers: defaultdict[str, set[Mailbox]], task_id: str):
         self._watchers, self._task_id = watchers, task_id
-        self._queue = Mailbox()
+        self._mailbox = Mailbox()
 
     def __enter__(self) -> Mailbox:
-        self._watchers[self._task_id].add(self._queue)
-        return self._queue
+        self._watchers[self._task_id].add(self._mailbox)
+        return self._mailbox
 
     def __exit__(self, *exc: object) -> None:
         watchers = self._watchers.get(self._task_id)
         if watchers is not None:
-            watchers.discard(self._queue)
+            watchers.discard(self._mailbox)
             if not watchers:
                 del self._watchers[self._task_id]
 
