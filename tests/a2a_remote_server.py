@@ -49,8 +49,10 @@ class _Specialist(AgentExecutor):
 
 
 class RemoteAgentServer(ServedDouble):
-    def __init__(self, transport: str = "JSONRPC", streaming: bool = False) -> None:
-        super().__init__()
+    def __init__(
+        self, transport: str = "JSONRPC", streaming: bool = False, port: int | None = None
+    ) -> None:
+        super().__init__(port=port)
         self.seen: list[dict[str, Any]] = []
         self.canceled: list[str] = []
         card = AgentCard(

@@ -224,3 +224,31 @@ async def test_a_remote_agents_stream_is_relayed(make_app: AppFactory, binding: 
     assert [a["parts"][0]["text"] for a in plain["artifacts"]] == [
         "specialist opinion on: troponin 0.8"
     ]
+
+
+async def test_a_gateway_reads_a_remote_card_for_itself(make_app: AppFactory) -> None:
+    """Cards are cached per gateway: a new gateway in the same process (as an app and its
+    tests) reads the card afresh, here a 0.3 agent now where a 1.0 agent was."""
+
+    async def answer(remote: Any, agent: str) -> Any:
+        async with make_app(
+            api_keys=orjson.dumps(API_KEYS).decode(),
+            outbound_allowlist=f"127.0.0.1:{remote.port}",
+        ) as c:
+            spec = {"id": agent, "name": "Cardiology", "type": "a2a-remote",
+                    "config": {"cardUrl": remote.card_url}}  # fmt: skip
+            assert (await c.post("/agents", json=spec, headers=auth("admin"))).status_code == 201
+            return await send_task(c, "troponin 0.8", agent=agent, headers=auth("alice"))
+
+    first = Remote1x("JSONRPC").start()
+    try:
+        assert (await answer(first, "cardio-1"))["status"]["state"] == "completed"
+    finally:
+        first.stop()
+    second = RemoteAgentServer("JSONRPC", port=first.port).start()
+    try:
+        task = await answer(second, "cardio-2")
+    finally:
+        second.stop()
+    assert task["status"]["state"] == "completed", task["status"]
+    assert [s["text"] for s in second.seen] == ["troponin 0.8"]

@@ -20,7 +20,7 @@ from gateway.agents.echo import EchoAgent
 from gateway.agents.key_env import KeyEnvPolicy
 from gateway.agents.openai_agent import OpenAIAgent
 from gateway.agents.registered import skills_of
-from gateway.agents.remote import RemoteAgent
+from gateway.agents.remote import Cards, RemoteAgent
 from gateway.agents.specs import AgentEntry
 from gateway.errors import AgentNotFoundError
 from gateway.outbound import Allowlist
@@ -56,13 +56,14 @@ class AgentFactory:
         request against the allowlist. ``key_env``: the variables ``apiKeyEnv`` may name."""
         self.allowlist, self.http, self.http2 = allowlist, http, http2
         self.key_env = key_env or KeyEnvPolicy()
+        self.cards = Cards()
 
     def build(self, entry: AgentEntry) -> Agent:
         config = entry.typed_config()
         if entry.type == "openai":
             return OpenAIAgent(entry, config, self.allowlist, self.http2, self.key_env)
         if entry.type == "a2a-remote":
-            return RemoteAgent(entry, config, self.allowlist, self.http, self.key_env)
+            return RemoteAgent(entry, config, self.allowlist, self.http, self.key_env, self.cards)
         return ConfiguredEcho(entry)
 
 

@@ -43,7 +43,7 @@ from gateway.agents.remote_v1 import Relay, RemoteCallError, RemoteV1, v1_interf
 from gateway.agents.specs import AgentEntry, RemoteConfig
 from gateway.outbound import Allowlist, OutboundRefused
 
-__all__ = ["RemoteAgent"]
+__all__ = ["Cards", "RemoteAgent"]
 
 log = logging.getLogger("gateway.agents")
 
@@ -57,7 +57,23 @@ _MAX_ERROR_CHARS = 500
 CANCEL_SECONDS = 5.0
 
 # Fetched cards (their JSON), per card URL: (fetched at, card).
-_CARDS: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
+class Cards:
+    """Remote agents' cards by URL, each kept for its agent's ``cardTtlSeconds``; one per
+    agent factory, so two gateways in one process (an app and its tests) share none."""
+
+    def __init__(self) -> None:
+        self._by_url: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def get(self, url: str, ttl_seconds: float) -> dict[str, Any] | None:
+        cached = self._by_url.get(url)
+        if cached is None or time.monotonic() - cached[0] >= ttl_seconds:
+            return None
+        return cached[1]
+
+    def put(self, url: str, card: dict[str, Any]) -> None:
+        self._by_url[url] = (time.monotonic(), card)
 
 
 def _text_of(message: Mapping[str, Any] | None) -> str:
@@ -85,10 +101,11 @@ class RemoteAgent(RegisteredAgent):
         allowlist: Allowlist,
         http: httpx.AsyncClient,
         key_env: KeyEnvPolicy,
+        cards: Cards,
     ) -> None:
         super().__init__(entry)
         self._config, self._allowlist, self._http = config, allowlist, http
-        self._key_env = key_env
+        self._key_env, self._cards = key_env, cards
 
     def _headers(self) -> dict[str, str]:
         key = self._config.key(self._key_env)
@@ -96,15 +113,15 @@ class RemoteAgent(RegisteredAgent):
 
     async def _card(self) -> dict[str, Any]:
         url = self._config.cardUrl
-        cached = _CARDS.get(url)
-        if cached is not None and time.monotonic() - cached[0] < self._config.cardTtlSeconds:
-            return cached[1]
+        cached = self._cards.get(url, self._config.cardTtlSeconds)
+        if cached is not None:
+            return cached
         r = await self._http.get(url, headers=self._headers())
         r.raise_for_status()
         card = r.json()
         if not isinstance(card, dict):
             raise ValueError("the agent card is not a JSON object")
-        _CARDS[url] = (time.monotonic(), card)
+        self._cards.put(url, card)
         return card
 
     async def _client(self) -> RemoteV1 | _Sdk03:
