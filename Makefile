@@ -63,8 +63,8 @@ CLUSTER_SUITE := tests/test_send.py tests/test_tasks.py tests/test_contexts.py \
 
 # The linters first (ruff, the complexity cap, mypy strict): CI runs `make test` only.
 test: install lint
-	$(VENV)/bin/pytest --cov=gateway --cov-report=
-	GATEWAY_TEST_CLUSTER=1 $(VENV)/bin/pytest --cov=gateway --cov-append \
+	$(VENV)/bin/pytest -n 2 --dist loadfile --cov=gateway --cov-report=
+	GATEWAY_TEST_CLUSTER=1 $(VENV)/bin/pytest -n 2 --dist loadfile --cov=gateway --cov-append \
 		--cov-report=term:skip-covered --cov-fail-under=90 $(CLUSTER_SUITE)
 
 bench: install

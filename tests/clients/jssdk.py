@@ -9,6 +9,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+from tests.clients.install_lock import installing
 from tests.processes import ROOT
 
 PACKAGES = ("@a2a-js/sdk@1.3.0", "@grpc/grpc-js@1.14.7", "@bufbuild/protobuf@2.17.0")
@@ -24,13 +25,14 @@ def prefix() -> Path:
     """The directory whose ``node_modules`` holds the SDK (installed on first use)."""
     marker = ENV / ".installed"
     wanted = " ".join(PACKAGES)
-    if not (marker.is_file() and marker.read_text() == wanted):
-        ENV.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["npm", "install", "--prefix", str(ENV), "--no-audit", "--no-fund", "--silent",
-             *PACKAGES],
-            check=True,
-            timeout=600,
-        )  # fmt: skip
-        marker.write_text(wanted)
+    with installing(ENV):
+        if not (marker.is_file() and marker.read_text() == wanted):
+            ENV.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                ["npm", "install", "--prefix", str(ENV), "--no-audit", "--no-fund", "--silent",
+                 *PACKAGES],
+                check=True,
+                timeout=600,
+            )  # fmt: skip
+            marker.write_text(wanted)
     return ENV

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from gateway.embedded_redis import free_port
+from tests.clients.install_lock import installing
 from tests.processes import PROCESS_SECONDS, ROOT, stop
 from tests.waiting import until_sync
 
@@ -31,15 +32,16 @@ def python() -> Path:
     interpreter = ENV / "bin" / "python"
     marker = ENV / ".installed"
     wanted = " ".join(PACKAGES)
-    if not (marker.is_file() and marker.read_text() == wanted and interpreter.is_file()):
-        uv = Path(sys.executable).parent / "uv"
-        subprocess.run([uv, "venv", "-q", "--allow-existing", str(ENV)], check=True)
-        subprocess.run(
-            [uv, "pip", "install", "-q", "--python", str(interpreter), *PACKAGES],
-            check=True,
-            timeout=600,
-        )
-        marker.write_text(wanted)
+    with installing(ENV):
+        if not (marker.is_file() and marker.read_text() == wanted and interpreter.is_file()):
+            uv = Path(sys.executable).parent / "uv"
+            subprocess.run([uv, "venv", "-q", "--allow-existing", str(ENV)], check=True)
+            subprocess.run(
+                [uv, "pip", "install", "-q", "--python", str(interpreter), *PACKAGES],
+                check=True,
+                timeout=600,
+            )
+            marker.write_text(wanted)
     return interpreter
 
 
