@@ -56,8 +56,6 @@ _MAX_ERROR_CHARS = 500
 # for) may take before the run gives up on it.
 CANCEL_SECONDS = 5.0
 
-# Fetched cards (their JSON), per card URL: (fetched at, card).
-
 
 class Cards:
     """Remote agents' cards by URL, each kept for its agent's ``cardTtlSeconds``; one per
